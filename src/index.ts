@@ -1,0 +1,21 @@
+/**
+ * troupe: an actor-model runtime for AI-agent sessions on Effect.
+ *
+ * @since 0.1.0
+ */
+export * as Agent from "./schema/Agent.js"
+export * as Budget from "./schema/Budget.js"
+export * as Callback from "./schema/Callback.js"
+export * as Errors from "./schema/Errors.js"
+export * as Ids from "./schema/Ids.js"
+export * as Inbox from "./schema/Inbox.js"
+export * as Json from "./schema/Json.js"
+export * as Lease from "./schema/Lease.js"
+export * as Operation from "./schema/Operation.js"
+export * as Policy from "./schema/Policy.js"
+export * as Principal from "./schema/Principal.js"
+export * as Record from "./schema/Record.js"
+export * as Session from "./schema/Session.js"
+export * as Turn from "./schema/Turn.js"
+export * as SessionStore from "./services/SessionStore.js"
+export * as MemorySessionStore from "./layers/MemorySessionStore.js"

@@ -1,0 +1,109 @@
+/**
+ * The SQL store's schema, for SQLite and PostgreSQL, as `@effect/sql`
+ * migrations. Times are epoch milliseconds and flags are 0/1 integers on both
+ * dialects, so one set of queries serves both.
+ *
+ * @since 0.1.0
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+
+/** The migrations table troupe keeps its own history in. */
+export const table = "troupe_migrations"
+
+const initial = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // PostgreSQL wants BIGINT for millisecond times; SQLite's INTEGER is 64-bit already.
+  const big = sql.onDialectOrElse({ pg: () => sql.literal("BIGINT"), orElse: () => sql.literal("INTEGER") })
+  yield* sql`CREATE TABLE troupe_sessions (
+    id TEXT PRIMARY KEY,
+    workspace_id TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    parent_id TEXT,
+    root_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    agent_path TEXT NOT NULL,
+    alias TEXT,
+    title TEXT,
+    archived INTEGER NOT NULL DEFAULT 0,
+    closed INTEGER NOT NULL DEFAULT 0,
+    active_turn_id TEXT,
+    open_callbacks INTEGER NOT NULL DEFAULT 0,
+    busy_policy TEXT NOT NULL,
+    budgets TEXT,
+    subagent_policy TEXT,
+    metadata TEXT NOT NULL,
+    idempotency_key TEXT,
+    fingerprint TEXT NOT NULL,
+    head_seq ${big} NOT NULL,
+    inbox_head ${big} NOT NULL DEFAULT 0,
+    ready_count INTEGER NOT NULL DEFAULT 0,
+    lease_owner TEXT,
+    lease_epoch ${big} NOT NULL DEFAULT 0,
+    lease_expires_at ${big} NOT NULL DEFAULT 0,
+    created_at ${big} NOT NULL,
+    updated_at ${big} NOT NULL
+  )`
+  yield* sql`CREATE UNIQUE INDEX troupe_sessions_idempotency ON troupe_sessions (workspace_id, idempotency_key)`
+  yield* sql`CREATE UNIQUE INDEX troupe_sessions_alias ON troupe_sessions (parent_id, alias)`
+  yield* sql`CREATE INDEX troupe_sessions_workspace ON troupe_sessions (workspace_id, parent_id, id)`
+  yield* sql`CREATE INDEX troupe_sessions_root ON troupe_sessions (root_id, id)`
+  yield* sql`CREATE TABLE troupe_inbox (
+    session_id TEXT NOT NULL,
+    position ${big} NOT NULL,
+    input_id TEXT NOT NULL,
+    command TEXT NOT NULL,
+    received_at ${big} NOT NULL,
+    consumed INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (session_id, position)
+  )`
+  yield* sql`CREATE UNIQUE INDEX troupe_inbox_input ON troupe_inbox (session_id, input_id)`
+  yield* sql`CREATE TABLE troupe_log (
+    session_id TEXT NOT NULL,
+    seq ${big} NOT NULL,
+    at ${big} NOT NULL,
+    commit_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+  )`
+  yield* sql`CREATE TABLE troupe_commits (
+    commit_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    first_seq ${big} NOT NULL,
+    head_seq ${big} NOT NULL,
+    at ${big} NOT NULL
+  )`
+  yield* sql`CREATE TABLE troupe_operations (
+    operation_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    input TEXT,
+    output TEXT,
+    is_error INTEGER NOT NULL DEFAULT 0,
+    started_seq ${big} NOT NULL,
+    ended_seq ${big}
+  )`
+  yield* sql`CREATE INDEX troupe_operations_session ON troupe_operations (session_id, started_seq)`
+  yield* sql`CREATE TABLE troupe_callbacks (
+    callback_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    request TEXT NOT NULL,
+    opened_seq ${big} NOT NULL,
+    opened_at ${big} NOT NULL
+  )`
+  yield* sql`CREATE INDEX troupe_callbacks_session ON troupe_callbacks (session_id, opened_seq)`
+})
+
+/** Brings the store's tables up to date; safe to run from several processes. */
+export const run = Migrator.make({})({
+  loader: Migrator.fromRecord({ "1_initial": initial }),
+  table
+})

@@ -1,0 +1,81 @@
+/**
+ * Errors that cross a boundary (store, wire, public API). Infrastructure
+ * errors are mapped to these at the edge.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import { SessionId } from "./Ids.js"
+
+/** The lease is held by someone else, expired, or was taken over. */
+export class LeaseLost extends Schema.TaggedError<LeaseLost>()("LeaseLost", {
+  sessionId: SessionId,
+  /** The epoch the caller held. */
+  epoch: Schema.Number,
+  owner: Schema.String
+}) {
+  override get message() {
+    return `lease of ${this.sessionId} at epoch ${this.epoch} is no longer held by ${this.owner}`
+  }
+}
+
+/** A commit expected another head sequence number. */
+export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("SequenceConflict", {
+  sessionId: SessionId,
+  expected: Schema.Number,
+  actual: Schema.Number
+}) {
+  override get message() {
+    return `session ${this.sessionId}: expected head ${this.expected}, found ${this.actual}`
+  }
+}
+
+/** The same idempotency key was used with different content. */
+export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
+  /** What the key names: `session` (idempotency key), `input` (inbox inputId), `alias`. */
+  entity: Schema.Literal("session", "input", "alias", "commit"),
+  key: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `${this.entity} ${this.key}: ${this.reason}`
+  }
+}
+
+/** No session with that id is visible to the caller. */
+export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("SessionNotFound", {
+  sessionId: Schema.String
+}) {
+  override get message() {
+    return `session ${this.sessionId} not found`
+  }
+}
+
+/** The session is closed and accepts nothing more. */
+export class SessionClosed extends Schema.TaggedError<SessionClosed>()("SessionClosed", {
+  sessionId: SessionId
+}) {
+  override get message() {
+    return `session ${this.sessionId} is closed`
+  }
+}
+
+/** The store could not be reached or failed; the driver's error is the cause. */
+export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {
+  operation: Schema.String,
+  cause: Schema.Defect
+}) {
+  override get message() {
+    return `store unavailable during ${this.operation}`
+  }
+}
+
+/** An input failed to decode (a bad cursor, a malformed record from storage). */
+export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInput", {
+  what: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `invalid ${this.what}: ${this.reason}`
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * Branded identifiers. Every id is `<prefix>_<ulid>`: a 26-character Crockford
+ * base32 ULID whose first ten characters are the creation time in milliseconds,
+ * so ids of one kind sort by creation time as plain strings.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Effect, Random, Schema } from "effect"
+
+const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+const ULID_BODY = "[0-9A-HJKMNP-TV-Z]{26}"
+
+const encodeTime = (ms: number): string => {
+  let out = ""
+  let t = ms
+  for (let i = 0; i < 10; i++) {
+    out = CROCKFORD[t % 32]! + out
+    t = Math.floor(t / 32)
+  }
+  return out
+}
+
+// Monotonic within a process: ids minted in the same millisecond increment the
+// random part, so creation order is never lost to ties.
+let lastTime = -1
+let lastRandom: Array<number> = []
+
+const nextRandom = Effect.gen(function*() {
+  const digits: Array<number> = []
+  for (let i = 0; i < 16; i++) digits.push(yield* Random.nextIntBetween(0, 32))
+  return digits
+})
+
+const increment = (digits: ReadonlyArray<number>): Array<number> => {
+  const out = digits.slice()
+  for (let i = out.length - 1; i >= 0; i--) {
+    if (out[i]! < 31) {
+      out[i] = out[i]! + 1
+      return out
+    }
+    out[i] = 0
+  }
+  return out
+}
+
+/** Mints a ULID body from the Effect `Clock` and `Random` services. */
+export const ulid: Effect.Effect<string> = Effect.gen(function*() {
+  const now = yield* Clock.currentTimeMillis
+  if (now <= lastTime) {
+    lastRandom = increment(lastRandom)
+  } else {
+    lastTime = now
+    lastRandom = yield* nextRandom
+  }
+  return encodeTime(Math.max(now, lastTime)) + lastRandom.map((d) => CROCKFORD[d]).join("")
+})
+
+/** The creation time (epoch milliseconds) encoded in an id. */
+export const timestampOf = (id: string): number => {
+  const body = id.slice(id.indexOf("_") + 1, id.indexOf("_") + 11)
+  let ms = 0
+  for (const c of body) ms = ms * 32 + CROCKFORD.indexOf(c)
+  return ms
+}
+
+const prefixed = <const B extends string>(prefix: string, brand: B) =>
+  Schema.String.pipe(
+    Schema.pattern(new RegExp(`^${prefix}_${ULID_BODY}$`), {
+      message: () => `expected a ${brand} (${prefix}_ followed by a 26-character ULID)`
+    }),
+    Schema.brand(brand)
+  )
+
+/** Identifies a session (the actor). */
+export const SessionId = prefixed("ses", "SessionId")
+/** @since 0.1.0 */
+export type SessionId = typeof SessionId.Type
+
+/** Identifies a turn of a session. */
+export const TurnId = prefixed("turn", "TurnId")
+/** @since 0.1.0 */
+export type TurnId = typeof TurnId.Type
+
+/** Identifies one model or tool call inside a turn. */
+export const OperationId = prefixed("op", "OperationId")
+/** @since 0.1.0 */
+export type OperationId = typeof OperationId.Type
+
+/** Identifies a callback (approval or client tool request). */
+export const CallbackId = prefixed("cb", "CallbackId")
+/** @since 0.1.0 */
+export type CallbackId = typeof CallbackId.Type
+
+/** Identifies an atomic append to a session's log. */
+export const CommitId = prefixed("commit", "CommitId")
+/** @since 0.1.0 */
+export type CommitId = typeof CommitId.Type
+
+/**
+ * Identifies an inbox item. Clients choose it (it is the idempotency key of a
+ * command), so any non-empty printable string up to 128 characters is allowed;
+ * `InputId.make` mints a time-ordered one.
+ */
+export const InputId = Schema.String.pipe(
+  Schema.pattern(/^[\x21-\x7e]{1,128}$/, {
+    message: () => "expected an InputId: 1 to 128 printable ASCII characters without spaces"
+  }),
+  Schema.brand("InputId")
+)
+/** @since 0.1.0 */
+export type InputId = typeof InputId.Type
+
+const mint = <A>(prefix: string, brand: (s: string) => A): Effect.Effect<A> =>
+  Effect.map(ulid, (body) => brand(`${prefix}_${body}`))
+
+/** Mints a new `SessionId`. */
+export const makeSessionId: Effect.Effect<SessionId> = mint("ses", SessionId.make)
+/** Mints a new `TurnId`. */
+export const makeTurnId: Effect.Effect<TurnId> = mint("turn", TurnId.make)
+/** Mints a new `OperationId`. */
+export const makeOperationId: Effect.Effect<OperationId> = mint("op", OperationId.make)
+/** Mints a new `CallbackId`. */
+export const makeCallbackId: Effect.Effect<CallbackId> = mint("cb", CallbackId.make)
+/** Mints a new `CommitId`. */
+export const makeCommitId: Effect.Effect<CommitId> = mint("commit", CommitId.make)
+/** Mints a new `InputId`. */
+export const makeInputId: Effect.Effect<InputId> = mint("in", InputId.make)

@@ -1,0 +1,177 @@
+/**
+ * The append-only log: every durable step of a session is a record with a
+ * gap-free `seq`. Clients replay records from any cursor (a `seq`).
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import { CallbackKind, CallbackResolution } from "./Callback.js"
+import { Usage } from "./Budget.js"
+import { CallbackId, CommitId, InputId, OperationId, SessionId, TurnId } from "./Ids.js"
+import { Json } from "./Json.js"
+import { OperationKind } from "./Operation.js"
+import { FailureCode, TurnOutcome } from "./Turn.js"
+
+/** The session came into being (always seq 1). */
+export class SessionCreated extends Schema.TaggedClass<SessionCreated>("troupe/Record/SessionCreated")(
+  "session_created",
+  {
+    agentName: Schema.String,
+    parentId: Schema.NullOr(SessionId),
+    title: Schema.NullOr(Schema.String)
+  }
+) {}
+
+/** A turn began, started by a message. */
+export class TurnStarted extends Schema.TaggedClass<TurnStarted>("troupe/Record/TurnStarted")("turn_started", {
+  turnId: TurnId,
+  inputId: InputId,
+  text: Schema.String
+}) {}
+
+/** A turn ended; `failureCode` and `failure` are set when it failed. */
+export class TurnEnded extends Schema.TaggedClass<TurnEnded>("troupe/Record/TurnEnded")("turn_ended", {
+  turnId: TurnId,
+  outcome: TurnOutcome,
+  output: Schema.optional(Schema.String),
+  publicFinalMessage: Schema.optional(Schema.String),
+  failureCode: Schema.optional(FailureCode),
+  failure: Schema.optional(Json),
+  reason: Schema.optional(Schema.String),
+  usage: Usage
+}) {}
+
+/** An inbox command other than a turn-starting message took effect. */
+export class InputApplied extends Schema.TaggedClass<InputApplied>("troupe/Record/InputApplied")("input_applied", {
+  inputId: InputId,
+  kind: Schema.String,
+  turnId: Schema.optional(TurnId),
+  detail: Schema.optional(Json)
+}) {}
+
+/** A model or tool call began. */
+export class OperationStarted extends Schema.TaggedClass<OperationStarted>("troupe/Record/OperationStarted")(
+  "operation_started",
+  {
+    operationId: OperationId,
+    turnId: TurnId,
+    kind: OperationKind,
+    name: Schema.String,
+    input: Json
+  }
+) {}
+
+/** A model or tool call finished; its output is the retained receipt. */
+export class OperationCompleted extends Schema.TaggedClass<OperationCompleted>(
+  "troupe/Record/OperationCompleted"
+)("operation_completed", {
+  operationId: OperationId,
+  turnId: TurnId,
+  output: Json,
+  isError: Schema.optionalWith(Schema.Boolean, { default: () => false })
+}) {}
+
+/** A started operation's outcome is unknown (it was cut off by a crash). */
+export class OperationUnknown extends Schema.TaggedClass<OperationUnknown>("troupe/Record/OperationUnknown")(
+  "operation_unknown",
+  {
+    operationId: OperationId,
+    turnId: TurnId
+  }
+) {}
+
+/** A callback was opened for an operation. */
+export class CallbackOpened extends Schema.TaggedClass<CallbackOpened>("troupe/Record/CallbackOpened")(
+  "callback_opened",
+  {
+    callbackId: CallbackId,
+    turnId: TurnId,
+    operationId: OperationId,
+    kind: CallbackKind,
+    request: Json
+  }
+) {}
+
+/** A callback was closed. */
+export class CallbackResolved extends Schema.TaggedClass<CallbackResolved>("troupe/Record/CallbackResolved")(
+  "callback_resolved",
+  {
+    callbackId: CallbackId,
+    turnId: TurnId,
+    resolution: CallbackResolution,
+    result: Schema.optional(Json)
+  }
+) {}
+
+/** A child session was spawned. */
+export class ChildSpawned extends Schema.TaggedClass<ChildSpawned>("troupe/Record/ChildSpawned")("child_spawned", {
+  childSessionId: SessionId,
+  agentName: Schema.String,
+  alias: Schema.NullOr(Schema.String),
+  turnId: Schema.optional(TurnId),
+  operationId: Schema.optional(OperationId)
+}) {}
+
+/** A child session's turn ended and its result reached this session. */
+export class ChildResultRecorded extends Schema.TaggedClass<ChildResultRecorded>("troupe/Record/ChildResult")(
+  "child_result",
+  {
+    childSessionId: SessionId,
+    turnId: TurnId,
+    outcome: TurnOutcome,
+    output: Schema.optional(Schema.String)
+  }
+) {}
+
+/** The session was renamed. */
+export class Renamed extends Schema.TaggedClass<Renamed>("troupe/Record/Renamed")("renamed", {
+  title: Schema.String
+}) {}
+
+/** The session was archived or unarchived. */
+export class Archived extends Schema.TaggedClass<Archived>("troupe/Record/Archived")("archived", {
+  archived: Schema.Boolean
+}) {}
+
+/** The session was closed; it accepts nothing more. */
+export class Closed extends Schema.TaggedClass<Closed>("troupe/Record/Closed")("closed", {
+  reason: Schema.optional(Schema.String)
+}) {}
+
+/** The body of any log record. */
+export const RecordBody = Schema.Union(
+  SessionCreated,
+  TurnStarted,
+  TurnEnded,
+  InputApplied,
+  OperationStarted,
+  OperationCompleted,
+  OperationUnknown,
+  CallbackOpened,
+  CallbackResolved,
+  ChildSpawned,
+  ChildResultRecorded,
+  Renamed,
+  Archived,
+  Closed
+)
+/** @since 0.1.0 */
+export type RecordBody = typeof RecordBody.Type
+
+/** One entry of a session's log. */
+export class LogRecord extends Schema.Class<LogRecord>("troupe/LogRecord")({
+  sessionId: SessionId,
+  seq: Schema.Number,
+  at: Schema.Number,
+  commitId: CommitId,
+  body: RecordBody
+}) {}
+
+/** One page of log records after a cursor. */
+export class LogPage extends Schema.Class<LogPage>("troupe/LogPage")({
+  records: Schema.Array(LogRecord),
+  /** The seq of the last record returned (the cursor to resume from). */
+  cursor: Schema.Number,
+  /** True when more records follow `cursor`. */
+  more: Schema.Boolean
+}) {}
