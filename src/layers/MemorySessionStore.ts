@@ -179,7 +179,7 @@ export const make = Effect.sync(() => {
       Effect.sync(() => {
         const entry = sessions.get(sessionId)
         if (!entry) return []
-        const limit = options?.limit ?? Number.POSITIVE_INFINITY
+        const limit = options?.limit ?? 1000
         const ready: Array<InboxItem> = []
         for (const slot of entry.inbox) {
           if (ready.length >= limit) break
@@ -241,6 +241,9 @@ export const make = Effect.sync(() => {
             expected: commit.expectedHeadSeq,
             actual: session.headSeq
           })
+        }
+        if (new Set(commit.consumes).size !== commit.consumes.length) {
+          return yield* new Conflict({ entity: "input", key: commit.consumes[0]!, reason: "consumed twice in one commit" })
         }
         const slots = []
         for (const inputId of commit.consumes) {

@@ -24,10 +24,14 @@ export interface Options {
 export const dialect = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   // clock_timestamp(), not now(): now() is frozen at transaction start, before the row lock.
-  const clock = sql.literal("(extract(epoch from clock_timestamp()) * 1000)::bigint")
+  const clock: SqlSessionStore.Clock = {
+    text: "(extract(epoch from clock_timestamp()) * 1000)::bigint",
+    params: []
+  }
   return {
-    now: Effect.succeed(clock),
-    lockRow: sql.literal("FOR UPDATE"),
+    placeholders: "$n",
+    clock: Effect.succeed(clock),
+    lockRow: "FOR UPDATE",
     transaction: sql.withTransaction
   } satisfies SqlSessionStore.Dialect
 })

@@ -10,15 +10,12 @@
  * @since 0.1.0
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import * as SqlClient from "@effect/sql/SqlClient"
-import type { Fragment } from "@effect/sql/Statement"
 import { Effect, Option, Schema } from "effect"
 import { Agent } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
 import { OpenCallback } from "../schema/Callback.js"
 import {
   Conflict,
-  InvalidInput,
   LeaseLost,
   SequenceConflict,
   SessionClosed,
@@ -28,7 +25,7 @@ import {
 import { CommitId, makeSessionId, type SessionId, type TurnId } from "../schema/Ids.js"
 import { Admission, Command, InboxItem } from "../schema/Inbox.js"
 import { canonical } from "../schema/Json.js"
-import { CommitReceipt, Lease } from "../schema/Lease.js"
+import { type Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import { OperationReceipt } from "../schema/Operation.js"
 import { SubagentPolicy } from "../schema/Policy.js"
 import { Principal } from "../schema/Principal.js"
@@ -37,17 +34,25 @@ import { Session, SessionPage } from "../schema/Session.js"
 import * as ListCursor from "../services/ListCursor.js"
 import { project, statusOf } from "../services/LogProjection.js"
 import { createdRecord, draft, fingerprint } from "../services/SessionDraft.js"
-import { SessionStore } from "../services/SessionStore.js"
+import { type CreateSession, type ListSessions, SessionStore } from "../services/SessionStore.js"
 import * as Migrations from "./SessionStoreMigrations.js"
+import * as SqlStatements from "./SqlStatements.js"
 
 /** What differs between SQL databases. */
 export interface Dialect {
-  /** The store clock as a SQL expression or parameter (epoch ms). */
-  readonly now: Effect.Effect<Fragment>
+  readonly placeholders: SqlStatements.Placeholders
+  /** The store clock (epoch ms) as SQL text and the parameters that text takes. */
+  readonly clock: Effect.Effect<Clock>
   /** Appended to the query that reads the session row inside a write transaction. */
-  readonly lockRow: Fragment
+  readonly lockRow: string
   /** Runs `effect` in a write transaction that serialises with every other writer. */
   readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+}
+
+/** The store clock in a statement: `text` where it goes, `params` it binds. */
+export interface Clock {
+  readonly text: string
+  readonly params: ReadonlyArray<unknown>
 }
 
 interface SessionRow {
@@ -75,6 +80,8 @@ interface SessionRow {
 }
 
 const decodeSession = Schema.decodeUnknown(Session)
+const decodeOperation = Schema.decodeUnknown(OperationReceipt)
+const decodeCallback = Schema.decodeUnknown(OpenCallback)
 const decodeRecord = Schema.decodeUnknownSync(RecordBody)
 const encodeRecord = Schema.encodeSync(RecordBody)
 const decodeCommand = Schema.decodeUnknownSync(Command)
@@ -99,56 +106,119 @@ const unavailable = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E 
     (cause) => Effect.fail(new StoreUnavailable({ operation, cause }))
   ) as Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable, R>
 
+interface HeadRow {
+  readonly head_seq: number | string
+  readonly active_turn_id: string | null
+  readonly open_callbacks: number | string
+  readonly title: string | null
+  readonly archived: number
+  readonly closed: number
+  readonly lease_owner: string | null
+  readonly lease_epoch: number | string
+  readonly lease_expires_at: number | string
+  readonly now: number | string
+  readonly replay_session: string | null
+  readonly replay_first: number | string | null
+  readonly replay_head: number | string | null
+  readonly replay_at: number | string | null
+}
+
+interface OperationRow {
+  readonly operation_id: string
+  readonly turn_id: string
+  readonly kind: string
+  readonly name: string
+  readonly status: string
+  readonly input: string | null
+  readonly output: string | null
+  readonly is_error: number
+  readonly started_seq: number | string
+  readonly ended_seq: number | string | null
+}
+
+interface CallbackRow {
+  readonly callback_id: string
+  readonly turn_id: string
+  readonly operation_id: string
+  readonly kind: string
+  readonly request: string
+  readonly opened_seq: number | string
+  readonly opened_at: number | string
+}
+
+const toSession = (row: SessionRow) =>
+  decodeSession({
+    id: row.id,
+    principal: JSON.parse(row.principal),
+    agent: JSON.parse(row.agent),
+    parentId: row.parent_id,
+    rootId: row.root_id,
+    agentPath: JSON.parse(row.agent_path),
+    alias: row.alias,
+    title: row.title,
+    archived: Number(row.archived) === 1,
+    status: statusOf({
+      closed: Number(row.closed) === 1,
+      activeTurnId: row.active_turn_id as TurnId | null,
+      openCallbacks: Number(row.open_callbacks)
+    }),
+    activeTurnId: row.active_turn_id,
+    busyPolicy: row.busy_policy,
+    budgets: json(row.budgets) ?? null,
+    subagentPolicy: json(row.subagent_policy) ?? null,
+    metadata: JSON.parse(row.metadata),
+    headSeq: Number(row.head_seq),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at)
+  }).pipe(Effect.orDie)
+
+const hasDuplicates = (ids: ReadonlyArray<string>) => new Set(ids).size !== ids.length
+
+/** The receipt of an earlier delivery of `commit`, or `Conflict` when another session used its id. */
+const replayOf = (
+  commit: Commit,
+  row: Pick<HeadRow, "replay_session" | "replay_first" | "replay_head" | "replay_at">
+): Effect.Effect<CommitReceipt, Conflict> =>
+  row.replay_session !== commit.sessionId
+    ? Effect.fail(
+      new Conflict({ entity: "commit", key: commit.commitId, reason: "commitId already used by another session" })
+    )
+    : Effect.succeed(
+      new CommitReceipt({
+        commitId: commit.commitId,
+        sessionId: commit.sessionId,
+        firstSeq: Number(row.replay_first),
+        headSeq: Number(row.replay_head),
+        at: Number(row.replay_at)
+      })
+    )
+
 /** Builds the store over the `SqlClient` in context, after running migrations. */
 export const make = (dialect: Dialect) =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     yield* Migrations.run.pipe(
       Effect.mapError((cause) => new StoreUnavailable({ operation: "migrate", cause }))
     )
-    const columns = sql.literal(sessionColumns)
+    const { query } = yield* SqlStatements.make(dialect.placeholders)
 
-    const toSession = (row: SessionRow) =>
-      decodeSession({
-        id: row.id,
-        principal: JSON.parse(row.principal),
-        agent: JSON.parse(row.agent),
-        parentId: row.parent_id,
-        rootId: row.root_id,
-        agentPath: JSON.parse(row.agent_path),
-        alias: row.alias,
-        title: row.title,
-        archived: Number(row.archived) === 1,
-        status: statusOf({
-          closed: Number(row.closed) === 1,
-          activeTurnId: row.active_turn_id as TurnId | null,
-          openCallbacks: Number(row.open_callbacks)
-        }),
-        activeTurnId: row.active_turn_id,
-        busyPolicy: row.busy_policy,
-        budgets: json(row.budgets) ?? null,
-        subagentPolicy: json(row.subagent_policy) ?? null,
-        metadata: JSON.parse(row.metadata),
-        headSeq: Number(row.head_seq),
-        createdAt: Number(row.created_at),
-        updatedAt: Number(row.updated_at)
-      }).pipe(Effect.orDie)
+    const readClock = Effect.flatMap(dialect.clock, (clock) =>
+      Effect.map(
+        query<{ now: number | string }>(`SELECT ${clock.text} AS now`, clock.params),
+        (rows) => Number(rows[0]!.now)
+      ))
 
-    const selectSession = (sessionId: string) =>
-      sql<SessionRow>`SELECT ${columns} FROM troupe_sessions WHERE id = ${sessionId}`
+    const sessionById = (sessionId: string) =>
+      query<SessionRow>(`SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ?`, [sessionId])
 
-    const readClock = Effect.flatMap(dialect.now, (clock) => sql<{ now: number | string }>`SELECT ${clock} AS now`).pipe(
-      Effect.map((rows) => Number(rows[0]!.now))
-    )
-    const now = unavailable("now")(readClock)
-
-    const create = Effect.fn("SessionStore.create")(function*(input: Parameters<SessionStore["Type"]["create"]>[0]) {
+    const create = Effect.fnUntraced(function*(input: CreateSession) {
       const workspaceId = input.principal.workspaceId.toLowerCase()
       const print = fingerprint(input)
       const existing = (key: string) =>
         Effect.gen(function*() {
-          const rows = yield* sql<SessionRow>`SELECT ${columns} FROM troupe_sessions
-            WHERE workspace_id = ${workspaceId} AND idempotency_key = ${key}`
+          const rows = yield* query<SessionRow>(
+            `SELECT ${sessionColumns} FROM troupe_sessions WHERE workspace_id = ? AND idempotency_key = ?`,
+            [workspaceId, key]
+          )
           if (rows.length === 0) return Option.none<Session>()
           if (rows[0]!.fingerprint !== print) {
             return yield* new Conflict({
@@ -166,13 +236,17 @@ export const make = (dialect: Dialect) =>
         }
         let parent: { session: Session; path: string } | undefined
         if (input.parentId !== undefined) {
-          const rows = yield* sql<SessionRow>`SELECT ${columns} FROM troupe_sessions
-            WHERE id = ${input.parentId} AND workspace_id = ${workspaceId}`
+          const rows = yield* query<SessionRow>(
+            `SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ? AND workspace_id = ?`,
+            [input.parentId, workspaceId]
+          )
           if (rows.length === 0) return yield* new SessionNotFound({ sessionId: input.parentId })
           parent = { session: yield* toSession(rows[0]!), path: rows[0]!.path }
           if (input.alias !== undefined) {
-            const taken = yield* sql`SELECT id FROM troupe_sessions
-              WHERE parent_id = ${input.parentId} AND alias = ${input.alias}`
+            const taken = yield* query(`SELECT id FROM troupe_sessions WHERE parent_id = ? AND alias = ?`, [
+              input.parentId,
+              input.alias
+            ])
             if (taken.length > 0) {
               return yield* new Conflict({ entity: "alias", key: input.alias, reason: "alias already taken" })
             }
@@ -181,29 +255,33 @@ export const make = (dialect: Dialect) =>
         const at = yield* readClock
         const id = yield* makeSessionId
         const session = draft(id, input, parent?.session, at)
-        const inserted = yield* sql`INSERT INTO troupe_sessions ${
-          sql.insert({
+        const inserted = yield* query(
+          `INSERT INTO troupe_sessions (id, workspace_id, principal, agent, parent_id, root_id, path, agent_path,
+            alias, title, busy_policy, budgets, subagent_policy, metadata, idempotency_key, fingerprint, head_seq,
+            created_at, updated_at)
+          VALUES ${SqlStatements.rows(1, 19)} ON CONFLICT DO NOTHING RETURNING id`,
+          [
             id,
-            workspace_id: workspaceId,
-            principal: JSON.stringify(encodePrincipal(session.principal)),
-            agent: JSON.stringify(encodeAgent(session.agent)),
-            parent_id: session.parentId,
-            root_id: session.rootId,
-            path: `${parent?.path ?? "/"}${id}/`,
-            agent_path: JSON.stringify(session.agentPath),
-            alias: session.alias,
-            title: session.title,
-            busy_policy: session.busyPolicy,
-            budgets: session.budgets ? JSON.stringify(encodeBudgets(session.budgets)) : null,
-            subagent_policy: session.subagentPolicy ? JSON.stringify(encodePolicy(session.subagentPolicy)) : null,
-            metadata: JSON.stringify(session.metadata),
-            idempotency_key: input.idempotencyKey ?? null,
-            fingerprint: print,
-            head_seq: 1,
-            created_at: at,
-            updated_at: at
-          })
-        } ON CONFLICT DO NOTHING RETURNING id`
+            workspaceId,
+            JSON.stringify(encodePrincipal(session.principal)),
+            JSON.stringify(encodeAgent(session.agent)),
+            session.parentId,
+            session.rootId,
+            `${parent?.path ?? "/"}${id}/`,
+            JSON.stringify(session.agentPath),
+            session.alias,
+            session.title,
+            session.busyPolicy,
+            session.budgets ? JSON.stringify(encodeBudgets(session.budgets)) : null,
+            session.subagentPolicy ? JSON.stringify(encodePolicy(session.subagentPolicy)) : null,
+            JSON.stringify(session.metadata),
+            input.idempotencyKey ?? null,
+            print,
+            1,
+            at,
+            at
+          ]
+        )
         if (inserted.length === 0) {
           // A concurrent create with the same key (or alias) committed first.
           if (input.idempotencyKey !== undefined) {
@@ -212,67 +290,78 @@ export const make = (dialect: Dialect) =>
           }
           return yield* new Conflict({ entity: "alias", key: input.alias ?? id, reason: "alias already taken" })
         }
-        yield* sql`INSERT INTO troupe_log ${
-          sql.insert({
-            session_id: id,
-            seq: 1,
-            at,
-            commit_id: `commit_${id.slice(4)}`,
-            body: JSON.stringify(encodeRecord(createdRecord(session)))
-          })
-        }`
+        yield* query(`INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES (?, ?, ?, ?, ?)`, [
+          id,
+          1,
+          at,
+          `commit_${id.slice(4)}`,
+          JSON.stringify(encodeRecord(createdRecord(session)))
+        ])
         return session
       }))
     }, unavailable("create"))
 
-    const get = Effect.fn("SessionStore.get")(function*(sessionId: SessionId) {
-      const rows = yield* selectSession(sessionId)
+    const get = Effect.fnUntraced(function*(sessionId: SessionId) {
+      const rows = yield* sessionById(sessionId)
       if (rows.length === 0) return yield* new SessionNotFound({ sessionId })
       return yield* toSession(rows[0]!)
     }, unavailable("get"))
 
-    const list = Effect.fn("SessionStore.list")(function*(request: Parameters<SessionStore["Type"]["list"]>[0]) {
+    const list = Effect.fnUntraced(function*(request: ListSessions) {
       const limit = yield* ListCursor.limitOf(request.limit)
       const before = request.cursor === undefined ? undefined : yield* ListCursor.decode(request.cursor)
       const workspaceId = request.workspaceId.toLowerCase()
-      const clauses: Array<Fragment> = [sql`workspace_id = ${workspaceId}`]
+      const clauses = ["workspace_id = ?"]
+      const params: Array<unknown> = [workspaceId]
       if (request.scope === "roots") {
-        clauses.push(sql`parent_id IS NULL`)
+        clauses.push("parent_id IS NULL")
       } else {
         const anchorId = "children" in request.scope ? request.scope.children : request.scope.tree
-        const anchor = yield* sql<{ root_id: string; path: string }>`SELECT root_id, path FROM troupe_sessions
-          WHERE id = ${anchorId} AND workspace_id = ${workspaceId}`
+        const anchor = yield* query<{ root_id: string; path: string }>(
+          `SELECT root_id, path FROM troupe_sessions WHERE id = ? AND workspace_id = ?`,
+          [anchorId, workspaceId]
+        )
         if (anchor.length === 0) return yield* new SessionNotFound({ sessionId: anchorId })
         if ("children" in request.scope) {
-          clauses.push(sql`parent_id = ${anchorId}`)
+          clauses.push("parent_id = ?")
+          params.push(anchorId)
         } else {
-          // Descendants share the anchor's root and extend its path; the prefix
+          // Descendants share the anchor's root and extend its path; the path
           // is made of ids, so it holds no LIKE wildcards.
-          clauses.push(sql`root_id = ${anchor[0]!.root_id}`)
-          clauses.push(sql`path LIKE ${anchor[0]!.path + "%"}`)
-          clauses.push(sql`id <> ${anchorId}`)
+          clauses.push("root_id = ?", "path LIKE ?", "id <> ?")
+          params.push(anchor[0]!.root_id, anchor[0]!.path + "%", anchorId)
         }
       }
-      if (!request.includeArchived) clauses.push(sql`archived = 0`)
-      if (before !== undefined) clauses.push(sql`id < ${before}`)
-      const rows = yield* sql<SessionRow>`SELECT ${columns} FROM troupe_sessions
-        WHERE ${sql.and(clauses)} ORDER BY id DESC LIMIT ${limit + 1}`
+      if (!request.includeArchived) clauses.push("archived = 0")
+      if (before !== undefined) {
+        clauses.push("id < ?")
+        params.push(before)
+      }
+      params.push(limit + 1)
+      const rows = yield* query<SessionRow>(
+        `SELECT ${sessionColumns} FROM troupe_sessions WHERE ${clauses.join(" AND ")} ORDER BY id DESC LIMIT ?`,
+        params
+      )
       const items = yield* Effect.forEach(rows.slice(0, limit), toSession)
       return new SessionPage(
         rows.length > limit ? { items, nextCursor: ListCursor.encode(items[items.length - 1]!.id) } : { items }
       )
-    }, (effect) => unavailable("list")(effect) as Effect.Effect<SessionPage, SessionNotFound | InvalidInput | StoreUnavailable>)
+    }, unavailable("list"))
 
-    const push = Effect.fn("SessionStore.push")(function*(sessionId: SessionId, command: Command) {
+    const push = Effect.fnUntraced(function*(sessionId: SessionId, command: Command) {
       const print = canonical(encodeCommand(command))
       return yield* dialect.transaction(Effect.gen(function*() {
-        const rows = yield* sql<{ closed: number; inbox_head: number | string }>`SELECT closed, inbox_head
-          FROM troupe_sessions WHERE id = ${sessionId} ${dialect.lockRow}`
+        const rows = yield* query<{ closed: number; inbox_head: number | string }>(
+          `SELECT closed, inbox_head FROM troupe_sessions WHERE id = ? ${dialect.lockRow}`,
+          [sessionId]
+        )
         if (rows.length === 0) return yield* new SessionNotFound({ sessionId })
-        const known = yield* sql<{ position: number | string; command: string }>`SELECT position, command
-          FROM troupe_inbox WHERE session_id = ${sessionId} AND input_id = ${command.inputId}`
+        const known = yield* query<{ position: number | string; command: string }>(
+          `SELECT position, command FROM troupe_inbox WHERE session_id = ? AND input_id = ?`,
+          [sessionId, command.inputId]
+        )
         if (known.length > 0) {
-          if (canonical(JSON.parse(known[0]!.command)) !== print) {
+          if (known[0]!.command !== print) {
             return yield* new Conflict({
               entity: "input",
               key: command.inputId,
@@ -289,20 +378,25 @@ export const make = (dialect: Dialect) =>
         if (Number(rows[0]!.closed) === 1) return yield* new SessionClosed({ sessionId })
         const position = Number(rows[0]!.inbox_head) + 1
         const at = yield* readClock
-        yield* sql`INSERT INTO troupe_inbox ${
-          sql.insert({ session_id: sessionId, position, input_id: command.inputId, command: print, received_at: at })
-        }`
-        yield* sql`UPDATE troupe_sessions SET inbox_head = ${position}, ready_count = ready_count + 1
-          WHERE id = ${sessionId}`
+        yield* query(
+          `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at) VALUES (?, ?, ?, ?, ?)`,
+          [sessionId, position, command.inputId, print, at]
+        )
+        yield* query(`UPDATE troupe_sessions SET inbox_head = ?, ready_count = ready_count + 1 WHERE id = ?`, [
+          position,
+          sessionId
+        ])
         return new Admission({ sessionId, inputId: command.inputId, position, duplicate: false })
       }))
     }, unavailable("push"))
 
-    const readInbox = Effect.fn("SessionStore.readInbox")(
+    const readInbox = Effect.fnUntraced(
       function*(sessionId: SessionId, options?: { readonly limit?: number | undefined }) {
-        const rows = yield* sql<{ position: number | string; command: string; received_at: number | string }>`
-          SELECT position, command, received_at FROM troupe_inbox
-          WHERE session_id = ${sessionId} AND consumed = 0 ORDER BY position LIMIT ${options?.limit ?? 1000}`
+        const rows = yield* query<{ position: number | string; command: string; received_at: number | string }>(
+          `SELECT position, command, received_at FROM troupe_inbox
+          WHERE session_id = ? AND consumed = 0 ORDER BY position LIMIT ?`,
+          [sessionId, options?.limit ?? 1000]
+        )
         return rows.map((row) =>
           new InboxItem({
             sessionId,
@@ -315,15 +409,17 @@ export const make = (dialect: Dialect) =>
       unavailable("readInbox")
     )
 
-    const acquire = Effect.fn("SessionStore.acquire")(function*(sessionId: SessionId, owner: string, ttlMillis: number) {
-      const clock = yield* dialect.now
-      const rows = yield* sql<{ lease_epoch: number | string; lease_expires_at: number | string }>`
-        UPDATE troupe_sessions
-        SET lease_owner = ${owner}, lease_epoch = lease_epoch + 1, lease_expires_at = ${clock} + ${ttlMillis}
-        WHERE id = ${sessionId} AND (lease_owner IS NULL OR lease_expires_at <= ${clock})
-        RETURNING lease_epoch, lease_expires_at`
+    const acquire = Effect.fnUntraced(function*(sessionId: SessionId, owner: string, ttlMillis: number) {
+      const clock = yield* dialect.clock
+      const rows = yield* query<{ lease_epoch: number | string; lease_expires_at: number | string }>(
+        `UPDATE troupe_sessions
+        SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires_at = ${clock.text} + ?
+        WHERE id = ? AND (lease_owner IS NULL OR lease_expires_at <= ${clock.text})
+        RETURNING lease_epoch, lease_expires_at`,
+        [owner, ...clock.params, ttlMillis, sessionId, ...clock.params]
+      )
       if (rows.length === 0) {
-        const exists = yield* sql`SELECT id FROM troupe_sessions WHERE id = ${sessionId}`
+        const exists = yield* query(`SELECT id FROM troupe_sessions WHERE id = ?`, [sessionId])
         if (exists.length === 0) return yield* new SessionNotFound({ sessionId })
         return Option.none<Lease>()
       }
@@ -337,97 +433,82 @@ export const make = (dialect: Dialect) =>
       )
     }, unavailable("acquire"))
 
-    const renew = Effect.fn("SessionStore.renew")(function*(lease: Lease, ttlMillis: number) {
-      const clock = yield* dialect.now
-      const rows = yield* sql<{ lease_expires_at: number | string }>`UPDATE troupe_sessions
-        SET lease_expires_at = ${clock} + ${ttlMillis}
-        WHERE id = ${lease.sessionId} AND lease_owner = ${lease.owner} AND lease_epoch = ${lease.epoch}
-          AND lease_expires_at > ${clock}
-        RETURNING lease_expires_at`
+    const renew = Effect.fnUntraced(function*(lease: Lease, ttlMillis: number) {
+      const clock = yield* dialect.clock
+      const rows = yield* query<{ lease_expires_at: number | string }>(
+        `UPDATE troupe_sessions SET lease_expires_at = ${clock.text} + ?
+        WHERE id = ? AND lease_owner = ? AND lease_epoch = ? AND lease_expires_at > ${clock.text}
+        RETURNING lease_expires_at`,
+        [...clock.params, ttlMillis, lease.sessionId, lease.owner, lease.epoch, ...clock.params]
+      )
       if (rows.length === 0) {
         return yield* new LeaseLost({ sessionId: lease.sessionId, epoch: lease.epoch, owner: lease.owner })
       }
       return new Lease({ ...lease, expiresAt: Number(rows[0]!.lease_expires_at) })
     }, unavailable("renew"))
 
-    const release = Effect.fn("SessionStore.release")(function*(lease: Lease) {
-      yield* sql`UPDATE troupe_sessions SET lease_owner = NULL, lease_expires_at = 0
-        WHERE id = ${lease.sessionId} AND lease_owner = ${lease.owner} AND lease_epoch = ${lease.epoch}`
+    const release = Effect.fnUntraced(function*(lease: Lease) {
+      yield* query(
+        `UPDATE troupe_sessions SET lease_owner = NULL, lease_expires_at = 0
+        WHERE id = ? AND lease_owner = ? AND lease_epoch = ?`,
+        [lease.sessionId, lease.owner, lease.epoch]
+      )
     }, unavailable("release"))
 
-    interface HeadRow {
-      readonly head_seq: number | string
-      readonly active_turn_id: string | null
-      readonly open_callbacks: number | string
-      readonly title: string | null
-      readonly archived: number
-      readonly closed: number
-      readonly lease_owner: string | null
-      readonly lease_epoch: number | string
-      readonly lease_expires_at: number | string
-      readonly now: number | string
-      readonly replay_session: string | null
-      readonly replay_first: number | string | null
-      readonly replay_head: number | string | null
-      readonly replay_at: number | string | null
-    }
-
-    const append = Effect.fn("SessionStore.append")(function*(commit: Parameters<SessionStore["Type"]["append"]>[0]) {
+    const append = Effect.fnUntraced(function*(commit: Commit) {
       return yield* dialect.transaction(Effect.gen(function*() {
-        const clock = yield* dialect.now
+        const clock = yield* dialect.clock
         // Lock first, then read the clock and any earlier receipt of this commit.
-        const rows = yield* sql<HeadRow>`WITH s AS (
+        const rows = yield* query<HeadRow>(
+          `WITH s AS (
             SELECT head_seq, active_turn_id, open_callbacks, title, archived, closed,
               lease_owner, lease_epoch, lease_expires_at
-            FROM troupe_sessions WHERE id = ${commit.sessionId} ${dialect.lockRow}
+            FROM troupe_sessions WHERE id = ? ${dialect.lockRow}
           )
-          SELECT s.*, ${clock} AS now, c.session_id AS replay_session, c.first_seq AS replay_first,
+          SELECT s.*, ${clock.text} AS now, c.session_id AS replay_session, c.first_seq AS replay_first,
             c.head_seq AS replay_head, c.at AS replay_at
-          FROM s LEFT JOIN troupe_commits c ON c.commit_id = ${commit.commitId}`
-        if (rows.length === 0) {
-          // The commit may name an unknown session, or replay one that belongs elsewhere.
-          return yield* new SessionNotFound({ sessionId: commit.sessionId })
-        }
+          FROM s LEFT JOIN troupe_commits c ON c.commit_id = ?`,
+          [commit.sessionId, ...clock.params, commit.commitId]
+        )
+        if (rows.length === 0) return yield* new SessionNotFound({ sessionId: commit.sessionId })
         const row = rows[0]!
-        if (row.replay_session !== null) {
-          if (row.replay_session !== commit.sessionId) {
-            return yield* new Conflict({
-              entity: "commit",
-              key: commit.commitId,
-              reason: "commitId already used by another session"
-            })
-          }
-          return new CommitReceipt({
-            commitId: commit.commitId,
-            sessionId: commit.sessionId,
-            firstSeq: Number(row.replay_first),
-            headSeq: Number(row.replay_head),
-            at: Number(row.replay_at)
-          })
-        }
+        if (row.replay_session !== null) return yield* replayOf(commit, row)
         const at = Number(row.now)
-        if (
-          row.lease_owner !== commit.owner || Number(row.lease_epoch) !== commit.epoch ||
-          Number(row.lease_expires_at) <= at
-        ) {
-          return yield* new LeaseLost({ sessionId: commit.sessionId, epoch: commit.epoch, owner: commit.owner })
-        }
         const headSeq = Number(row.head_seq)
-        if (headSeq !== commit.expectedHeadSeq) {
+        const fenced = row.lease_owner !== commit.owner || Number(row.lease_epoch) !== commit.epoch ||
+          Number(row.lease_expires_at) <= at
+        if (fenced || headSeq !== commit.expectedHeadSeq) {
+          // A copy of this commit may have landed while we waited for the lock:
+          // the join above read the commits table before the wait (READ COMMITTED).
+          const again = yield* query<HeadRow>(
+            `SELECT session_id AS replay_session, first_seq AS replay_first, head_seq AS replay_head, at AS replay_at
+            FROM troupe_commits WHERE commit_id = ?`,
+            [commit.commitId]
+          )
+          if (again.length > 0) return yield* replayOf(commit, again[0]!)
+          if (fenced) {
+            return yield* new LeaseLost({ sessionId: commit.sessionId, epoch: commit.epoch, owner: commit.owner })
+          }
           return yield* new SequenceConflict({
             sessionId: commit.sessionId,
             expected: commit.expectedHeadSeq,
             actual: headSeq
           })
         }
+        if (hasDuplicates(commit.consumes)) {
+          return yield* new Conflict({ entity: "input", key: commit.consumes[0]!, reason: "consumed twice in one commit" })
+        }
         if (commit.consumes.length > 0) {
-          const consumed = yield* sql`UPDATE troupe_inbox SET consumed = 1
-            WHERE session_id = ${commit.sessionId} AND consumed = 0 AND ${sql.in("input_id", commit.consumes)}
-            RETURNING input_id`
-          if (consumed.length !== new Set(commit.consumes).size || consumed.length !== commit.consumes.length) {
-            const got = new Set(consumed.map((r) => (r as { input_id: string }).input_id))
+          const consumed = yield* query<{ input_id: string }>(
+            `UPDATE troupe_inbox SET consumed = 1
+            WHERE session_id = ? AND consumed = 0 AND input_id IN (${SqlStatements.list(commit.consumes.length)})
+            RETURNING input_id`,
+            [commit.sessionId, ...commit.consumes]
+          )
+          if (consumed.length !== commit.consumes.length) {
+            const got = new Set(consumed.map((r) => r.input_id))
             const missing = commit.consumes.find((id) => !got.has(id)) ?? commit.consumes[0]!
-            // Failing here rolls the whole transaction back.
+            // Failing inside the transaction rolls every write of this commit back.
             return yield* new Conflict({ entity: "input", key: missing, reason: "not a ready inbox item" })
           }
         }
@@ -440,90 +521,115 @@ export const make = (dialect: Dialect) =>
           closed: Number(row.closed) === 1
         }, commit.records, at)
         if (commit.records.length > 0) {
-          yield* sql`INSERT INTO troupe_log ${
-            sql.insert(commit.records.map((body, i) => ({
-              session_id: commit.sessionId,
-              seq: headSeq + 1 + i,
-              at,
-              commit_id: commit.commitId,
-              body: JSON.stringify(encodeRecord(body))
-            })))
-          }`
+          const params: Array<unknown> = []
+          commit.records.forEach((body, i) =>
+            params.push(commit.sessionId, headSeq + 1 + i, at, commit.commitId, JSON.stringify(encodeRecord(body)))
+          )
+          yield* query(
+            `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES ${
+              SqlStatements.rows(commit.records.length, 5)
+            }`,
+            params
+          )
         }
         if (projection.operations.length > 0) {
-          yield* sql`INSERT INTO troupe_operations ${
-            sql.insert(projection.operations.map((change) => ({
-              operation_id: change.operationId,
-              session_id: commit.sessionId,
-              turn_id: change.turnId,
-              kind: change.start?.kind ?? "tool",
-              name: change.start?.name ?? "",
-              status: change.end?.status ?? "started",
-              input: jsonOrNull(change.start?.input),
-              output: jsonOrNull(change.end?.output),
-              is_error: change.end?.isError ? 1 : 0,
-              started_seq: change.start?.seq ?? change.end!.seq,
-              ended_seq: change.end?.seq ?? null
-            })))
-          } ON CONFLICT (operation_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-            is_error = excluded.is_error, ended_seq = excluded.ended_seq`
+          const params: Array<unknown> = []
+          for (const change of projection.operations) {
+            params.push(
+              change.operationId,
+              commit.sessionId,
+              change.turnId,
+              change.start?.kind ?? "tool",
+              change.start?.name ?? "",
+              change.end?.status ?? "started",
+              jsonOrNull(change.start?.input),
+              jsonOrNull(change.end?.output),
+              change.end?.isError ? 1 : 0,
+              change.start?.seq ?? change.end!.seq,
+              change.end?.seq ?? null
+            )
+          }
+          yield* query(
+            `INSERT INTO troupe_operations (operation_id, session_id, turn_id, kind, name, status, input, output,
+              is_error, started_seq, ended_seq)
+            VALUES ${SqlStatements.rows(projection.operations.length, 11)}
+            ON CONFLICT (operation_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+              is_error = excluded.is_error, ended_seq = excluded.ended_seq`,
+            params
+          )
         }
         if (projection.callbacksOpened.length > 0) {
-          yield* sql`INSERT INTO troupe_callbacks ${
-            sql.insert(projection.callbacksOpened.map((callback) => ({
-              callback_id: callback.callbackId,
-              session_id: commit.sessionId,
-              turn_id: callback.turnId,
-              operation_id: callback.operationId,
-              kind: callback.kind,
-              request: JSON.stringify(callback.request ?? null),
-              opened_seq: callback.openedSeq,
-              opened_at: callback.openedAt
-            })))
-          }`
+          const params: Array<unknown> = []
+          for (const callback of projection.callbacksOpened) {
+            params.push(
+              callback.callbackId,
+              commit.sessionId,
+              callback.turnId,
+              callback.operationId,
+              callback.kind,
+              JSON.stringify(callback.request ?? null),
+              callback.openedSeq,
+              callback.openedAt
+            )
+          }
+          yield* query(
+            `INSERT INTO troupe_callbacks (callback_id, session_id, turn_id, operation_id, kind, request,
+              opened_seq, opened_at)
+            VALUES ${SqlStatements.rows(projection.callbacksOpened.length, 8)}`,
+            params
+          )
         }
         let closedCallbacks = 0
         if (projection.callbacksClosed.length > 0) {
-          const deleted = yield* sql`DELETE FROM troupe_callbacks
-            WHERE session_id = ${commit.sessionId} AND ${sql.in("callback_id", projection.callbacksClosed)}
-            RETURNING callback_id`
+          const deleted = yield* query(
+            `DELETE FROM troupe_callbacks
+            WHERE session_id = ? AND callback_id IN (${SqlStatements.list(projection.callbacksClosed.length)})
+            RETURNING callback_id`,
+            [commit.sessionId, ...projection.callbacksClosed]
+          )
           closedCallbacks = deleted.length
         }
         const head = projection.head
-        yield* sql`UPDATE troupe_sessions SET head_seq = ${head.headSeq}, active_turn_id = ${head.activeTurnId},
-          open_callbacks = ${head.openCallbacks - closedCallbacks}, title = ${head.title},
-          archived = ${head.archived ? 1 : 0}, closed = ${head.closed ? 1 : 0},
-          ready_count = ready_count - ${commit.consumes.length}, updated_at = ${at}
-          WHERE id = ${commit.sessionId}`
-        const receipt = new CommitReceipt({
+        yield* query(
+          `UPDATE troupe_sessions SET head_seq = ?, active_turn_id = ?, open_callbacks = ?, title = ?,
+            archived = ?, closed = ?, ready_count = ready_count - ?, updated_at = ?
+          WHERE id = ?`,
+          [
+            head.headSeq,
+            head.activeTurnId,
+            head.openCallbacks - closedCallbacks,
+            head.title,
+            head.archived ? 1 : 0,
+            head.closed ? 1 : 0,
+            commit.consumes.length,
+            at,
+            commit.sessionId
+          ]
+        )
+        yield* query(
+          `INSERT INTO troupe_commits (commit_id, session_id, first_seq, head_seq, at) VALUES (?, ?, ?, ?, ?)`,
+          [commit.commitId, commit.sessionId, headSeq + 1, head.headSeq, at]
+        )
+        return new CommitReceipt({
           commitId: commit.commitId,
           sessionId: commit.sessionId,
           firstSeq: headSeq + 1,
           headSeq: head.headSeq,
           at
-        })
-        yield* sql`INSERT INTO troupe_commits ${
-          sql.insert({
-            commit_id: commit.commitId,
-            session_id: commit.sessionId,
-            first_seq: receipt.firstSeq,
-            head_seq: receipt.headSeq,
-            at
-          })
-        }`
-        return receipt
+        }, { disableValidation: true })
       }))
     }, unavailable("append"))
 
-    const readLog = Effect.fn("SessionStore.readLog")(function*(
+    const readLog = Effect.fnUntraced(function*(
       sessionId: SessionId,
       options?: { readonly after?: number | undefined; readonly limit?: number | undefined }
     ) {
       const after = options?.after ?? 0
       const limit = options?.limit ?? 500
-      const rows = yield* sql<{ seq: number | string; at: number | string; commit_id: string; body: string }>`
-        SELECT seq, at, commit_id, body FROM troupe_log
-        WHERE session_id = ${sessionId} AND seq > ${after} ORDER BY seq LIMIT ${limit + 1}`
+      const rows = yield* query<{ seq: number | string; at: number | string; commit_id: string; body: string }>(
+        `SELECT seq, at, commit_id, body FROM troupe_log WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+        [sessionId, after, limit + 1]
+      )
       const page = rows.length > limit ? rows.slice(0, limit) : rows
       const records = page.map((row) =>
         new LogRecord({
@@ -541,23 +647,15 @@ export const make = (dialect: Dialect) =>
       }, { disableValidation: true })
     }, unavailable("readLog"))
 
-    const operations = Effect.fn("SessionStore.operations")(function*(sessionId: SessionId, turnId?: TurnId) {
-      const rows = yield* sql<{
-        operation_id: string
-        turn_id: string
-        kind: string
-        name: string
-        status: string
-        input: string | null
-        output: string | null
-        is_error: number
-        started_seq: number | string
-        ended_seq: number | string | null
-      }>`SELECT operation_id, turn_id, kind, name, status, input, output, is_error, started_seq, ended_seq
-        FROM troupe_operations WHERE session_id = ${sessionId}
-        ${turnId === undefined ? sql.literal("") : sql`AND turn_id = ${turnId}`} ORDER BY started_seq`
+    const operations = Effect.fnUntraced(function*(sessionId: SessionId, turnId?: TurnId) {
+      const rows = yield* query<OperationRow>(
+        `SELECT operation_id, turn_id, kind, name, status, input, output, is_error, started_seq, ended_seq
+        FROM troupe_operations WHERE session_id = ? ${turnId === undefined ? "" : "AND turn_id = ?"}
+        ORDER BY started_seq`,
+        turnId === undefined ? [sessionId] : [sessionId, turnId]
+      )
       return yield* Effect.forEach(rows, (row) =>
-        Schema.decodeUnknown(OperationReceipt)({
+        decodeOperation({
           operationId: row.operation_id,
           sessionId,
           turnId: row.turn_id,
@@ -572,19 +670,14 @@ export const make = (dialect: Dialect) =>
         }).pipe(Effect.orDie))
     }, unavailable("operations"))
 
-    const openCallbacks = Effect.fn("SessionStore.openCallbacks")(function*(sessionId: SessionId) {
-      const rows = yield* sql<{
-        callback_id: string
-        turn_id: string
-        operation_id: string
-        kind: string
-        request: string
-        opened_seq: number | string
-        opened_at: number | string
-      }>`SELECT callback_id, turn_id, operation_id, kind, request, opened_seq, opened_at
-        FROM troupe_callbacks WHERE session_id = ${sessionId} ORDER BY opened_seq`
+    const openCallbacks = Effect.fnUntraced(function*(sessionId: SessionId) {
+      const rows = yield* query<CallbackRow>(
+        `SELECT callback_id, turn_id, operation_id, kind, request, opened_seq, opened_at
+        FROM troupe_callbacks WHERE session_id = ? ORDER BY opened_seq`,
+        [sessionId]
+      )
       return yield* Effect.forEach(rows, (row) =>
-        Schema.decodeUnknown(OpenCallback)({
+        decodeCallback({
           callbackId: row.callback_id,
           sessionId,
           turnId: row.turn_id,
@@ -596,17 +689,20 @@ export const make = (dialect: Dialect) =>
         }).pipe(Effect.orDie))
     }, unavailable("openCallbacks"))
 
-    const runnable = Effect.fn("SessionStore.runnable")(function*(options?: { readonly limit?: number | undefined }) {
-      const clock = yield* dialect.now
-      const rows = yield* sql<{ id: SessionId }>`SELECT id FROM troupe_sessions
-        WHERE closed = 0 AND (lease_owner IS NULL OR lease_expires_at <= ${clock})
+    const runnable = Effect.fnUntraced(function*(options?: { readonly limit?: number | undefined }) {
+      const clock = yield* dialect.clock
+      const rows = yield* query<{ id: SessionId }>(
+        `SELECT id FROM troupe_sessions
+        WHERE closed = 0 AND (lease_owner IS NULL OR lease_expires_at <= ${clock.text})
           AND (active_turn_id IS NOT NULL OR ready_count > 0)
-        ORDER BY id LIMIT ${options?.limit ?? 100}`
+        ORDER BY id LIMIT ?`,
+        [...clock.params, options?.limit ?? 100]
+      )
       return rows.map((row) => row.id)
     }, unavailable("runnable"))
 
     return SessionStore.of({
-      now,
+      now: unavailable("now")(readClock),
       create,
       get,
       list,

@@ -8,9 +8,9 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { Connection } from "@effect/sql/SqlConnection"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Clock, Effect, Layer, Scope } from "effect"
+import { Clock, Effect, Exit, Layer, Option } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
@@ -22,25 +22,33 @@ export interface Options {
 }
 
 /** The SQLite dialect over the `SqlClient` in context. */
-export const dialect = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const run = (statement: string) => (conn: Connection) =>
-    Effect.asVoid(conn.executeUnprepared(statement, [], undefined))
+export const dialect = Effect.map(SqlClient.SqlClient, (sql): SqlSessionStore.Dialect => {
+  // Not `sql.withTransaction`: its `BEGIN` is deferred (two processes upgrading
+  // read locks deadlock into SQLITE_BUSY), and it opens a span and prepares
+  // BEGIN/COMMIT afresh on every call, which costs more than the commit's own
+  // statements. Spans belong to turns and operations, not to each append.
+  const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+      Option.isSome(outer)
+        ? effect
+        : Effect.uninterruptibleMask((restore) =>
+          Effect.scoped(
+            Effect.flatMap(sql.reserve, (conn) =>
+              Effect.zipRight(
+                conn.execute("BEGIN IMMEDIATE", [], undefined),
+                Effect.onExit(
+                  restore(Effect.provideService(effect, SqlClient.TransactionConnection, [conn, 0] as const)),
+                  (exit) => Effect.orDie(conn.execute(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK", [], undefined))
+                )
+              ))
+          )
+        ))
   return {
-    now: Effect.map(Clock.currentTimeMillis, (ms) => sql`${ms}`),
-    lockRow: sql.literal(""),
-    transaction: SqlClient.makeWithTransaction({
-      transactionTag: SqlClient.TransactionConnection,
-      spanAttributes: [["db.system.name", "sqlite"]],
-      acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
-        Effect.map(Scope.extend(sql.reserve, scope), (conn) => [scope, conn] as const)),
-      begin: run("BEGIN IMMEDIATE"),
-      savepoint: (conn, id) => run(`SAVEPOINT troupe_${id}`)(conn),
-      commit: run("COMMIT"),
-      rollback: run("ROLLBACK"),
-      rollbackSavepoint: (conn, id) => run(`ROLLBACK TO SAVEPOINT troupe_${id}`)(conn)
-    })
-  } satisfies SqlSessionStore.Dialect
+    placeholders: "?",
+    clock: Effect.map(Clock.currentTimeMillis, (ms): SqlSessionStore.Clock => ({ text: "?", params: [ms] })),
+    lockRow: "",
+    transaction
+  }
 })
 
 /** The store over the SQLite `SqlClient` in context. */

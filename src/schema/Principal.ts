@@ -23,7 +23,7 @@ export class Principal extends Schema.Class<Principal>("troupe/Principal")(
     organizationId: Uuid,
     workspaceId: Uuid,
     userId: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256)))
-  }).pipe(
+  }).annotations({ parseOptions: { onExcessProperty: "error" } }).pipe(
     Schema.filter((p) =>
       new Set([p.customerId.toLowerCase(), p.organizationId.toLowerCase(), p.workspaceId.toLowerCase()]).size === 3 ||
       "customerId, organizationId and workspaceId must be three distinct UUIDs"

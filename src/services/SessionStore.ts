@@ -93,7 +93,7 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
       command: Command
     ) => Effect.Effect<Admission, SessionNotFound | SessionClosed | Conflict | StoreUnavailable>
 
-    /** Reads the session's unconsumed inbox items in admission order. */
+    /** Reads the session's unconsumed inbox items in admission order, at most `limit` (default 1000). */
     readonly readInbox: (
       sessionId: SessionId,
       options?: { readonly limit?: number | undefined }
@@ -118,7 +118,9 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
     /**
      * Appends records and consumes inbox items in one transaction, fenced by the
      * lease epoch and the expected head. Replaying a `commitId` returns the
-     * original receipt and writes nothing.
+     * original receipt and writes nothing. Consuming an item that is not ready
+     * (unknown, already consumed, or listed twice) is `Conflict`, and nothing
+     * of the commit is written.
      */
     readonly append: (
       commit: Commit
@@ -144,7 +146,7 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
 
     /**
      * Sessions someone should drive: not closed, lease free or expired, and a
-     * ready inbox item or an active turn. Oldest first.
+     * ready inbox item or an active turn. Oldest session first.
      */
     readonly runnable: (options?: { readonly limit?: number | undefined }) => Effect.Effect<
       ReadonlyArray<SessionId>,

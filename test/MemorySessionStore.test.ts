@@ -1,0 +1,12 @@
+import { TestClock } from "effect"
+import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
+import { sessionStoreSuite } from "./conformance/SessionStoreSuite.js"
+
+// One store for the whole suite: tests isolate themselves by workspace, and the
+// memory store's clock is Effect's, so TestClock drives lease expiry.
+sessionStoreSuite({
+  name: "memory",
+  layer: MemorySessionStore.layer,
+  advance: (millis) => TestClock.adjust(millis),
+  ttl: 1_000
+})

@@ -1,0 +1,32 @@
+import { afterAll, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as PgSessionStore from "../src/layers/PgSessionStore.js"
+import { sessionStoreSuite } from "./conformance/SessionStoreSuite.js"
+import { persistsAcrossProcesses } from "./support/persistence.js"
+import { availability, freshSchema } from "./support/postgres.js"
+
+const pg = await availability()
+
+if (pg.run) {
+  // A schema of its own per run, so runs (and files) never see each other's rows.
+  const { drop, url } = await freshSchema()
+  afterAll(drop)
+
+  sessionStoreSuite({
+    name: "postgres",
+    layer: PgSessionStore.layer({ url, maxConnections: 8 }),
+    second: PgSessionStore.layer({ url, maxConnections: 2 }),
+    // The store's clock is the database's, so only real time moves it; a plain
+    // timer, because the suite runs under TestClock, where Effect.sleep never fires.
+    advance: (millis) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis))),
+    ttl: 300
+  })
+
+  describe("PgSessionStore database", () => {
+    persistsAcrossProcesses(`postgres:${url}`, PgSessionStore.layer({ url, maxConnections: 2 }))
+  })
+} else {
+  describe.skip(`SessionStore conformance: postgres (${pg.reason})`, () => {
+    it("needs a PostgreSQL server", () => {})
+  })
+}
