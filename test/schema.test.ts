@@ -20,6 +20,9 @@ import {
 import { Command, Message } from "../src/schema/Inbox.js"
 import { canonical } from "../src/schema/Json.js"
 import { decodePrincipal, Principal } from "../src/schema/Principal.js"
+import { Usage } from "../src/schema/Budget.js"
+import * as Record from "../src/schema/Record.js"
+import { RecordBody } from "../src/schema/Record.js"
 
 const ids = () => ({ customerId: randomUUID(), organizationId: randomUUID(), workspaceId: randomUUID() })
 
@@ -257,4 +260,53 @@ describe("Agent", () => {
       assert.throws(() => Schema.decodeUnknownSync(Agent)(bad))
     }
   })
+})
+
+describe("record JSON", () => {
+  it("fromJsonText refuses text of an unknown record type with a ParseError", () => {
+    assert.throws(() => Record.fromJsonText(JSON.stringify({ _tag: "nonsense" })), /nonsense|Expected/)
+  })
+
+
+  it.effect("toJsonText equals the schema encoding for every record type, and decodes back", () =>
+    Effect.gen(function*() {
+      const turnId = yield* makeTurnId
+      const operationId = yield* makeOperationId
+      const callbackId = yield* makeCallbackId
+      const sessionId = yield* makeSessionId
+      const inputId = InputId.make("in-1")
+      const usage = new Usage({ ...Usage.zero, inputTokens: 3, toolCallsByName: { echo: 1 } })
+      const bodies: ReadonlyArray<RecordBody> = [
+        new Record.SessionCreated({ agentName: "a", parentId: null, title: "t" }),
+        new Record.TurnStarted({ turnId, inputId, text: "hi" }),
+        new Record.TurnEnded({
+          turnId,
+          outcome: "failed",
+          failureCode: "budget_exhausted",
+          failure: { dimension: "toolCalls", limit: 1, observed: 2 },
+          usage
+        }),
+        new Record.InputApplied({ inputId, kind: "steer", turnId }),
+        new Record.OperationStarted({ operationId, turnId, kind: "tool", name: "echo", input: { x: [1, "2"] } }),
+        new Record.OperationCompleted({ operationId, turnId, output: "ok", isError: false }),
+        new Record.OperationUnknown({ operationId, turnId }),
+        new Record.CallbackOpened({ callbackId, turnId, operationId, kind: "approval", request: { tool: "echo" } }),
+        new Record.CallbackResolved({ callbackId, turnId, resolution: "answered", result: { approved: true } }),
+        new Record.ChildSpawned({ childSessionId: sessionId, agentName: "b", alias: null }),
+        new Record.ChildResultRecorded({ childSessionId: sessionId, turnId, outcome: "completed", output: "done" }),
+        new Record.Renamed({ title: "new" }),
+        new Record.Archived({ archived: true }),
+        new Record.Closed({})
+      ]
+      assert.strictEqual(new Set(bodies.map((body) => body._tag)).size, RecordBody.members.length)
+      for (const body of bodies) {
+        const text = Record.toJsonText(body)
+        assert.deepStrictEqual(JSON.parse(text), Schema.encodeSync(RecordBody)(body), body._tag)
+        assert.deepStrictEqual(Schema.decodeUnknownSync(RecordBody)(JSON.parse(text)), body, body._tag)
+        assert.deepStrictEqual(Record.fromJsonText(text), body, body._tag)
+        const revived = Record.fromJsonText(text)
+        assert.strictEqual(revived.constructor, body.constructor, body._tag)
+        if (revived._tag === "turn_ended") assert.instanceOf(revived.usage, Usage)
+      }
+    }))
 })

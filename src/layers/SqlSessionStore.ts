@@ -22,14 +22,14 @@ import {
   SessionNotFound,
   StoreUnavailable
 } from "../schema/Errors.js"
-import { CommitId, makeSessionId, type SessionId, type TurnId } from "../schema/Ids.js"
+import { type CommitId, makeSessionId, type SessionId, type TurnId } from "../schema/Ids.js"
 import { Admission, Command, InboxItem } from "../schema/Inbox.js"
 import { canonical } from "../schema/Json.js"
 import { type Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import { OperationReceipt } from "../schema/Operation.js"
 import { SubagentPolicy } from "../schema/Policy.js"
 import { Principal } from "../schema/Principal.js"
-import { LogPage, LogRecord, RecordBody } from "../schema/Record.js"
+import { fromJsonText, LogPage, LogRecord, toJsonText } from "../schema/Record.js"
 import { Session, SessionPage } from "../schema/Session.js"
 import * as ListCursor from "../services/ListCursor.js"
 import { project, statusOf } from "../services/LogProjection.js"
@@ -82,8 +82,6 @@ interface SessionRow {
 const decodeSession = Schema.decodeUnknown(Session)
 const decodeOperation = Schema.decodeUnknown(OperationReceipt)
 const decodeCallback = Schema.decodeUnknown(OpenCallback)
-const decodeRecord = Schema.decodeUnknownSync(RecordBody)
-const encodeRecord = Schema.encodeSync(RecordBody)
 const decodeCommand = Schema.decodeUnknownSync(Command)
 const encodeCommand = Schema.encodeSync(Command)
 const encodeAgent = Schema.encodeSync(Agent)
@@ -295,7 +293,7 @@ export const make = (dialect: Dialect) =>
           1,
           at,
           `commit_${id.slice(4)}`,
-          JSON.stringify(encodeRecord(createdRecord(session)))
+          toJsonText(createdRecord(session))
         ])
         return session
       }))
@@ -523,7 +521,7 @@ export const make = (dialect: Dialect) =>
         if (commit.records.length > 0) {
           const params: Array<unknown> = []
           commit.records.forEach((body, i) =>
-            params.push(commit.sessionId, headSeq + 1 + i, at, commit.commitId, JSON.stringify(encodeRecord(body)))
+            params.push(commit.sessionId, headSeq + 1 + i, at, commit.commitId, toJsonText(body))
           )
           yield* query(
             `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES ${
@@ -636,8 +634,8 @@ export const make = (dialect: Dialect) =>
           sessionId,
           seq: Number(row.seq),
           at: Number(row.at),
-          commitId: CommitId.make(row.commit_id),
-          body: decodeRecord(JSON.parse(row.body))
+          commitId: row.commit_id as CommitId,
+          body: fromJsonText(row.body)
         }, { disableValidation: true })
       )
       return new LogPage({

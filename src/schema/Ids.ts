@@ -25,9 +25,13 @@ const encodeTime = (ms: number): string => {
 let lastTime = -1
 let lastRandom: Array<number> = []
 
+// 80 random bits as sixteen base32 digits, drawn 20 bits (four digits) at a time.
 const nextRandom = Effect.gen(function*() {
   const digits: Array<number> = []
-  for (let i = 0; i < 16; i++) digits.push(yield* Random.nextIntBetween(0, 32))
+  for (let i = 0; i < 4; i++) {
+    const bits = yield* Random.nextIntBetween(0, 1 << 20)
+    digits.push((bits >> 15) & 31, (bits >> 10) & 31, (bits >> 5) & 31, bits & 31)
+  }
   return digits
 })
 

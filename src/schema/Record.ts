@@ -175,3 +175,44 @@ export class LogPage extends Schema.Class<LogPage>("troupe/LogPage")({
   /** True when more records follow `cursor`. */
   more: Schema.Boolean
 }) {}
+
+/**
+ * The stored JSON text of a record body. Every record schema is plain JSON
+ * (no dates, bigints or other transformations), so a body's own fields are its
+ * encoded form and `JSON.stringify` is the encoder; this skips a schema walk
+ * on the hot append path. test/schema.test.ts holds every record type to
+ * `Schema.encode` so a schema that stops being plain fails there.
+ */
+export const toJsonText = (body: RecordBody): string => JSON.stringify(body)
+
+const revivers: { readonly [K in RecordBody["_tag"]]: (json: any) => RecordBody } = {
+  session_created: (json) => new SessionCreated(json, true),
+  turn_started: (json) => new TurnStarted(json, true),
+  turn_ended: (json) => new TurnEnded({ ...json, usage: new Usage(json.usage, true) }, true),
+  input_applied: (json) => new InputApplied(json, true),
+  operation_started: (json) => new OperationStarted(json, true),
+  operation_completed: (json) => new OperationCompleted(json, true),
+  operation_unknown: (json) => new OperationUnknown(json, true),
+  callback_opened: (json) => new CallbackOpened(json, true),
+  callback_resolved: (json) => new CallbackResolved(json, true),
+  child_spawned: (json) => new ChildSpawned(json, true),
+  child_result: (json) => new ChildResultRecorded(json, true),
+  renamed: (json) => new Renamed(json, true),
+  archived: (json) => new Archived(json, true),
+  closed: (json) => new Closed(json, true)
+}
+
+const decodeBody = Schema.decodeUnknownSync(RecordBody)
+
+/**
+ * A record body from the JSON text `toJsonText` stored. Stored records were
+ * validated when they were built, so they are revived without a second schema
+ * walk (replay is the hot read path); text of an unknown tag goes through the
+ * full schema decoder and fails with its `ParseError`. test/schema.test.ts holds
+ * every tag's reviver equal to `Schema.decode`.
+ */
+export const fromJsonText = (text: string): RecordBody => {
+  const json = JSON.parse(text)
+  const revive = revivers[json?._tag as RecordBody["_tag"]]
+  return revive === undefined ? decodeBody(json) : revive(json)
+}
