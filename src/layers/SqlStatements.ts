@@ -3,7 +3,7 @@
  * run fixed SQL text straight on a `Connection`: the tagged-template route
  * costs about 37 µs of CPU per statement here (compilation, a span and fiber
  * bookkeeping each time), this one about 11 µs. See
- * docs/decisions/0002-sql-hot-path.md.
+ * docs/decisions/0001-sql-hot-path.md.
  *
  * Text is written with `?` placeholders; PostgreSQL's `$n` are derived once
  * per distinct text.

@@ -5,7 +5,9 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { SessionId } from "./Ids.js"
+import { Usage } from "./Budget.js"
+import { SessionId, TurnId } from "./Ids.js"
+import { FailureCode } from "./Turn.js"
 
 /** The lease is held by someone else, expired, or was taken over. */
 export class LeaseLost extends Schema.TaggedError<LeaseLost>()("LeaseLost", {
@@ -77,5 +79,61 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInp
 }) {
   override get message() {
     return `invalid ${this.what}: ${this.reason}`
+  }
+}
+
+/** The session is running a turn and its busy policy is `reject`. */
+export class SessionBusy extends Schema.TaggedError<SessionBusy>()("SessionBusy", {
+  sessionId: SessionId,
+  activeTurnId: TurnId
+}) {
+  override get message() {
+    return `session ${this.sessionId} is busy with turn ${this.activeTurnId}`
+  }
+}
+
+/** An interrupt named a turn that is not the session's active turn. */
+export class TurnMismatch extends Schema.TaggedError<TurnMismatch>()("TurnMismatch", {
+  sessionId: SessionId,
+  expectedTurnId: TurnId,
+  activeTurnId: Schema.NullOr(TurnId)
+}) {
+  override get message() {
+    return `session ${this.sessionId}: turn ${this.expectedTurnId} is not active (active: ${this.activeTurnId ?? "none"})`
+  }
+}
+
+/** A turn ended as failed; `failure` carries the typed cause (e.g. a `BudgetExhausted`). */
+export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
+  sessionId: SessionId,
+  turnId: TurnId,
+  failureCode: FailureCode,
+  failure: Schema.optional(Schema.Unknown),
+  usage: Usage
+}) {
+  override get message() {
+    return `turn ${this.turnId} failed: ${this.failureCode}`
+  }
+}
+
+/** A turn ended because it was interrupted. */
+export class TurnInterrupted extends Schema.TaggedError<TurnInterrupted>()("TurnInterrupted", {
+  sessionId: SessionId,
+  turnId: TurnId,
+  reason: Schema.optional(Schema.String)
+}) {
+  override get message() {
+    return `turn ${this.turnId} was interrupted${this.reason ? `: ${this.reason}` : ""}`
+  }
+}
+
+/** The model provider failed in a way retries did not fix. */
+export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
+  reason: Schema.String,
+  retryable: Schema.Boolean,
+  status: Schema.optional(Schema.Number)
+}) {
+  override get message() {
+    return `model error: ${this.reason}`
   }
 }

@@ -1,0 +1,57 @@
+/**
+ * Ready-made runtimes: the `Sessions` API over the in-process host, a store
+ * and a model, composed as one layer. Pick the store; pass model scripts and
+ * host tuning as options.
+ *
+ * @since 0.1.0
+ */
+import { Layer } from "effect"
+import * as InProcessHost from "./actors/InProcessHost.js"
+import * as MemorySessionStore from "./layers/MemorySessionStore.js"
+import * as PgSessionStore from "./layers/PgSessionStore.js"
+import * as ScriptedModel from "./layers/ScriptedModel.js"
+import * as SqliteSessionStore from "./layers/SqliteSessionStore.js"
+import type { StoreUnavailable } from "./schema/Errors.js"
+import type { Model } from "./services/Model.js"
+import type { SessionHost } from "./services/SessionHost.js"
+import * as Sessions from "./services/Sessions.js"
+import type { SessionStore } from "./services/SessionStore.js"
+
+/** Everything a composed runtime provides. */
+export type Services = Sessions.Sessions | SessionHost | SessionStore | Model
+
+/** Options shared by every runtime. */
+export interface RuntimeOptions {
+  /** Host tuning: lease TTL, idle timeout, poll interval, owner name. */
+  readonly host?: InProcessHost.Options | undefined
+  /** The model layer; defaults to the scripted model with `scripts`. */
+  readonly model?: Layer.Layer<Model> | undefined
+  /** Scripts for the default scripted model. */
+  readonly scripts?: ScriptedModel.Scripts | undefined
+}
+
+/** Wires the API, the host and a model over any store layer. */
+export const layer = <E, R>(
+  store: Layer.Layer<SessionStore, E, R>,
+  options: RuntimeOptions = {}
+): Layer.Layer<Services, E, R> => {
+  const base = Layer.merge(store, options.model ?? ScriptedModel.layer(options.scripts))
+  const host = Layer.provideMerge(InProcessHost.layer(options.host), base)
+  return Layer.provideMerge(Sessions.layer, host)
+}
+
+/** A runtime on a fresh in-memory store and the scripted model: for tests. */
+export const layerTest = (options: RuntimeOptions = {}): Layer.Layer<Services> =>
+  layer(MemorySessionStore.layer, options)
+
+/** A runtime on a SQLite file (or `:memory:`). */
+export const layerSqlite = (
+  sqlite: SqliteSessionStore.Options,
+  options: RuntimeOptions = {}
+): Layer.Layer<Services, StoreUnavailable> => layer(SqliteSessionStore.layer(sqlite), options)
+
+/** A runtime on PostgreSQL. */
+export const layerPg = (
+  pg: PgSessionStore.Options,
+  options: RuntimeOptions = {}
+): Layer.Layer<Services, StoreUnavailable> => layer(PgSessionStore.layer(pg), options)

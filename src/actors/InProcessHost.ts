@@ -1,0 +1,195 @@
+/**
+ * The in-process `SessionHost`: one actor per live session in this process,
+ * started on demand when a command arrives, passivated after an idle period,
+ * and, at start-up and every poll interval after, started for every runnable
+ * session the store holds (crash recovery: work left by a dead owner is
+ * picked up once its lease expires).
+ *
+ * Every fiber belongs to the layer's scope: closing the layer interrupts all
+ * actors and turns.
+ *
+ * @since 0.1.0
+ */
+import {
+  Cause,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  FiberSet,
+  Layer,
+  PubSub,
+  Queue,
+  Schedule
+} from "effect"
+import type { SessionBusy, TurnMismatch } from "../schema/Errors.js"
+import type { SessionEvent } from "../schema/Event.js"
+import { type InputId, type SessionId, ulid } from "../schema/Ids.js"
+import * as Model from "../services/Model.js"
+import { Decision, SessionHost } from "../services/SessionHost.js"
+import { SessionStore } from "../services/SessionStore.js"
+import * as SessionActor from "./SessionActor.js"
+
+/** Host tuning; every field has a default. */
+export interface Options {
+  /** Lease time to live; renewed every third of it (default 15 s). */
+  readonly leaseTtl?: Duration.DurationInput | undefined
+  /** How long an actor with nothing to do stays in memory (default 30 s). */
+  readonly idleTimeout?: Duration.DurationInput | undefined
+  /** How often the store is asked for runnable sessions (default: the lease TTL). */
+  readonly pollInterval?: Duration.DurationInput | undefined
+  /** This host's lease owner name (default `host-<ulid>`). */
+  readonly owner?: string | undefined
+  /** Live-event buffer per session; a subscriber that falls further behind backfills from the store. */
+  readonly liveBuffer?: number | undefined
+}
+
+type Waiter = Deferred.Deferred<Decision, SessionBusy | TurnMismatch>
+
+/** Builds the host; its actors and poller live as long as the enclosing scope. */
+export const make = (options: Options = {}) =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    const context = yield* Effect.context<SessionStore | Model.Model>()
+    const leaseTtl = Duration.decode(options.leaseTtl ?? "15 seconds")
+    const actorOptions: SessionActor.Options = {
+      owner: options.owner ?? `host-${yield* ulid}`,
+      leaseTtl,
+      idleTimeout: Duration.decode(options.idleTimeout ?? "30 seconds")
+    }
+    const liveBuffer = options.liveBuffer ?? 4096
+    const actors = yield* FiberSet.make<void>()
+    const entries = new Map<SessionId, Queue.Queue<void>>()
+    const lock = yield* Effect.makeSemaphore(1)
+    const waiters = new Map<SessionId, Map<InputId, Array<Waiter>>>()
+    const hubs = new Map<SessionId, { readonly pubsub: PubSub.PubSub<SessionEvent>; refs: number }>()
+
+    const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, SessionBusy | TurnMismatch>) =>
+      Effect.sync(() => {
+        const bySession = waiters.get(sessionId)
+        const list = bySession?.get(inputId)
+        if (!bySession || !list) return
+        bySession.delete(inputId)
+        if (bySession.size === 0) waiters.delete(sessionId)
+        for (const waiter of list) Deferred.unsafeDone(waiter, exit)
+      })
+
+    /** Tells everyone still waiting on this session that no actor here will decide. */
+    const settleAll = (sessionId: SessionId) =>
+      Effect.sync(() => {
+        const bySession = waiters.get(sessionId)
+        waiters.delete(sessionId)
+        for (const list of bySession?.values() ?? []) {
+          for (const waiter of list) Deferred.unsafeDone(waiter, Exit.succeed(Decision.Admitted()))
+        }
+      })
+
+    const publish = (sessionId: SessionId) => (event: SessionEvent) => {
+      const hub = hubs.get(sessionId)
+      return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publish(hub.pubsub, event))
+    }
+
+    /** Starts an actor; the caller holds `lock`. */
+    const start = (sessionId: SessionId) =>
+      Effect.gen(function*() {
+        const wakes = yield* Queue.sliding<void>(1)
+        entries.set(sessionId, wakes)
+        // When this actor ends, waiters learn no decision is coming, unless a
+        // successor actor for the session already runs and will decide for them.
+        const finish = lock.withPermits(1)(Effect.suspend(() => {
+          const current = entries.get(sessionId)
+          if (current === wakes) entries.delete(sessionId)
+          return current === undefined || current === wakes ? settleAll(sessionId) : Effect.void
+        }))
+        const actor = SessionActor.run(sessionId, actorOptions, {
+          wakes,
+          decide: (inputId, exit) => settle(sessionId, inputId, exit),
+          publish: publish(sessionId),
+          onLease: (held) => (held ? Effect.void : finish),
+          mayPassivate: (lease) =>
+            lock.withPermits(1)(Effect.gen(function*() {
+              const pending = yield* store.readInbox(sessionId, { limit: 1 })
+              if (pending.length > 0 || (yield* Queue.size(wakes)) > 0) return false
+              yield* store.release(lease)
+              if (entries.get(sessionId) === wakes) entries.delete(sessionId)
+              return true
+            }))
+        }).pipe(
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause)
+              ? Effect.void
+              : Effect.logWarning("session actor stopped", cause).pipe(Effect.annotateLogs({ sessionId }))
+          ),
+          Effect.ensuring(finish),
+          Effect.provide(context)
+        )
+        yield* FiberSet.run(actors, actor)
+      })
+
+    const wake = (sessionId: SessionId) =>
+      lock.withPermits(1)(Effect.suspend(() => {
+        const wakes = entries.get(sessionId)
+        return wakes === undefined ? start(sessionId) : Effect.asVoid(Queue.offer(wakes, undefined))
+      }))
+
+    // Crash recovery and backstop: drive whatever the store says needs driving.
+    const recover = Effect.gen(function*() {
+      const runnable = yield* store.runnable({ limit: 1000 })
+      for (const sessionId of runnable) {
+        if (!entries.has(sessionId)) yield* wake(sessionId)
+      }
+    }).pipe(Effect.catchAll((error) => Effect.logWarning("recovery poll failed", error)))
+    yield* recover.pipe(
+      Effect.repeat(Schedule.spaced(Duration.decode(options.pollInterval ?? leaseTtl))),
+      Effect.forkScoped
+    )
+
+    return SessionHost.of({
+      expect: (sessionId, inputId) =>
+        Effect.gen(function*() {
+          const waiter = yield* Deferred.make<Decision, SessionBusy | TurnMismatch>()
+          const bySession = waiters.get(sessionId) ?? new Map<InputId, Array<Waiter>>()
+          waiters.set(sessionId, bySession)
+          bySession.set(inputId, [...(bySession.get(inputId) ?? []), waiter])
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => {
+              const list = waiters.get(sessionId)?.get(inputId)?.filter((w) => w !== waiter)
+              if (list === undefined) return
+              if (list.length > 0) waiters.get(sessionId)!.set(inputId, list)
+              else waiters.get(sessionId)!.delete(inputId)
+              if (waiters.get(sessionId)?.size === 0) waiters.delete(sessionId)
+            })
+          )
+          return Deferred.await(waiter)
+        }),
+      wake,
+      live: (sessionId) =>
+        Effect.gen(function*() {
+          const hub = yield* Effect.acquireRelease(
+            Effect.gen(function*() {
+              const existing = hubs.get(sessionId)
+              if (existing) {
+                existing.refs++
+                return existing
+              }
+              const created = { pubsub: yield* PubSub.sliding<SessionEvent>(liveBuffer), refs: 1 }
+              hubs.set(sessionId, created)
+              return created
+            }),
+            (hub) =>
+              Effect.suspend(() => {
+                hub.refs--
+                if (hub.refs > 0) return Effect.void
+                hubs.delete(sessionId)
+                return PubSub.shutdown(hub.pubsub)
+              })
+          )
+          return yield* PubSub.subscribe(hub.pubsub)
+        }),
+      running: Effect.sync(() => [...entries.keys()])
+    })
+  })
+
+/** The in-process host as a layer; needs a store and a model. */
+export const layer = (options: Options = {}): Layer.Layer<SessionHost, never, SessionStore | Model.Model> =>
+  Layer.scoped(SessionHost, make(options))

@@ -1,0 +1,375 @@
+/**
+ * One session's actor: it holds the session's lease, applies inbox commands in
+ * admission order, runs at most one turn at a time as a child fiber, and is
+ * the only writer of the session's log while its lease lasts.
+ *
+ * Life: acquire the lease (or leave the session to whoever holds it), start
+ * the `LeaseKeeper`, rebuild the transcript from the log, resume a turn a
+ * crashed owner left active, then loop over the inbox until idle for
+ * `idleTimeout` with nothing to do (passivation), or until the lease is lost
+ * (then nothing more is written and the actor stops with `LeaseLost`).
+ *
+ * @since 0.1.0
+ */
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberSet, Option, Queue, Ref } from "effect"
+import type { Agent } from "../schema/Agent.js"
+import { Usage } from "../schema/Budget.js"
+import { LeaseLost, SessionBusy, type StoreUnavailable, TurnMismatch } from "../schema/Errors.js"
+import { type AssistantDelta, Durable, type SessionEvent } from "../schema/Event.js"
+import { type InputId, makeCommitId, makeTurnId, type SessionId, type TurnId } from "../schema/Ids.js"
+import type { Command, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
+import { Commit, type Lease } from "../schema/Lease.js"
+import {
+  Archived,
+  Closed,
+  InputApplied,
+  type RecordBody,
+  Renamed,
+  TurnEnded,
+  TurnStarted
+} from "../schema/Record.js"
+import type * as Model from "../services/Model.js"
+import { Decision } from "../services/SessionHost.js"
+import { SessionStore } from "../services/SessionStore.js"
+import * as LeaseKeeper from "./LeaseKeeper.js"
+import * as TurnRunner from "./TurnRunner.js"
+
+/** How an actor is tuned. */
+export interface Options {
+  /** This host's lease owner name. */
+  readonly owner: string
+  readonly leaseTtl: Duration.Duration
+  readonly idleTimeout: Duration.Duration
+}
+
+/** What the host gives an actor. */
+export interface Wiring {
+  /** Wake-ups: a command was admitted or a turn ended. */
+  readonly wakes: Queue.Queue<void>
+  /** Delivers a decision (or refusal) on an input to whoever waits for it. */
+  readonly decide: (inputId: InputId, decision: Exit.Exit<Decision, SessionBusy | TurnMismatch>) => Effect.Effect<void>
+  /** Broadcasts an event to live subscribers. */
+  readonly publish: (event: SessionEvent) => Effect.Effect<void>
+  /**
+   * Called when the actor has been idle for `idleTimeout`: true lets it stop.
+   * The host answers under its own lock: when nothing is pending it releases
+   * the lease and forgets the actor, so a new command starts a fresh one.
+   */
+  readonly mayPassivate: (lease: Lease) => Effect.Effect<boolean, StoreUnavailable>
+  /** Called once the actor knows whether it holds the lease. */
+  readonly onLease: (held: boolean) => Effect.Effect<void>
+}
+
+interface ActiveTurn {
+  readonly turnId: TurnId
+  readonly fiber: Fiber.RuntimeFiber<TurnRunner.TurnSummary | undefined>
+  readonly steers: Array<string>
+  readonly startedAt: number
+}
+
+const emptyUsage = Usage.zero
+
+/** Runs the actor of `sessionId` until it passivates; fails with `LeaseLost` when the lease goes. */
+export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
+  Effect.scoped(Effect.gen(function*() {
+    const store = yield* SessionStore
+    const ttlMillis = Duration.toMillis(options.leaseTtl)
+    const acquired = yield* store.acquire(sessionId, options.owner, ttlMillis)
+    yield* wiring.onLease(Option.isSome(acquired))
+    if (Option.isNone(acquired)) return
+    const lease = yield* Ref.make(acquired.value)
+    yield* Effect.addFinalizer((exit) =>
+      // A lost lease is not ours to release; a passivating or closing actor gives it back.
+      Exit.isFailure(exit) && exit.cause._tag === "Fail" ? Effect.void : Effect.ignore(Effect.flatMap(Ref.get(lease), store.release))
+    )
+    const fatal = yield* Deferred.make<never, LeaseLost | StoreUnavailable>()
+    const turns = yield* FiberSet.make<TurnRunner.TurnSummary | undefined>()
+    yield* LeaseKeeper.run(lease, options.leaseTtl).pipe(
+      Effect.catchAll((error) => Deferred.fail(fatal, error)),
+      Effect.forkScoped
+    )
+
+    const session = yield* store.get(sessionId)
+    const agent: Agent = session.agent
+    const busyPolicy = session.busyPolicy
+    let head = session.headSeq
+    let closed = session.status === "closed"
+    let active: ActiveTurn | undefined
+    const ended = new Set<TurnId>()
+    const history: Array<Model.Message> = []
+    // Queued messages already told "queued", so a rescan does not tell them twice.
+    const queued = new Set<InputId>()
+    const writer = yield* Effect.makeSemaphore(1)
+
+    /** The single write path: append, advance the head, broadcast. Losing the lease is fatal. */
+    const append = (records: ReadonlyArray<RecordBody>, consumes: ReadonlyArray<InputId>) =>
+      Effect.gen(function*() {
+        const current = yield* Ref.get(lease)
+        const commit = new Commit({
+          commitId: yield* makeCommitId,
+          sessionId,
+          owner: current.owner,
+          epoch: current.epoch,
+          expectedHeadSeq: head,
+          records,
+          consumes
+        }, true)
+        const receipt = yield* store.append(commit).pipe(
+          Effect.catchTags({
+            SequenceConflict: () => Effect.fail(new LeaseLost({ sessionId, epoch: current.epoch, owner: current.owner })),
+            Conflict: (error) => Effect.die(error),
+            SessionNotFound: (error) => Effect.die(error)
+          }),
+          Effect.tapError((error) => Deferred.fail(fatal, error))
+        )
+        const from = head
+        head = receipt.headSeq
+        for (let i = 0; i < records.length; i++) {
+          yield* wiring.publish(
+            new Durable({ sessionId, cursor: from + 1 + i, at: receipt.at, record: records[i]! }, true)
+          )
+        }
+      })
+
+    // ---- rebuild what the log knows: the conversation and which turns ended ----
+    let after = 0
+    let resume: TurnStarted | undefined
+    for (;;) {
+      const page = yield* store.readLog(sessionId, { after, limit: 1000 })
+      for (const { body } of page.records) {
+        if (body._tag === "turn_started") {
+          history.push({ role: "user", content: body.text })
+          if (body.turnId === session.activeTurnId) resume = body
+        } else if (body._tag === "turn_ended") {
+          ended.add(body.turnId)
+          if (body.outcome === "completed" && body.output) history.push({ role: "assistant", content: body.output })
+        }
+      }
+      after = page.cursor
+      if (!page.more) break
+    }
+
+    const startTurn = (turnId: TurnId, inputId: InputId, text: string, resumed: boolean) =>
+      Effect.gen(function*() {
+        const priorHistory = history.slice()
+        if (!resumed) history.push({ role: "user", content: text })
+        const steers: Array<string> = []
+        const receipts = resumed ? yield* store.operations(sessionId, turnId) : []
+        const body = TurnRunner.run({
+          sessionId,
+          turnId,
+          inputId,
+          agent,
+          history: resumed ? priorHistory.slice(0, -1) : priorHistory,
+          text,
+          receipts,
+          commit: (records) =>
+            writer.withPermits(1)(
+              Effect.gen(function*() {
+                yield* append(records, [])
+                if (records.some((r) => r._tag === "turn_ended")) {
+                  ended.add(turnId)
+                  active = undefined
+                }
+              })
+            ).pipe(Effect.catchAll(() => Effect.interrupt)),
+          publish: (delta: AssistantDelta) => wiring.publish(delta),
+          takeSteers: Effect.sync(() => steers.splice(0, steers.length))
+        }).pipe(
+          Effect.tap((summary) =>
+            Effect.sync(() => {
+              if (summary.outcome === "completed" && summary.output) {
+                history.push({ role: "assistant", content: summary.output })
+              }
+            })
+          ),
+          Effect.ensuring(Queue.offer(wiring.wakes, undefined)),
+          Effect.catchAllDefect((defect) => Deferred.die(fatal, defect).pipe(Effect.as(undefined)))
+        )
+        const fiber = yield* FiberSet.run(turns, body)
+        active = { turnId, fiber, steers, startedAt: yield* Clock.currentTimeMillis }
+      })
+
+    /** Interrupts the active turn and records it; the caller holds the writer. */
+    const interruptActive = (reason: string, consumes: ReadonlyArray<InputId>, extra: ReadonlyArray<RecordBody>) =>
+      Effect.gen(function*() {
+        const turn = active!
+        yield* Fiber.interrupt(turn.fiber)
+        const now = yield* Clock.currentTimeMillis
+        yield* append([
+          new TurnEnded({
+            turnId: turn.turnId,
+            outcome: "interrupted",
+            reason,
+            usage: new Usage({ ...emptyUsage, wallTimeMs: now - turn.startedAt }, true)
+          }, true),
+          ...extra
+        ], consumes)
+        ended.add(turn.turnId)
+        active = undefined
+      })
+
+    const begin = (command: Message | Steer) =>
+      Effect.gen(function*() {
+        const turnId = yield* makeTurnId
+        yield* append([new TurnStarted({ turnId, inputId: command.inputId, text: command.text }, true)], [
+          command.inputId
+        ])
+        yield* startTurn(turnId, command.inputId, command.text, false)
+        return Decision.Started({ turnId, cursor: head })
+      })
+
+    const onMessage = (command: Message) =>
+      Effect.gen(function*() {
+        if (active === undefined) {
+          const started = yield* begin(command)
+          queued.delete(command.inputId)
+          return yield* wiring.decide(command.inputId, Exit.succeed(started))
+        }
+        switch (busyPolicy) {
+          case "queue": {
+            if (!queued.has(command.inputId)) {
+              queued.add(command.inputId)
+              yield* wiring.decide(command.inputId, Exit.succeed(Decision.Queued()))
+            }
+            return
+          }
+          case "steer":
+            return yield* onSteer(command)
+          case "reject": {
+            const activeTurnId = active.turnId
+            yield* append([
+              new InputApplied({
+                inputId: command.inputId,
+                kind: "message",
+                turnId: activeTurnId,
+                detail: { rejected: "busy" }
+              }, true)
+            ], [command.inputId])
+            return yield* wiring.decide(command.inputId, Exit.fail(new SessionBusy({ sessionId, activeTurnId })))
+          }
+          case "interrupt": {
+            yield* interruptActive("superseded by a new message", [], [])
+            return yield* wiring.decide(command.inputId, Exit.succeed(yield* begin(command)))
+          }
+        }
+      })
+
+    const onSteer = (command: Message | Steer) =>
+      Effect.gen(function*() {
+        if (active === undefined) return yield* wiring.decide(command.inputId, Exit.succeed(yield* begin(command)))
+        const turnId = active.turnId
+        yield* append([new InputApplied({ inputId: command.inputId, kind: "steer", turnId }, true)], [command.inputId])
+        active.steers.push(command.text)
+        yield* wiring.decide(command.inputId, Exit.succeed(Decision.Steered({ turnId })))
+      })
+
+    const onInterrupt = (command: Interrupt) =>
+      Effect.gen(function*() {
+        if (active !== undefined && active.turnId === command.expectedTurnId) {
+          const turnId = active.turnId
+          yield* interruptActive(command.reason ?? "interrupted", [command.inputId], [
+            new InputApplied({ inputId: command.inputId, kind: "interrupt", turnId, detail: { outcome: "interrupted" } }, true)
+          ])
+          return yield* wiring.decide(command.inputId, Exit.succeed(Decision.Interrupted({ turnId, outcome: "interrupted" })))
+        }
+        const raced = ended.has(command.expectedTurnId)
+        yield* append([
+          new InputApplied({
+            inputId: command.inputId,
+            kind: "interrupt",
+            turnId: command.expectedTurnId,
+            detail: { outcome: raced ? "already_ended" : "turn_mismatch" }
+          }, true)
+        ], [command.inputId])
+        yield* wiring.decide(
+          command.inputId,
+          raced
+            ? Exit.succeed(Decision.Interrupted({ turnId: command.expectedTurnId, outcome: "already_ended" }))
+            : Exit.fail(
+              new TurnMismatch({
+                sessionId,
+                expectedTurnId: command.expectedTurnId,
+                activeTurnId: active?.turnId ?? null
+              })
+            )
+        )
+      })
+
+    const onControl = (command: Control) =>
+      Effect.gen(function*() {
+        const action = command.action
+        const applied = new InputApplied({ inputId: command.inputId, kind: "control" }, true)
+        switch (action._tag) {
+          case "rename":
+            yield* append([new Renamed({ title: action.title }, true), applied], [command.inputId])
+            break
+          case "archive":
+            yield* append([new Archived({ archived: action.archived }, true), applied], [command.inputId])
+            break
+          case "close":
+            if (active !== undefined) {
+              yield* interruptActive("session closed", [command.inputId], [new Closed({}, true), applied])
+            } else {
+              yield* append([new Closed({}, true), applied], [command.inputId])
+            }
+            closed = true
+            break
+        }
+        yield* wiring.decide(command.inputId, Exit.succeed(Decision.Applied()))
+      })
+
+    const apply = (command: Command) => {
+      switch (command._tag) {
+        case "message":
+          return onMessage(command)
+        case "steer":
+          return onSteer(command)
+        case "interrupt":
+          return onInterrupt(command)
+        case "control":
+          return onControl(command)
+        default:
+          // Answers and child results are applied by the agent loop; until then they are recorded and consumed.
+          return Effect.zipRight(
+            append([new InputApplied({ inputId: command.inputId, kind: command._tag }, true)], [command.inputId]),
+            wiring.decide(command.inputId, Exit.succeed(Decision.Applied()))
+          )
+      }
+    }
+
+    /** Applies every ready command it can; true when something changed. */
+    const drain = writer.withPermits(1)(Effect.gen(function*() {
+      const items = yield* store.readInbox(sessionId, { limit: 256 })
+      let changed = false
+      for (const item of items) {
+        const before = head
+        if (closed) {
+          // A command admitted just before the close: recorded and consumed, never acted on.
+          yield* append([new InputApplied({ inputId: item.command.inputId, kind: item.command._tag, detail: { ignored: "session closed" } }, true)], [item.command.inputId])
+          yield* wiring.decide(item.command.inputId, Exit.succeed(Decision.Applied()))
+        } else {
+          yield* apply(item.command)
+        }
+        if (head !== before) changed = true
+      }
+      return changed && items.length === 256
+    }))
+
+    if (resume !== undefined && !closed) {
+      yield* writer.withPermits(1)(startTurn(resume.turnId, resume.inputId, resume.text, true))
+    }
+
+    const loop = Effect.gen(function*() {
+      for (;;) {
+        if (yield* drain) continue
+        if (active !== undefined) {
+          yield* Queue.take(wiring.wakes)
+          continue
+        }
+        const woke = yield* Queue.take(wiring.wakes).pipe(Effect.timeout(options.idleTimeout), Effect.option)
+        if (Option.isNone(woke) && active === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) return
+      }
+    })
+    yield* Effect.raceFirst(loop, Deferred.await(fatal))
+  }))

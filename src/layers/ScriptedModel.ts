@@ -1,0 +1,73 @@
+/**
+ * A deterministic `Model`: replies come from scripts keyed by session or by
+ * agent name, in order, one per model call (the last reply repeats once a
+ * script runs out). Text is streamed word by word, usage is counted in words.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Layer, Stream } from "effect"
+import { ModelError } from "../schema/Errors.js"
+import * as Model from "../services/Model.js"
+
+/** One scripted reply: plain text, or text with tool calls, or a failure. */
+export type ScriptedReply =
+  | string
+  | { readonly text?: string; readonly toolCalls?: ReadonlyArray<Model.ToolCall> }
+  | { readonly fail: string; readonly retryable?: boolean }
+
+/** Where replies come from. Session scripts win over agent scripts, which win over `fallback`. */
+export interface Scripts {
+  readonly sessions?: Readonly<Record<string, ReadonlyArray<ScriptedReply>>>
+  readonly agents?: Readonly<Record<string, ReadonlyArray<ScriptedReply>>>
+  /** Used when no script names the call; by default echoes the last user message. */
+  readonly fallback?: (request: Model.Request) => ScriptedReply
+}
+
+const echo = (request: Model.Request): ScriptedReply => {
+  for (let i = request.messages.length - 1; i >= 0; i--) {
+    const message = request.messages[i]!
+    if (message.role === "user") return `You said: ${message.content}`
+  }
+  return "Hello."
+}
+
+const words = (text: string) => text.split(/(?<= )/)
+
+/** Builds a scripted model; each script advances once per call. */
+export const make = (scripts: Scripts = {}) =>
+  Effect.sync(() => {
+    const positions = new Map<string, number>()
+    const next = (key: string, script: ReadonlyArray<ScriptedReply>): ScriptedReply => {
+      const position = positions.get(key) ?? 0
+      positions.set(key, position + 1)
+      return script[Math.min(position, script.length - 1)]!
+    }
+    const pick = (request: Model.Request): ScriptedReply => {
+      const bySession = scripts.sessions?.[request.sessionId]
+      if (bySession && bySession.length > 0) return next(`s:${request.sessionId}`, bySession)
+      const byAgent = scripts.agents?.[request.agentName]
+      if (byAgent && byAgent.length > 0) return next(`a:${request.sessionId}:${request.agentName}`, byAgent)
+      return (scripts.fallback ?? echo)(request)
+    }
+    return Model.Model.of({
+      stream: (request) =>
+        Stream.suspend(() => {
+          const reply = pick(request)
+          if (typeof reply !== "string" && "fail" in reply) {
+            return Stream.fail(new ModelError({ reason: reply.fail, retryable: reply.retryable ?? false }))
+          }
+          const text = typeof reply === "string" ? reply : reply.text ?? ""
+          const toolCalls = typeof reply === "string" ? [] : reply.toolCalls ?? []
+          const inputTokens = request.messages.reduce((n, m) => n + m.content.split(" ").length, 0)
+          const events: Array<Model.Event> = []
+          if (text.length > 0) for (const word of words(text)) events.push(Model.Event.TextDelta({ text: word }))
+          for (const call of toolCalls) events.push(Model.Event.ToolCallEvent({ call }))
+          events.push(Model.Event.UsageEvent({ inputTokens, outputTokens: text.length > 0 ? words(text).length : 0 }))
+          events.push(Model.Event.Finish({ reason: toolCalls.length > 0 ? "tool_calls" : "stop" }))
+          return Stream.fromIterable(events)
+        })
+    })
+  })
+
+/** A scripted model layer. */
+export const layer = (scripts: Scripts = {}): Layer.Layer<Model.Model> => Layer.effect(Model.Model, make(scripts))

@@ -1,0 +1,92 @@
+/**
+ * The `Model` port: one streaming call to a language model. A call takes the
+ * instructions, the conversation, the tools on offer and settings, and streams
+ * text deltas, tool calls, usage and a finish reason.
+ *
+ * Layers: `ScriptedModel.layer` (deterministic, for tests, examples and the
+ * embedded default). Real providers arrive with the agent-loop issue.
+ *
+ * @since 0.1.0
+ */
+import { Context, Data, type Stream } from "effect"
+import type { ModelSettings, ToolSpec } from "../schema/Agent.js"
+import type { ModelError } from "../schema/Errors.js"
+import type { SessionId, TurnId } from "../schema/Ids.js"
+
+/** One message of the conversation sent to the model. */
+export type Message =
+  | { readonly role: "user"; readonly content: string }
+  | { readonly role: "assistant"; readonly content: string; readonly toolCalls?: ReadonlyArray<ToolCall> | undefined }
+  | { readonly role: "tool"; readonly toolCallId: string; readonly content: string }
+
+/** A tool call the model asked for; `arguments` is JSON text. */
+export interface ToolCall {
+  readonly id: string
+  readonly name: string
+  readonly arguments: string
+}
+
+/** A model call. `sessionId`, `turnId` and `agentName` identify it; providers may ignore them. */
+export interface Request {
+  readonly model: string
+  readonly instructions: string
+  readonly messages: ReadonlyArray<Message>
+  readonly tools: ReadonlyArray<ToolSpec>
+  readonly settings: ModelSettings | undefined
+  readonly sessionId: SessionId
+  readonly turnId: TurnId
+  readonly agentName: string
+}
+
+/** Why the model stopped. */
+export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter" | "other"
+
+/** One piece of a streamed reply. */
+export type Event = Data.TaggedEnum<{
+  TextDelta: { readonly text: string }
+  ToolCallEvent: { readonly call: ToolCall }
+  UsageEvent: { readonly inputTokens: number; readonly outputTokens: number }
+  Finish: { readonly reason: FinishReason }
+}>
+
+/** Constructors for `Event`. */
+export const Event = Data.taggedEnum<Event>()
+
+/** The port. */
+export class Model extends Context.Tag("troupe/Model")<
+  Model,
+  {
+    /** Streams one model call. */
+    readonly stream: (request: Request) => Stream.Stream<Event, ModelError>
+  }
+>() {}
+
+/** A whole reply, gathered from a stream. */
+export interface Reply {
+  readonly text: string
+  readonly toolCalls: ReadonlyArray<ToolCall>
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly finishReason: FinishReason
+}
+
+/** An empty reply to gather events into. */
+export const emptyReply: Reply = { text: "", toolCalls: [], inputTokens: 0, outputTokens: 0, finishReason: "other" }
+
+/** Folds one event into a reply. */
+export const gather = (reply: Reply, event: Event): Reply => {
+  switch (event._tag) {
+    case "TextDelta":
+      return { ...reply, text: reply.text + event.text }
+    case "ToolCallEvent":
+      return { ...reply, toolCalls: [...reply.toolCalls, event.call] }
+    case "UsageEvent":
+      return {
+        ...reply,
+        inputTokens: reply.inputTokens + event.inputTokens,
+        outputTokens: reply.outputTokens + event.outputTokens
+      }
+    case "Finish":
+      return { ...reply, finishReason: event.reason }
+  }
+}

@@ -1,0 +1,52 @@
+/**
+ * The `SessionHost` port decides where a session's actor runs. The in-process
+ * host (`InProcessHost.layer`) keeps one actor per live session in this
+ * process; a multi-worker PostgreSQL host can run the same actors elsewhere.
+ *
+ * @since 0.1.0
+ */
+import { Context, Data, type Effect, type Queue, type Scope } from "effect"
+import type { SessionBusy, TurnMismatch } from "../schema/Errors.js"
+import type { SessionEvent } from "../schema/Event.js"
+import type { InputId, SessionId, TurnId } from "../schema/Ids.js"
+
+/** What the actor did with an admitted command. */
+export type Decision = Data.TaggedEnum<{
+  /** A message started this turn; `cursor` is the seq of its `turn_started` record. */
+  Started: { readonly turnId: TurnId; readonly cursor: number }
+  /** A message waits behind the running turn. */
+  Queued: {}
+  /** Text was delivered to this running turn. */
+  Steered: { readonly turnId: TurnId }
+  /** An interrupt stopped this turn, or found it already ended. */
+  Interrupted: { readonly turnId: TurnId; readonly outcome: "interrupted" | "already_ended" }
+  /** A control command (rename, archive, close) or answer took effect. */
+  Applied: {}
+  /** Stored; no actor of this host drives the session right now (another worker holds its lease). */
+  Admitted: {}
+}>
+
+/** Constructors for `Decision`. */
+export const Decision = Data.taggedEnum<Decision>()
+
+/** A pending decision on one input. */
+export type Expectation = Effect.Effect<Decision, SessionBusy | TurnMismatch>
+
+/** The port. */
+export class SessionHost extends Context.Tag("troupe/SessionHost")<
+  SessionHost,
+  {
+    /**
+     * Registers interest in the decision on `inputId` before the command is
+     * pushed (so a fast actor cannot decide before anyone listens). The
+     * returned effect waits for the decision; closing the scope withdraws it.
+     */
+    readonly expect: (sessionId: SessionId, inputId: InputId) => Effect.Effect<Expectation, never, Scope.Scope>
+    /** Wakes the session's actor, starting one if none runs here. */
+    readonly wake: (sessionId: SessionId) => Effect.Effect<void>
+    /** Live events of the session from now on, as this host's actors publish them. */
+    readonly live: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<SessionEvent>, never, Scope.Scope>
+    /** The sessions whose actors run here now. */
+    readonly running: Effect.Effect<ReadonlyArray<SessionId>>
+  }
+>() {}

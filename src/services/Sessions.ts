@@ -1,0 +1,325 @@
+/**
+ * The public `Sessions` API: create sessions, send them messages, await and
+ * interrupt turns, rename/archive/close, read summaries and snapshots, and
+ * subscribe to their events from any cursor. Every method takes the caller's
+ * `Principal` and sees only sessions of its workspace; another workspace's
+ * session is `SessionNotFound`, indistinguishable from one that never existed.
+ *
+ * `Sessions.layer` builds it from a `SessionStore` and a `SessionHost`;
+ * `Troupe.ts` composes ready-made runtimes.
+ *
+ * @since 0.1.0
+ */
+import { Chunk, Context, Effect, Layer, Option, Stream } from "effect"
+import type { Agent } from "../schema/Agent.js"
+import type { Budgets } from "../schema/Budget.js"
+import {
+  type Conflict,
+  type InvalidInput,
+  SessionBusy,
+  SessionClosed,
+  SessionNotFound,
+  type StoreUnavailable,
+  TurnFailed,
+  TurnInterrupted,
+  TurnMismatch
+} from "../schema/Errors.js"
+import { Accepted, Durable, InterruptOutcome, type SessionEvent, Snapshot, TurnResult } from "../schema/Event.js"
+import { InputId, makeInputId, type SessionId, type TurnId } from "../schema/Ids.js"
+import { Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
+import type { BusyPolicy, SubagentPolicy } from "../schema/Policy.js"
+import type { Principal } from "../schema/Principal.js"
+import type { TurnEnded } from "../schema/Record.js"
+import type { ListScope, Session, SessionPage } from "../schema/Session.js"
+import { type Decision, SessionHost } from "./SessionHost.js"
+import { SessionStore } from "./SessionStore.js"
+
+/** What creating a session takes besides the principal. */
+export interface CreateOptions {
+  readonly agent: Agent
+  readonly title?: string | undefined
+  readonly idempotencyKey?: string | undefined
+  readonly busyPolicy?: BusyPolicy | undefined
+  readonly budgets?: Budgets | undefined
+  readonly subagentPolicy?: SubagentPolicy | undefined
+  readonly metadata?: Readonly<Record<string, unknown>> | undefined
+}
+
+/** A message to send. */
+export interface SendOptions {
+  readonly text: string
+  /** `queue` (default): a new turn, after the running one if any; `steer`: into the running turn. */
+  readonly mode?: "queue" | "steer" | undefined
+  /** Idempotency key of this send; a retry with the same id and text is not sent twice. */
+  readonly inputId?: string | undefined
+  readonly source?: string | undefined
+}
+
+/** Where an event subscription starts and what it carries. */
+export interface EventOptions {
+  /** The cursor of the last event the caller has (default 0: from the beginning). */
+  readonly after?: number | undefined
+  /** Include volatile assistant deltas (default false). */
+  readonly volatile?: boolean | undefined
+  /** Keep following live events after the replay (default true). */
+  readonly follow?: boolean | undefined
+}
+
+type Lookup = SessionNotFound | StoreUnavailable
+
+/** The port. */
+export class Sessions extends Context.Tag("troupe/Sessions")<
+  Sessions,
+  {
+    readonly create: (principal: Principal, options: CreateOptions) => Effect.Effect<Session, Conflict | StoreUnavailable>
+    readonly get: (principal: Principal, sessionId: SessionId) => Effect.Effect<Session, Lookup>
+    readonly list: (
+      principal: Principal,
+      options?: {
+        readonly scope?: ListScope | undefined
+        readonly includeArchived?: boolean | undefined
+        readonly cursor?: string | undefined
+        readonly limit?: number | undefined
+      }
+    ) => Effect.Effect<SessionPage, Lookup | InvalidInput>
+    /**
+     * Admits a message and reports what the session did with it: started a
+     * turn (with its id and cursor), queued it, or steered the running turn.
+     * `SessionBusy` when the session's busy policy is `reject`.
+     */
+    readonly send: (
+      principal: Principal,
+      sessionId: SessionId,
+      options: SendOptions
+    ) => Effect.Effect<Accepted, Lookup | SessionClosed | SessionBusy | Conflict>
+    /**
+     * Waits for a turn to end: its result, or `TurnFailed` / `TurnInterrupted`.
+     * `after` (a cursor before the turn started, e.g. `Accepted.cursor - 1`)
+     * spares a scan of the log for a turn that already ended.
+     */
+    readonly awaitTurn: (
+      principal: Principal,
+      sessionId: SessionId,
+      turnId: TurnId,
+      options?: { readonly after?: number | undefined }
+    ) => Effect.Effect<TurnResult, Lookup | TurnFailed | TurnInterrupted>
+    /** Interrupts exactly `expectedTurnId`; any other turn is `TurnMismatch`. */
+    readonly interrupt: (
+      principal: Principal,
+      sessionId: SessionId,
+      expectedTurnId: TurnId,
+      reason?: string
+    ) => Effect.Effect<InterruptOutcome, Lookup | TurnMismatch | SessionClosed>
+    readonly rename: (principal: Principal, sessionId: SessionId, title: string) => Effect.Effect<Session, Lookup | SessionClosed>
+    readonly archive: (principal: Principal, sessionId: SessionId, archived: boolean) => Effect.Effect<Session, Lookup | SessionClosed>
+    /** Closes the session (interrupting a running turn); it accepts nothing more. */
+    readonly close: (principal: Principal, sessionId: SessionId) => Effect.Effect<Session, Lookup | SessionClosed>
+    readonly snapshot: (principal: Principal, sessionId: SessionId) => Effect.Effect<Snapshot, Lookup>
+    /**
+     * The session's events after `after`: the log replayed, then live events,
+     * with no gap and no duplicate.
+     */
+    readonly events: (
+      principal: Principal,
+      sessionId: SessionId,
+      options?: EventOptions
+    ) => Stream.Stream<SessionEvent, Lookup>
+  }
+>() {}
+
+const sameWorkspace = (a: Principal, b: Principal) => a.workspaceId.toLowerCase() === b.workspaceId.toLowerCase()
+
+/** Builds the API over the store and host in context. */
+export const make = Effect.gen(function*() {
+  const store = yield* SessionStore
+  const host = yield* SessionHost
+
+  const owned = (principal: Principal, sessionId: SessionId) =>
+    store.get(sessionId).pipe(
+      Effect.filterOrFail(
+        (session) => sameWorkspace(session.principal, principal),
+        () => new SessionNotFound({ sessionId })
+      )
+    )
+
+  const open = (principal: Principal, sessionId: SessionId) =>
+    Effect.filterOrFail(owned(principal, sessionId), (s) => s.status !== "closed", () => new SessionClosed({ sessionId }))
+
+  /** Pushes a command and waits for the actor's decision on it. */
+  const submit = (sessionId: SessionId, command: Message | Steer | Interrupt | Control) =>
+    Effect.scoped(Effect.gen(function*() {
+      const decision = yield* host.expect(sessionId, command.inputId)
+      const admission = yield* store.push(sessionId, command)
+      if (admission.duplicate) return Option.none<Decision>()
+      yield* host.wake(sessionId)
+      return Option.some(yield* decision)
+    }))
+
+  const events = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
+    Stream.unwrapScoped(Effect.gen(function*() {
+      yield* owned(principal, sessionId)
+      // Subscribe before reading the log, so nothing published meanwhile is missed.
+      const live = yield* host.live(sessionId)
+      let last = options.after ?? 0
+      const backfill = (upTo: number) =>
+        Effect.gen(function*() {
+          const out: Array<SessionEvent> = []
+          while (last < upTo) {
+            const page = yield* store.readLog(sessionId, { after: last, limit: 1000 })
+            for (const record of page.records) out.push(Durable.fromRecord(record))
+            last = page.cursor
+            if (!page.more) break
+          }
+          return out
+        })
+      const replay = Stream.paginateChunkEffect(undefined, () =>
+        Effect.map(store.readLog(sessionId, { after: last, limit: 500 }), (page) => {
+          last = page.cursor
+          return [
+            Chunk.unsafeFromArray<SessionEvent>(page.records.map(Durable.fromRecord)),
+            page.more ? Option.some(undefined) : Option.none()
+          ] as const
+        }))
+      if (options.follow === false) return replay
+      const follow = Stream.fromQueue(live).pipe(
+        Stream.mapEffect((event): Effect.Effect<ReadonlyArray<SessionEvent>, StoreUnavailable> => {
+          if (event._tag === "assistant_delta") return Effect.succeed(options.volatile ? [event] : [])
+          if (event.cursor <= last) return Effect.succeed([])
+          if (event.cursor === last + 1) {
+            last = event.cursor
+            return Effect.succeed([event])
+          }
+          // The live buffer dropped events: take them from the log instead.
+          return backfill(event.cursor)
+        }),
+        Stream.flattenIterables
+      )
+      return Stream.concat(replay, follow)
+    }))
+
+  const resultOf = (sessionId: SessionId, ended: TurnEnded): Effect.Effect<TurnResult, TurnFailed | TurnInterrupted> => {
+    switch (ended.outcome) {
+      case "completed":
+        return Effect.succeed(
+          new TurnResult({
+            sessionId,
+            turnId: ended.turnId,
+            output: ended.output ?? "",
+            publicFinalMessage: ended.publicFinalMessage ?? ended.output ?? "",
+            usage: ended.usage
+          })
+        )
+      case "failed":
+        return Effect.fail(
+          new TurnFailed({
+            sessionId,
+            turnId: ended.turnId,
+            failureCode: ended.failureCode ?? "internal",
+            failure: ended.failure,
+            usage: ended.usage
+          })
+        )
+      case "interrupted":
+        return Effect.fail(new TurnInterrupted({ sessionId, turnId: ended.turnId, reason: ended.reason }))
+    }
+  }
+
+  const control = (principal: Principal, sessionId: SessionId, action: Control["action"]) =>
+    Effect.gen(function*() {
+      yield* open(principal, sessionId)
+      const inputId = yield* makeInputId
+      yield* submit(sessionId, new Control({ inputId, action })).pipe(
+        Effect.catchTags({ SessionBusy: Effect.die, TurnMismatch: Effect.die, Conflict: Effect.die })
+      )
+      return yield* store.get(sessionId)
+    })
+
+  return Sessions.of({
+    create: (principal, options) => store.create({ principal, ...options }).pipe(
+      Effect.catchTag("SessionNotFound", Effect.die)
+    ),
+    get: owned,
+    list: (principal, options = {}) =>
+      store.list({
+        workspaceId: principal.workspaceId,
+        scope: options.scope ?? "roots",
+        includeArchived: options.includeArchived,
+        cursor: options.cursor,
+        limit: options.limit
+      }),
+    send: (principal, sessionId, options) =>
+      Effect.gen(function*() {
+        yield* open(principal, sessionId)
+        const inputId = options.inputId === undefined ? yield* makeInputId : InputId.make(options.inputId)
+        const command = options.mode === "steer"
+          ? new Steer({ inputId, text: options.text, source: options.source })
+          : new Message({ inputId, text: options.text, source: options.source })
+        const decision = yield* submit(sessionId, command).pipe(Effect.catchTag("TurnMismatch", Effect.die))
+        if (Option.isNone(decision)) return new Accepted({ sessionId, inputId, disposition: "admitted" })
+        switch (decision.value._tag) {
+          case "Started":
+            return new Accepted({
+              sessionId,
+              inputId,
+              disposition: "started",
+              turnId: decision.value.turnId,
+              cursor: decision.value.cursor
+            })
+          case "Steered":
+            return new Accepted({ sessionId, inputId, disposition: "steered", turnId: decision.value.turnId })
+          case "Queued":
+            return new Accepted({ sessionId, inputId, disposition: "queued" })
+          default:
+            return new Accepted({ sessionId, inputId, disposition: "admitted" })
+        }
+      }),
+    awaitTurn: (principal, sessionId, turnId, options = {}) =>
+      Effect.gen(function*() {
+        const session = yield* owned(principal, sessionId)
+        // A running turn's end is still ahead of the head; otherwise look from the hint (or the start).
+        const after = session.activeTurnId === turnId ? session.headSeq : options.after ?? 0
+        const ended = yield* events(principal, sessionId, { after }).pipe(
+          Stream.filterMap((event) =>
+            event._tag === "durable" && event.record._tag === "turn_ended" && event.record.turnId === turnId
+              ? Option.some(event.record)
+              : Option.none()
+          ),
+          Stream.runHead
+        )
+        if (Option.isNone(ended)) return yield* new SessionNotFound({ sessionId })
+        return yield* resultOf(sessionId, ended.value)
+      }),
+    interrupt: (principal, sessionId, expectedTurnId, reason) =>
+      Effect.gen(function*() {
+        yield* open(principal, sessionId)
+        const inputId = yield* makeInputId
+        const decision = yield* submit(sessionId, new Interrupt({ inputId, expectedTurnId, reason })).pipe(
+          Effect.catchTags({ SessionBusy: Effect.die, Conflict: Effect.die })
+        )
+        if (Option.isSome(decision) && decision.value._tag === "Interrupted") {
+          return new InterruptOutcome({ sessionId, turnId: decision.value.turnId, outcome: decision.value.outcome })
+        }
+        return new InterruptOutcome({ sessionId, turnId: expectedTurnId, outcome: "requested" })
+      }),
+    rename: (principal, sessionId, title) => control(principal, sessionId, { _tag: "rename", title }),
+    archive: (principal, sessionId, archived) => control(principal, sessionId, { _tag: "archive", archived }),
+    close: (principal, sessionId) => control(principal, sessionId, { _tag: "close" }),
+    snapshot: (principal, sessionId) =>
+      Effect.gen(function*() {
+        const session = yield* owned(principal, sessionId)
+        const pending = yield* store.readInbox(sessionId)
+        const callbacks = yield* store.openCallbacks(sessionId)
+        return new Snapshot({
+          session,
+          cursor: session.headSeq,
+          pendingInputs: pending.length,
+          openCallbacks: callbacks.length
+        })
+      }),
+    events
+  })
+})
+
+/** The API over a store and a host. */
+export const layer: Layer.Layer<Sessions, never, SessionStore | SessionHost> = Layer.effect(Sessions, make)
+
