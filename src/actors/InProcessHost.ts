@@ -57,7 +57,7 @@ export const make = (options: Options = {}) =>
       leaseTtl,
       idleTimeout: Duration.decode(options.idleTimeout ?? "30 seconds")
     }
-    const liveBuffer = options.liveBuffer ?? 4096
+    const liveBuffer = options.liveBuffer ?? 256
     const actors = yield* FiberSet.make<void>()
     const entries = new Map<SessionId, Queue.Queue<void>>()
     const lock = yield* Effect.makeSemaphore(1)

@@ -105,7 +105,7 @@ export const make = Effect.sync(() => {
           lease: { owner: null, epoch: 0, expiresAt: 0 }
         }
         const commitId = `commit_${id.slice(4)}` as CommitId
-        entry.log.push(new LogRecord({ sessionId: id, seq: 1, at, commitId, body: createdRecord(session) }))
+        entry.log.push(new LogRecord({ sessionId: id, seq: 1, at, commitId, body: createdRecord(session) }, true))
         sessions.set(id, entry)
         order.push(id)
         if (input.idempotencyKey !== undefined) byKey.set(`${workspaceId}\u0000${input.idempotencyKey}`, id)
@@ -147,7 +147,8 @@ export const make = Effect.sync(() => {
           items.push(entry.session)
         }
         return new SessionPage(
-          more ? { items, nextCursor: ListCursor.encode(items[items.length - 1]!.id) } : { items }
+          more ? { items, nextCursor: ListCursor.encode(items[items.length - 1]!.id) } : { items },
+          true
         )
       }),
 
@@ -165,14 +166,14 @@ export const make = Effect.sync(() => {
               reason: "inputId reused with a different command"
             })
           }
-          return new Admission({ sessionId, inputId: command.inputId, position: known, duplicate: true })
+          return new Admission({ sessionId, inputId: command.inputId, position: known, duplicate: true }, true)
         }
         if (entry.session.status === "closed") return yield* new SessionClosed({ sessionId })
         const position = entry.inbox.length + 1
-        const item = new InboxItem({ sessionId, position, receivedAt: yield* now, command })
+        const item = new InboxItem({ sessionId, position, receivedAt: yield* now, command }, true)
         entry.inbox.push({ item, fingerprint: print, consumed: false })
         entry.inputs.set(command.inputId, position)
-        return new Admission({ sessionId, inputId: command.inputId, position, duplicate: false })
+        return new Admission({ sessionId, inputId: command.inputId, position, duplicate: false }, true)
       }),
 
     readInbox: (sessionId, options) =>
@@ -194,7 +195,7 @@ export const make = Effect.sync(() => {
         const at = yield* now
         if (isLive(entry, at)) return Option.none()
         entry.lease = { owner, epoch: entry.lease.epoch + 1, expiresAt: at + ttlMillis }
-        return Option.some(new Lease({ sessionId, owner, epoch: entry.lease.epoch, expiresAt: entry.lease.expiresAt }))
+        return Option.some(new Lease({ sessionId, owner, epoch: entry.lease.epoch, expiresAt: entry.lease.expiresAt }, true))
       }),
 
     renew: (lease, ttlMillis) =>
@@ -205,7 +206,7 @@ export const make = Effect.sync(() => {
           return yield* new LeaseLost({ sessionId: lease.sessionId, epoch: lease.epoch, owner: lease.owner })
         }
         entry.lease = { ...entry.lease, expiresAt: at + ttlMillis }
-        return new Lease({ ...lease, expiresAt: entry.lease.expiresAt })
+        return new Lease({ ...lease, expiresAt: entry.lease.expiresAt }, true)
       }),
 
     release: (lease) =>
@@ -266,7 +267,7 @@ export const make = Effect.sync(() => {
         for (const slot of slots) slot.consumed = true
         commit.records.forEach((body, i) =>
           entry.log.push(
-            new LogRecord({ sessionId: commit.sessionId, seq: session.headSeq + 1 + i, at, commitId: commit.commitId, body })
+            new LogRecord({ sessionId: commit.sessionId, seq: session.headSeq + 1 + i, at, commitId: commit.commitId, body }, true)
           )
         )
         for (const change of projection.operations) {
@@ -286,7 +287,7 @@ export const make = Effect.sync(() => {
               output: change.end?.output,
               isError: change.end?.isError ?? false,
               ...(change.end ? { endedSeq: change.end.seq } : {})
-            })
+            }, true)
           )
         }
         for (const callback of projection.callbacksOpened) entry.openCallbacks.set(callback.callbackId, callback)
@@ -300,14 +301,14 @@ export const make = Effect.sync(() => {
           archived: head.archived,
           status: statusOf(head),
           updatedAt: at
-        })
+        }, true)
         const receipt = new CommitReceipt({
           commitId: commit.commitId,
           sessionId: commit.sessionId,
           firstSeq: session.headSeq + 1,
           headSeq: head.headSeq,
           at
-        })
+        }, true)
         commits.set(commit.commitId, receipt)
         return receipt
       }),
@@ -320,7 +321,7 @@ export const make = Effect.sync(() => {
         // seq n lives at index n - 1.
         const records = log.slice(after, after + limit)
         const cursor = records.length > 0 ? records[records.length - 1]!.seq : after
-        return new LogPage({ records, cursor, more: log.length > cursor })
+        return new LogPage({ records, cursor, more: log.length > cursor }, true)
       }),
 
     operations: (sessionId, turnId) =>

@@ -1,11 +1,12 @@
 /**
  * A deterministic `Model`: replies come from scripts keyed by session or by
  * agent name, in order, one per model call (the last reply repeats once a
- * script runs out). Text is streamed word by word, usage is counted in words.
+ * script runs out). Text is streamed word by word; output usage is counted in
+ * words, input usage as a quarter of the prompt's characters.
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Stream } from "effect"
+import { Chunk, Effect, Layer, Stream } from "effect"
 import { ModelError } from "../schema/Errors.js"
 import * as Model from "../services/Model.js"
 
@@ -58,13 +59,16 @@ export const make = (scripts: Scripts = {}) =>
           }
           const text = typeof reply === "string" ? reply : reply.text ?? ""
           const toolCalls = typeof reply === "string" ? [] : reply.toolCalls ?? []
-          const inputTokens = request.messages.reduce((n, m) => n + m.content.split(" ").length, 0)
+          // About four characters a token, as real tokenizers average on English.
+          let characters = request.instructions.length
+          for (const message of request.messages) characters += message.content.length
+          const inputTokens = Math.ceil(characters / 4)
           const events: Array<Model.Event> = []
           if (text.length > 0) for (const word of words(text)) events.push(Model.Event.TextDelta({ text: word }))
           for (const call of toolCalls) events.push(Model.Event.ToolCallEvent({ call }))
           events.push(Model.Event.UsageEvent({ inputTokens, outputTokens: text.length > 0 ? words(text).length : 0 }))
           events.push(Model.Event.Finish({ reason: toolCalls.length > 0 ? "tool_calls" : "stop" }))
-          return Stream.fromIterable(events)
+          return Stream.fromChunk(Chunk.unsafeFromArray(events))
         })
     })
   })

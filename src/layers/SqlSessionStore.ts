@@ -79,7 +79,6 @@ interface SessionRow {
   readonly updated_at: number | string
 }
 
-const decodeSession = Schema.decodeUnknown(Session)
 const decodeOperation = Schema.decodeUnknown(OperationReceipt)
 const decodeCallback = Schema.decodeUnknown(OpenCallback)
 const decodeCommand = Schema.decodeUnknownSync(Command)
@@ -144,30 +143,60 @@ interface CallbackRow {
   readonly opened_at: number | string
 }
 
+/**
+ * Decodes JSON column text through `schema`, remembering recent results:
+ * sessions of one agent share its frozen definition, and decoding an `Agent`
+ * is the costliest part of reading a session row.
+ */
+const cachedDecoder = <A, I>(schema: Schema.Schema<A, I>, capacity = 512) => {
+  const decode = Schema.decodeUnknownSync(schema)
+  const cache = new Map<string, A>()
+  return (text: string): A => {
+    let value = cache.get(text)
+    if (value === undefined) {
+      value = decode(JSON.parse(text))
+      if (cache.size >= capacity) cache.clear()
+      cache.set(text, value)
+    }
+    return value
+  }
+}
+
+const agentOf = cachedDecoder(Agent)
+const principalOf = cachedDecoder(Principal)
+const budgetsOf = cachedDecoder(Budgets)
+const subagentPolicyOf = cachedDecoder(SubagentPolicy)
+
+// The JSON columns go through their schemas (cached); the scalar columns were
+// written by this store from validated values.
 const toSession = (row: SessionRow) =>
-  decodeSession({
-    id: row.id,
-    principal: JSON.parse(row.principal),
-    agent: JSON.parse(row.agent),
-    parentId: row.parent_id,
-    rootId: row.root_id,
-    agentPath: JSON.parse(row.agent_path),
-    alias: row.alias,
-    title: row.title,
-    archived: Number(row.archived) === 1,
-    status: statusOf({
-      closed: Number(row.closed) === 1,
-      activeTurnId: row.active_turn_id as TurnId | null,
-      openCallbacks: Number(row.open_callbacks)
-    }),
-    activeTurnId: row.active_turn_id,
-    busyPolicy: row.busy_policy,
-    budgets: json(row.budgets) ?? null,
-    subagentPolicy: json(row.subagent_policy) ?? null,
-    metadata: JSON.parse(row.metadata),
-    headSeq: Number(row.head_seq),
-    createdAt: Number(row.created_at),
-    updatedAt: Number(row.updated_at)
+  Effect.try({
+    try: () =>
+      new Session({
+        id: row.id as SessionId,
+        principal: principalOf(row.principal),
+        agent: agentOf(row.agent),
+        parentId: row.parent_id as SessionId | null,
+        rootId: row.root_id as SessionId,
+        agentPath: JSON.parse(row.agent_path),
+        alias: row.alias,
+        title: row.title,
+        archived: Number(row.archived) === 1,
+        status: statusOf({
+          closed: Number(row.closed) === 1,
+          activeTurnId: row.active_turn_id as TurnId | null,
+          openCallbacks: Number(row.open_callbacks)
+        }),
+        activeTurnId: row.active_turn_id as TurnId | null,
+        busyPolicy: row.busy_policy as Session["busyPolicy"],
+        budgets: row.budgets === null ? null : budgetsOf(row.budgets),
+        subagentPolicy: row.subagent_policy === null ? null : subagentPolicyOf(row.subagent_policy),
+        metadata: JSON.parse(row.metadata),
+        headSeq: Number(row.head_seq),
+        createdAt: Number(row.created_at),
+        updatedAt: Number(row.updated_at)
+      }, true),
+    catch: (cause) => cause
   }).pipe(Effect.orDie)
 
 const hasDuplicates = (ids: ReadonlyArray<string>) => new Set(ids).size !== ids.length
@@ -188,7 +217,7 @@ const replayOf = (
         firstSeq: Number(row.replay_first),
         headSeq: Number(row.replay_head),
         at: Number(row.replay_at)
-      })
+      }, true)
     )
 
 /** Builds the store over the `SqlClient` in context, after running migrations. */
@@ -343,7 +372,7 @@ export const make = (dialect: Dialect) =>
       const items = yield* Effect.forEach(rows.slice(0, limit), toSession)
       return new SessionPage(
         rows.length > limit ? { items, nextCursor: ListCursor.encode(items[items.length - 1]!.id) } : { items }
-      )
+      , true)
     }, unavailable("list"))
 
     const push = Effect.fnUntraced(function*(sessionId: SessionId, command: Command) {
@@ -371,7 +400,7 @@ export const make = (dialect: Dialect) =>
             inputId: command.inputId,
             position: Number(known[0]!.position),
             duplicate: true
-          })
+          }, true)
         }
         if (Number(rows[0]!.closed) === 1) return yield* new SessionClosed({ sessionId })
         const position = Number(rows[0]!.inbox_head) + 1
@@ -384,7 +413,7 @@ export const make = (dialect: Dialect) =>
           position,
           sessionId
         ])
-        return new Admission({ sessionId, inputId: command.inputId, position, duplicate: false })
+        return new Admission({ sessionId, inputId: command.inputId, position, duplicate: false }, true)
       }))
     }, unavailable("push"))
 
@@ -401,7 +430,7 @@ export const make = (dialect: Dialect) =>
             position: Number(row.position),
             receivedAt: Number(row.received_at),
             command: decodeCommand(JSON.parse(row.command))
-          })
+          }, true)
         )
       },
       unavailable("readInbox")
@@ -427,7 +456,7 @@ export const make = (dialect: Dialect) =>
           owner,
           epoch: Number(rows[0]!.lease_epoch),
           expiresAt: Number(rows[0]!.lease_expires_at)
-        })
+        }, true)
       )
     }, unavailable("acquire"))
 
@@ -442,7 +471,7 @@ export const make = (dialect: Dialect) =>
       if (rows.length === 0) {
         return yield* new LeaseLost({ sessionId: lease.sessionId, epoch: lease.epoch, owner: lease.owner })
       }
-      return new Lease({ ...lease, expiresAt: Number(rows[0]!.lease_expires_at) })
+      return new Lease({ ...lease, expiresAt: Number(rows[0]!.lease_expires_at) }, true)
     }, unavailable("renew"))
 
     const release = Effect.fnUntraced(function*(lease: Lease) {
@@ -614,7 +643,7 @@ export const make = (dialect: Dialect) =>
           firstSeq: headSeq + 1,
           headSeq: head.headSeq,
           at
-        }, { disableValidation: true })
+        }, true)
       }))
     }, unavailable("append"))
 
@@ -636,13 +665,13 @@ export const make = (dialect: Dialect) =>
           at: Number(row.at),
           commitId: row.commit_id as CommitId,
           body: fromJsonText(row.body)
-        }, { disableValidation: true })
+        }, true)
       )
       return new LogPage({
         records,
         cursor: records.length > 0 ? records[records.length - 1]!.seq : after,
         more: rows.length > limit
-      }, { disableValidation: true })
+      }, true)
     }, unavailable("readLog"))
 
     const operations = Effect.fnUntraced(function*(sessionId: SessionId, turnId?: TurnId) {

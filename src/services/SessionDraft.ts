@@ -63,8 +63,8 @@ export const draft = (
     headSeq: 1,
     createdAt: now,
     updatedAt: now
-  })
+  }, true)
 
 /** The `session_created` record every session's log starts with. */
 export const createdRecord = (session: Session): SessionCreated =>
-  new SessionCreated({ agentName: session.agent.name, parentId: session.parentId, title: session.title })
+  new SessionCreated({ agentName: session.agent.name, parentId: session.parentId, title: session.title }, true)

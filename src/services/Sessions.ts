@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Context, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Option, Queue, Stream } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import {
@@ -136,6 +136,10 @@ export const make = Effect.gen(function*() {
 
   const owned = (principal: Principal, sessionId: SessionId) =>
     store.get(sessionId).pipe(
+      Effect.tap((session) => {
+        if (workspaces.size > 100_000) workspaces.clear()
+        workspaces.set(sessionId, session.principal.workspaceId.toLowerCase())
+      }),
       Effect.filterOrFail(
         (session) => sameWorkspace(session.principal, principal),
         () => new SessionNotFound({ sessionId })
@@ -155,9 +159,60 @@ export const make = Effect.gen(function*() {
       return Option.some(yield* decision)
     }))
 
+  // A session's workspace never changes, so ownership checks can skip the store once seen.
+  const workspaces = new Map<SessionId, string>()
+  const authorize = (principal: Principal, sessionId: SessionId): Effect.Effect<void, Lookup> => {
+    const known = workspaces.get(sessionId)
+    if (known !== undefined) {
+      return known === principal.workspaceId.toLowerCase()
+        ? Effect.void
+        : Effect.fail(new SessionNotFound({ sessionId }))
+    }
+    return Effect.asVoid(owned(principal, sessionId))
+  }
+
+  /** Reads the log after `after` for the end of `turnId`; returns it or the cursor reached. */
+  const scanForEnd = (sessionId: SessionId, turnId: TurnId, after: number) =>
+    Effect.gen(function*() {
+      let cursor = after
+      for (;;) {
+        const page = yield* store.readLog(sessionId, { after: cursor, limit: 500 })
+        for (const record of page.records) {
+          if (record.body._tag === "turn_ended" && record.body.turnId === turnId) {
+            return { ended: Option.some(record.body), cursor: record.seq }
+          }
+        }
+        cursor = page.cursor
+        if (!page.more) return { ended: Option.none<TurnEnded>(), cursor }
+      }
+    })
+
+  /** Waits for the `turn_ended` record of `turnId`, looking after cursor `after`. */
+  const findTurnEnd = (sessionId: SessionId, turnId: TurnId, after: number) =>
+    Effect.scoped(Effect.gen(function*() {
+      // Fast path: it already ended.
+      const first = yield* scanForEnd(sessionId, turnId, after)
+      if (Option.isSome(first.ended)) return first.ended.value
+      // Subscribe, then look again (closing the race with a turn ending meanwhile), then follow.
+      const live = yield* host.live(sessionId)
+      let { cursor, ended } = yield* scanForEnd(sessionId, turnId, first.cursor)
+      while (Option.isNone(ended)) {
+        const event = yield* Queue.take(live)
+        if (event._tag !== "durable" || event.cursor <= cursor) continue
+        if (event.cursor > cursor + 1) {
+          // The live buffer dropped events: read them from the log.
+          ;({ cursor, ended } = yield* scanForEnd(sessionId, turnId, cursor))
+          continue
+        }
+        cursor = event.cursor
+        if (event.record._tag === "turn_ended" && event.record.turnId === turnId) ended = Option.some(event.record)
+      }
+      return ended.value
+    }))
+
   const events = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
     Stream.unwrapScoped(Effect.gen(function*() {
-      yield* owned(principal, sessionId)
+      yield* authorize(principal, sessionId)
       // Subscribe before reading the log, so nothing published meanwhile is missed.
       const live = yield* host.live(sessionId)
       let last = options.after ?? 0
@@ -207,7 +262,7 @@ export const make = Effect.gen(function*() {
             output: ended.output ?? "",
             publicFinalMessage: ended.publicFinalMessage ?? ended.output ?? "",
             usage: ended.usage
-          })
+          }, true)
         )
       case "failed":
         return Effect.fail(
@@ -228,7 +283,7 @@ export const make = Effect.gen(function*() {
     Effect.gen(function*() {
       yield* open(principal, sessionId)
       const inputId = yield* makeInputId
-      yield* submit(sessionId, new Control({ inputId, action })).pipe(
+      yield* submit(sessionId, new Control({ inputId, action }, true)).pipe(
         Effect.catchTags({ SessionBusy: Effect.die, TurnMismatch: Effect.die, Conflict: Effect.die })
       )
       return yield* store.get(sessionId)
@@ -249,13 +304,14 @@ export const make = Effect.gen(function*() {
       }),
     send: (principal, sessionId, options) =>
       Effect.gen(function*() {
-        yield* open(principal, sessionId)
+        // A closed session refuses the push itself (SessionClosed), so only ownership is checked here.
+        yield* authorize(principal, sessionId)
         const inputId = options.inputId === undefined ? yield* makeInputId : InputId.make(options.inputId)
         const command = options.mode === "steer"
-          ? new Steer({ inputId, text: options.text, source: options.source })
-          : new Message({ inputId, text: options.text, source: options.source })
+          ? new Steer({ inputId, text: options.text, source: options.source }, true)
+          : new Message({ inputId, text: options.text, source: options.source }, true)
         const decision = yield* submit(sessionId, command).pipe(Effect.catchTag("TurnMismatch", Effect.die))
-        if (Option.isNone(decision)) return new Accepted({ sessionId, inputId, disposition: "admitted" })
+        if (Option.isNone(decision)) return new Accepted({ sessionId, inputId, disposition: "admitted" }, true)
         switch (decision.value._tag) {
           case "Started":
             return new Accepted({
@@ -264,42 +320,39 @@ export const make = Effect.gen(function*() {
               disposition: "started",
               turnId: decision.value.turnId,
               cursor: decision.value.cursor
-            })
+            }, true)
           case "Steered":
-            return new Accepted({ sessionId, inputId, disposition: "steered", turnId: decision.value.turnId })
+            return new Accepted({ sessionId, inputId, disposition: "steered", turnId: decision.value.turnId }, true)
           case "Queued":
-            return new Accepted({ sessionId, inputId, disposition: "queued" })
+            return new Accepted({ sessionId, inputId, disposition: "queued" }, true)
           default:
-            return new Accepted({ sessionId, inputId, disposition: "admitted" })
+            return new Accepted({ sessionId, inputId, disposition: "admitted" }, true)
         }
       }),
     awaitTurn: (principal, sessionId, turnId, options = {}) =>
       Effect.gen(function*() {
-        const session = yield* owned(principal, sessionId)
-        // A running turn's end is still ahead of the head; otherwise look from the hint (or the start).
-        const after = session.activeTurnId === turnId ? session.headSeq : options.after ?? 0
-        const ended = yield* events(principal, sessionId, { after }).pipe(
-          Stream.filterMap((event) =>
-            event._tag === "durable" && event.record._tag === "turn_ended" && event.record.turnId === turnId
-              ? Option.some(event.record)
-              : Option.none()
-          ),
-          Stream.runHead
-        )
-        if (Option.isNone(ended)) return yield* new SessionNotFound({ sessionId })
-        return yield* resultOf(sessionId, ended.value)
+        let after = options.after
+        if (after === undefined) {
+          // A running turn's end is still ahead of the head; otherwise it is somewhere in the log.
+          const session = yield* owned(principal, sessionId)
+          after = session.activeTurnId === turnId ? session.headSeq : 0
+        } else {
+          yield* authorize(principal, sessionId)
+        }
+        const ended = yield* findTurnEnd(sessionId, turnId, after)
+        return yield* resultOf(sessionId, ended)
       }),
     interrupt: (principal, sessionId, expectedTurnId, reason) =>
       Effect.gen(function*() {
         yield* open(principal, sessionId)
         const inputId = yield* makeInputId
-        const decision = yield* submit(sessionId, new Interrupt({ inputId, expectedTurnId, reason })).pipe(
+        const decision = yield* submit(sessionId, new Interrupt({ inputId, expectedTurnId, reason }, true)).pipe(
           Effect.catchTags({ SessionBusy: Effect.die, Conflict: Effect.die })
         )
         if (Option.isSome(decision) && decision.value._tag === "Interrupted") {
-          return new InterruptOutcome({ sessionId, turnId: decision.value.turnId, outcome: decision.value.outcome })
+          return new InterruptOutcome({ sessionId, turnId: decision.value.turnId, outcome: decision.value.outcome }, true)
         }
-        return new InterruptOutcome({ sessionId, turnId: expectedTurnId, outcome: "requested" })
+        return new InterruptOutcome({ sessionId, turnId: expectedTurnId, outcome: "requested" }, true)
       }),
     rename: (principal, sessionId, title) => control(principal, sessionId, { _tag: "rename", title }),
     archive: (principal, sessionId, archived) => control(principal, sessionId, { _tag: "archive", archived }),
@@ -314,7 +367,7 @@ export const make = Effect.gen(function*() {
           cursor: session.headSeq,
           pendingInputs: pending.length,
           openCallbacks: callbacks.length
-        })
+        }, true)
       }),
     events
   })
