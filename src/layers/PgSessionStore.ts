@@ -37,7 +37,7 @@ export const dialect = Effect.gen(function*() {
 })
 
 /** The store over the PostgreSQL `SqlClient` in context. */
-export const make = Effect.flatMap(dialect, SqlSessionStore.make)
+export const make = Effect.zipRight(SqlSessionStore.migrate, Effect.flatMap(dialect, SqlSessionStore.make))
 
 /** The store on a PostgreSQL database it connects to (and disconnects from with the layer). */
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavailable> =>

@@ -47,6 +47,8 @@ export interface Dialect {
   readonly lockRow: string
   /** Runs `effect` in a write transaction that serialises with every other writer. */
   readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+  /** Runs one statement outside a transaction (default: on a connection reserved for it). */
+  readonly outside?: SqlStatements.Executor | undefined
 }
 
 /** The store clock in a statement: `text` where it goes, `params` it binds. */
@@ -220,13 +222,15 @@ const replayOf = (
       }, true)
     )
 
-/** Builds the store over the `SqlClient` in context, after running migrations. */
+/** Brings the store's tables up to date (idempotent; safe from several processes). */
+export const migrate = Migrations.run.pipe(
+  Effect.mapError((cause) => new StoreUnavailable({ operation: "migrate", cause }))
+)
+
+/** Builds the store over the `SqlClient` in context; the driver layer runs `migrate` first. */
 export const make = (dialect: Dialect) =>
   Effect.gen(function*() {
-    yield* Migrations.run.pipe(
-      Effect.mapError((cause) => new StoreUnavailable({ operation: "migrate", cause }))
-    )
-    const { query } = yield* SqlStatements.make(dialect.placeholders)
+    const { query } = yield* SqlStatements.make(dialect.placeholders, dialect.outside)
 
     const readClock = Effect.flatMap(dialect.clock, (clock) =>
       Effect.map(

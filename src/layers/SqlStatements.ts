@@ -34,8 +34,15 @@ export const rows = (count: number, width: number): string => {
 /** `?, ?, ?`: a list of `count` placeholders, for `IN (…)`. */
 export const list = (count: number): string => Array.from({ length: count }, () => "?").join(", ")
 
-/** Builds the runner over the `SqlClient` in context. */
-export const make = (placeholders: Placeholders) =>
+/** Runs compiled SQL text with its parameters. */
+export type Executor = (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SqlError>
+
+/**
+ * Builds the runner over the `SqlClient` in context. Inside a transaction a
+ * statement runs on the transaction's connection; outside, on `outside`
+ * (default: a connection reserved for the one statement).
+ */
+export const make = (placeholders: Placeholders, outside?: Executor) =>
   Effect.map(SqlClient.SqlClient, (sql): Statements => {
     const compiled = new Map<string, string>()
     const compile = (text: string) => {
@@ -48,13 +55,13 @@ export const make = (placeholders: Placeholders) =>
       }
       return out
     }
-    const outside = (text: string, params: ReadonlyArray<unknown>) =>
-      Effect.scoped(Effect.flatMap(sql.reserve, (conn) => conn.execute(text, params, undefined)))
+    const single: Executor = outside ??
+      ((text, params) => Effect.scoped(Effect.flatMap(sql.reserve, (conn) => conn.execute(text, params, undefined))))
     return {
       query: <Row>(text: string, params: ReadonlyArray<unknown>) =>
         Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) =>
           Option.isSome(tx)
             ? tx.value[0].execute(compile(text), params, undefined)
-            : outside(compile(text), params)) as Effect.Effect<ReadonlyArray<Row>, SqlError>
+            : single(compile(text), params)) as Effect.Effect<ReadonlyArray<Row>, SqlError>
     }
   })

@@ -21,49 +21,58 @@ export interface Options {
   readonly filename: string
 }
 
-/** The SQLite dialect over the `SqlClient` in context. */
-export const dialect = Effect.map(SqlClient.SqlClient, (sql): SqlSessionStore.Dialect => {
+/**
+ * The SQLite dialect over the `SqlClient` in context. It reserves the client's
+ * one connection for as long as the scope lasts and serialises its own use of
+ * it: reserving per statement costs more than the statement (see
+ * docs/decisions/0001-sql-hot-path.md). The client must not serve anyone else
+ * meanwhile, which is why `layer` opens a client of its own.
+ */
+export const dialect = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const conn = yield* sql.reserve.pipe(Effect.mapError((cause) => new StoreUnavailable({ operation: "open", cause })))
+  const lock = yield* Effect.makeSemaphore(1)
+  const run = (statement: string) => conn.execute(statement, [], undefined)
   // Not `sql.withTransaction`: its `BEGIN` is deferred (two processes upgrading
   // read locks deadlock into SQLITE_BUSY), and it opens a span and prepares
-  // BEGIN/COMMIT afresh on every call, which costs more than the commit's own
-  // statements. Spans belong to turns and operations, not to each append.
+  // BEGIN/COMMIT afresh on every call. Spans belong to turns and operations.
   const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
       Option.isSome(outer)
         ? effect
-        : Effect.uninterruptibleMask((restore) =>
-          Effect.scoped(
-            Effect.flatMap(sql.reserve, (conn) =>
-              Effect.zipRight(
-                conn.execute("BEGIN IMMEDIATE", [], undefined),
-                Effect.onExit(
-                  restore(Effect.provideService(effect, SqlClient.TransactionConnection, [conn, 0] as const)),
-                  (exit) => Effect.orDie(conn.execute(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK", [], undefined))
-                )
-              ))
+        : lock.withPermits(1)(Effect.uninterruptibleMask((restore) =>
+          Effect.zipRight(
+            run("BEGIN IMMEDIATE"),
+            Effect.onExit(
+              restore(Effect.provideService(effect, SqlClient.TransactionConnection, [conn, 0] as const)),
+              (exit) => Effect.orDie(run(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK"))
+            )
           )
-        ))
+        )))
   return {
     placeholders: "?",
     clock: Effect.map(Clock.currentTimeMillis, (ms): SqlSessionStore.Clock => ({ text: "?", params: [ms] })),
     lockRow: "",
-    transaction
-  }
+    transaction,
+    outside: (text, params) => lock.withPermits(1)(conn.execute(text, params, undefined))
+  } satisfies SqlSessionStore.Dialect
 })
 
-/** The store over the SQLite `SqlClient` in context. */
+/** The store over the SQLite `SqlClient` in context, which it takes for itself while the scope lasts. */
 export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   // WAL with NORMAL sync survives a process crash; only power loss can drop the last commits.
   yield* sql`PRAGMA synchronous = NORMAL`.pipe(
     Effect.mapError((cause) => new StoreUnavailable({ operation: "open", cause }))
   )
+  // Migrate before the connection is reserved: the migrator uses the client itself.
+  yield* SqlSessionStore.migrate
   return yield* SqlSessionStore.make(yield* dialect)
 })
 
 /** The store on a SQLite database it opens (and closes with the layer). */
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavailable> =>
-  Layer.effect(SessionStore, make).pipe(
+  Layer.scoped(SessionStore, make).pipe(
     Layer.provide(
       SqliteClient.layer({ filename: options.filename }).pipe(
         Layer.catchAll((cause) => Layer.fail(new StoreUnavailable({ operation: "open", cause })))
