@@ -94,18 +94,22 @@ export const make = (options: Options = {}) =>
       Effect.gen(function*() {
         const wakes = yield* Queue.sliding<void>(1)
         entries.set(sessionId, wakes)
-        // When this actor ends, waiters learn no decision is coming, unless a
-        // successor actor for the session already runs and will decide for them.
-        const finish = lock.withPermits(1)(Effect.suspend(() => {
-          const current = entries.get(sessionId)
-          if (current === wakes) entries.delete(sessionId)
-          return current === undefined || current === wakes ? settleAll(sessionId) : Effect.void
-        }))
+        // When this actor stops without deciding (its lease is held elsewhere, or
+        // lost), waiters learn no decision is coming from here, unless a successor
+        // actor already runs and will decide for them. A passivated actor settles
+        // nothing: it stopped with an empty inbox, so whatever arrives after it is
+        // woken into a new actor.
+        const finish = (settle: boolean) =>
+          lock.withPermits(1)(Effect.suspend(() => {
+            const current = entries.get(sessionId)
+            if (current === wakes) entries.delete(sessionId)
+            return settle && (current === undefined || current === wakes) ? settleAll(sessionId) : Effect.void
+          }))
         const actor = SessionActor.run(sessionId, actorOptions, {
           wakes,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           publish: publish(sessionId),
-          onLease: (held) => (held ? Effect.void : finish),
+          onLease: (held) => (held ? Effect.void : finish(true)),
           mayPassivate: (lease) =>
             lock.withPermits(1)(Effect.gen(function*() {
               const pending = yield* store.readInbox(sessionId, { limit: 1 })
@@ -120,7 +124,7 @@ export const make = (options: Options = {}) =>
               ? Effect.void
               : Effect.logWarning("session actor stopped", cause).pipe(Effect.annotateLogs({ sessionId }))
           ),
-          Effect.ensuring(finish),
+          Effect.onExit((exit) => finish(Exit.isFailure(exit))),
           Effect.provide(context)
         )
         yield* FiberSet.run(actors, actor)

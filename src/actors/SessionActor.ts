@@ -134,12 +134,20 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     // ---- rebuild what the log knows: the conversation and which turns ended ----
     let after = 0
     let resume: TurnStarted | undefined
+    // Where the resumed turn's message sits in the transcript; what follows it are its steers.
+    let resumeAt = 0
     for (;;) {
       const page = yield* store.readLog(sessionId, { after, limit: 1000 })
       for (const { body } of page.records) {
         if (body._tag === "turn_started") {
           history.push({ role: "user", content: body.text })
-          if (body.turnId === session.activeTurnId) resume = body
+          if (body.turnId === session.activeTurnId) {
+            resume = body
+            resumeAt = history.length - 1
+          }
+        } else if (body._tag === "input_applied" && body.kind === "steer" && body.turnId !== undefined) {
+          const text = (body.detail as { text?: unknown } | undefined)?.text
+          if (typeof text === "string") history.push({ role: "user", content: text })
         } else if (body._tag === "turn_ended") {
           ended.add(body.turnId)
           if (body.outcome === "completed" && body.output) history.push({ role: "assistant", content: body.output })
@@ -151,16 +159,16 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
 
     const startTurn = (turnId: TurnId, inputId: InputId, text: string, resumed: boolean) =>
       Effect.gen(function*() {
-        const priorHistory = history.slice()
+        const priorHistory = resumed ? history.slice(0, resumeAt) : history.slice()
         if (!resumed) history.push({ role: "user", content: text })
-        const steers: Array<string> = []
+        const steers: Array<string> = resumed ? history.slice(resumeAt + 1).map((m) => m.content) : []
         const receipts = resumed ? yield* store.operations(sessionId, turnId) : []
         const body = TurnRunner.run({
           sessionId,
           turnId,
           inputId,
           agent,
-          history: resumed ? priorHistory.slice(0, -1) : priorHistory,
+          history: priorHistory,
           text,
           receipts,
           commit: (records) =>
@@ -259,8 +267,12 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       Effect.gen(function*() {
         if (active === undefined) return yield* wiring.decide(command.inputId, Exit.succeed(yield* begin(command)))
         const turnId = active.turnId
-        yield* append([new InputApplied({ inputId: command.inputId, kind: "steer", turnId }, true)], [command.inputId])
+        yield* append([
+          new InputApplied({ inputId: command.inputId, kind: "steer", turnId, detail: { text: command.text } }, true)
+        ], [command.inputId])
         active.steers.push(command.text)
+        // In the transcript a steer follows its turn's message, as in the log.
+        history.push({ role: "user", content: command.text })
         yield* wiring.decide(command.inputId, Exit.succeed(Decision.Steered({ turnId })))
       })
 

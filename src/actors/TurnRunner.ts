@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Option, Stream } from "effect"
+import { Clock, Effect, Either, Option, Stream } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { AssistantDelta } from "../schema/Event.js"
@@ -38,101 +38,123 @@ export interface TurnContext {
 export interface TurnSummary {
   readonly outcome: "completed" | "failed"
   readonly output: string
-  /** User text the turn consumed (its message and any steers). */
-  readonly userTexts: ReadonlyArray<string>
 }
 
-const usageOf = (reply: Model.Reply, wallTimeMs: number) =>
-  new Usage({
-    inputTokens: reply.inputTokens,
-    outputTokens: reply.outputTokens,
-    totalTokens: reply.inputTokens + reply.outputTokens,
-    modelCalls: 1,
+const usageOf = (replies: ReadonlyArray<Model.Reply>, wallTimeMs: number) => {
+  let inputTokens = 0
+  let outputTokens = 0
+  for (const reply of replies) {
+    inputTokens += reply.inputTokens
+    outputTokens += reply.outputTokens
+  }
+  return new Usage({
+    inputTokens,
+    outputTokens,
+    totalTokens: inputTokens + outputTokens,
+    modelCalls: replies.length,
     toolCalls: 0,
     toolCallsByName: {},
     wallTimeMs,
     costMicros: 0
   }, true)
+}
 
-/** Runs one turn to its end, recording the model call as an operation with a receipt. */
+/**
+ * Runs one turn to its end. Each model call is an operation recorded with its
+ * receipt; text steered into the turn while a call runs is delivered at the
+ * next call, so a reply followed by steers is answered again (up to the
+ * agent's `maxCycles` calls). On resume, receipts of calls the turn already
+ * completed are reused in order instead of calling the model again.
+ */
 export const run = (ctx: TurnContext) =>
   Effect.gen(function*() {
     const model = yield* Model.Model
     const startedAt = yield* Clock.currentTimeMillis
-    const steers = yield* ctx.takeSteers
-    const userTexts = [ctx.text, ...steers]
-    const messages: Array<Model.Message> = [...ctx.history, ...userTexts.map((content) => ({ role: "user" as const, content }))]
-    const previous = Option.fromNullable(ctx.receipts.find((r) => r.kind === "model" && r.status === "completed"))
-    const operationId = Option.isSome(previous) ? previous.value.operationId : yield* makeOperationId
-    const request: Model.Request = {
-      model: ctx.agent.model.name,
-      instructions: ctx.agent.instructions,
-      messages,
-      tools: ctx.agent.tools,
-      settings: ctx.agent.model.settings,
-      sessionId: ctx.sessionId,
-      turnId: ctx.turnId,
-      agentName: ctx.agent.name
-    }
-    let reply = Model.emptyReply
-    const call = model.stream(request).pipe(
-      // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
-      Stream.runForEachChunk((chunk) => {
-        const deltas: Array<AssistantDelta> = []
-        for (const event of chunk) {
-          reply = Model.gather(reply, event)
-          if (event._tag === "TextDelta") {
-            deltas.push(new AssistantDelta({ sessionId: ctx.sessionId, turnId: ctx.turnId, text: event.text }, true))
-          }
-        }
-        return deltas.length === 0 ? Effect.void : Effect.forEach(deltas, ctx.publish, { discard: true })
-      }),
-      Effect.map(() => reply),
-      Effect.either
-    )
-    const outcome = Option.isSome(previous)
-      ? { _tag: "Right" as const, right: previous.value.output as Model.Reply }
-      : yield* call
-    const wallTimeMs = (yield* Clock.currentTimeMillis) - startedAt
-    // The model call is recorded with its receipt once it returns: a call cut
-    // off by a crash has no side effects, so it is simply made again.
-    const started = Option.isSome(previous)
-      ? []
-      : [new OperationStarted({
-        operationId,
+    const reusable = ctx.receipts.filter((r) => r.kind === "model" && r.status === "completed")
+    const messages: Array<Model.Message> = [...ctx.history, { role: "user", content: ctx.text }]
+    for (const content of yield* ctx.takeSteers) messages.push({ role: "user", content })
+    const replies: Array<Model.Reply> = []
+    const elapsed = Effect.map(Clock.currentTimeMillis, (now) => now - startedAt)
+
+    for (let call = 0;; call++) {
+      const previous = Option.fromNullable(reusable[call])
+      const operationId = Option.isSome(previous) ? previous.value.operationId : yield* makeOperationId
+      const request: Model.Request = {
+        model: ctx.agent.model.name,
+        instructions: ctx.agent.instructions,
+        messages: messages.slice(),
+        tools: ctx.agent.tools,
+        settings: ctx.agent.model.settings,
+        sessionId: ctx.sessionId,
         turnId: ctx.turnId,
-        kind: "model",
-        name: request.model,
-        input: { messages: messages.length, tools: request.tools.length }
-      }, true)]
-    if (outcome._tag === "Left") {
-      const error = outcome.left
+        agentName: ctx.agent.name
+      }
+      let reply = Model.emptyReply
+      const outcome = Option.isSome(previous)
+        ? Either.right(previous.value.output as Model.Reply)
+        : yield* model.stream(request).pipe(
+          // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
+          Stream.runForEachChunk((chunk) => {
+            const deltas: Array<AssistantDelta> = []
+            for (const event of chunk) {
+              reply = Model.gather(reply, event)
+              if (event._tag === "TextDelta") {
+                deltas.push(new AssistantDelta({ sessionId: ctx.sessionId, turnId: ctx.turnId, text: event.text }, true))
+              }
+            }
+            return deltas.length === 0 ? Effect.void : Effect.forEach(deltas, ctx.publish, { discard: true })
+          }),
+          Effect.map(() => reply),
+          Effect.either
+        )
+      // A model call is recorded with its receipt once it returns: a call cut
+      // off by a crash has no side effects, so it is simply made again.
+      const started = Option.isSome(previous)
+        ? []
+        : [new OperationStarted({
+          operationId,
+          turnId: ctx.turnId,
+          kind: "model",
+          name: request.model,
+          input: { messages: request.messages.length, tools: request.tools.length }
+        }, true)]
+      if (Either.isLeft(outcome)) {
+        const error = outcome.left
+        yield* ctx.commit([
+          ...started,
+          new OperationCompleted({ operationId, turnId: ctx.turnId, output: { error: error.reason }, isError: true }, true),
+          new TurnEnded({
+            turnId: ctx.turnId,
+            outcome: "failed",
+            failureCode: "model_error",
+            failure: { _tag: "ModelError", reason: error.reason, retryable: error.retryable },
+            usage: usageOf(replies, yield* elapsed)
+          }, true)
+        ])
+        return { outcome: "failed", output: "" } satisfies TurnSummary
+      }
+      const result = outcome.right
+      replies.push(result)
+      const receipt = Option.isSome(previous)
+        ? []
+        : [...started, new OperationCompleted({ operationId, turnId: ctx.turnId, output: result, isError: false }, true)]
+      const steers = yield* ctx.takeSteers
+      if (steers.length > 0 && call + 1 < ctx.agent.maxCycles) {
+        yield* ctx.commit(receipt)
+        messages.push({ role: "assistant", content: result.text })
+        for (const content of steers) messages.push({ role: "user", content })
+        continue
+      }
       yield* ctx.commit([
-        ...started,
-        new OperationCompleted({ operationId, turnId: ctx.turnId, output: { error: error.reason }, isError: true }, true),
+        ...receipt,
         new TurnEnded({
           turnId: ctx.turnId,
-          outcome: "failed",
-          failureCode: "model_error",
-          failure: { _tag: "ModelError", reason: error.reason, retryable: error.retryable },
-          usage: usageOf(Model.emptyReply, wallTimeMs)
+          outcome: "completed",
+          output: result.text,
+          publicFinalMessage: result.text,
+          usage: usageOf(replies, yield* elapsed)
         }, true)
       ])
-      return { outcome: "failed", output: "", userTexts } satisfies TurnSummary
+      return { outcome: "completed", output: result.text } satisfies TurnSummary
     }
-    const result = outcome.right
-    yield* ctx.commit([
-      ...started,
-      ...(Option.isSome(previous)
-        ? []
-        : [new OperationCompleted({ operationId, turnId: ctx.turnId, output: result, isError: false }, true)]),
-      new TurnEnded({
-        turnId: ctx.turnId,
-        outcome: "completed",
-        output: result.text,
-        publicFinalMessage: result.text,
-        usage: usageOf(result, wallTimeMs)
-      }, true)
-    ])
-    return { outcome: "completed", output: result.text, userTexts } satisfies TurnSummary
   })

@@ -137,3 +137,13 @@ export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
     return `model error: ${this.reason}`
   }
 }
+
+/** The session has no such turn: it is neither running nor in the log. */
+export class TurnNotFound extends Schema.TaggedError<TurnNotFound>()("TurnNotFound", {
+  sessionId: SessionId,
+  turnId: TurnId
+}) {
+  override get message() {
+    return `session ${this.sessionId} has no turn ${this.turnId}`
+  }
+}

@@ -22,7 +22,8 @@ import {
   type StoreUnavailable,
   TurnFailed,
   TurnInterrupted,
-  TurnMismatch
+  TurnMismatch,
+  TurnNotFound
 } from "../schema/Errors.js"
 import { Accepted, Durable, InterruptOutcome, type SessionEvent, Snapshot, TurnResult } from "../schema/Event.js"
 import { InputId, makeInputId, type SessionId, type TurnId } from "../schema/Ids.js"
@@ -93,7 +94,8 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
       options: SendOptions
     ) => Effect.Effect<Accepted, Lookup | SessionClosed | SessionBusy | Conflict>
     /**
-     * Waits for a turn to end: its result, or `TurnFailed` / `TurnInterrupted`.
+     * Waits for a turn to end: its result, or `TurnFailed` / `TurnInterrupted`;
+     * `TurnNotFound` for a turn id that is neither running nor in the log.
      * `after` (a cursor before the turn started, e.g. `Accepted.cursor - 1`)
      * spares a scan of the log for a turn that already ended.
      */
@@ -102,7 +104,7 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
       sessionId: SessionId,
       turnId: TurnId,
       options?: { readonly after?: number | undefined }
-    ) => Effect.Effect<TurnResult, Lookup | TurnFailed | TurnInterrupted>
+    ) => Effect.Effect<TurnResult, Lookup | TurnNotFound | TurnFailed | TurnInterrupted>
     /** Interrupts exactly `expectedTurnId`; any other turn is `TurnMismatch`. */
     readonly interrupt: (
       principal: Principal,
@@ -187,15 +189,24 @@ export const make = Effect.gen(function*() {
       }
     })
 
-  /** Waits for the `turn_ended` record of `turnId`, looking after cursor `after`. */
+  /**
+   * Waits for the `turn_ended` record of `turnId`, looking after cursor `after`.
+   * Turn ids are minted when a turn starts, so a turn that is neither in the
+   * log nor running does not exist: `TurnNotFound`, rather than waiting forever.
+   */
   const findTurnEnd = (sessionId: SessionId, turnId: TurnId, after: number) =>
     Effect.scoped(Effect.gen(function*() {
       // Fast path: it already ended.
       const first = yield* scanForEnd(sessionId, turnId, after)
       if (Option.isSome(first.ended)) return first.ended.value
-      // Subscribe, then look again (closing the race with a turn ending meanwhile), then follow.
+      // Subscribe, then read the session, then look again: an end before the
+      // read is in the log, an end after it arrives live.
       const live = yield* host.live(sessionId)
+      const session = yield* store.get(sessionId)
       let { cursor, ended } = yield* scanForEnd(sessionId, turnId, first.cursor)
+      if (Option.isNone(ended) && session.activeTurnId !== turnId) {
+        return yield* new TurnNotFound({ sessionId, turnId })
+      }
       while (Option.isNone(ended)) {
         const event = yield* Queue.take(live)
         if (event._tag !== "durable" || event.cursor <= cursor) continue

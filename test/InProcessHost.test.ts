@@ -1,0 +1,262 @@
+/**
+ * The in-process host: passivation, crash recovery at start-up, and handing
+ * a SQLite file's unfinished work from one host to the next.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Deferred, Effect, Exit, Layer, Option, Queue, Ref, Scope, Supervisor, TestClock } from "effect"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
+import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
+import { makeTurnId } from "../src/schema/Ids.js"
+import { TurnStarted } from "../src/schema/Record.js"
+import { SessionHost } from "../src/services/SessionHost.js"
+import { Sessions } from "../src/services/Sessions.js"
+import { SessionStore } from "../src/services/SessionStore.js"
+import * as Troupe from "../src/Troupe.js"
+import {
+  assertTurnsSerial,
+  collectUntil,
+  endsOf,
+  eventually,
+  gatedModel,
+  lastUser,
+  logOf,
+  neverReleases,
+  some,
+  startsOf
+} from "./support/actors.js"
+import { agent, commit, message, principal } from "./support/fixtures.js"
+
+const IDLE = 30_000
+
+/** True once the actor's idle timer (started when it ran out of work) is pending on the TestClock. */
+const idleTimerSet = Effect.gen(function*() {
+  const now = yield* TestClock.currentTimeMillis
+  const sleeps = yield* TestClock.sleeps()
+  return Chunk.some(sleeps, (at) => at === now + IDLE)
+})
+
+const freshFile = () => join(mkdtempSync(join(tmpdir(), "troupe-host-")), "sessions.db")
+
+describe("InProcessHost", () => {
+  describe("passivation", () => {
+    it.effect("an actor with nothing to do for the idle timeout stops, holds no fiber and frees its lease", () =>
+      Effect.gen(function*() {
+        // Every fiber the runtime forks (poller, actors, keepers, turns) is tracked from here.
+        const supervisor = yield* Supervisor.track
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const host = yield* SessionHost
+          const store = yield* SessionStore
+          const me = principal()
+          const session = yield* sessions.create(me, { agent: agent() })
+          yield* eventually(Effect.map(supervisor.value, (fibers) => fibers.length > 0), "the poller to start")
+          const baseline = (yield* supervisor.value).length
+
+          const accepted = yield* sessions.send(me, session.id, { text: "hello" })
+          yield* sessions.awaitTurn(me, session.id, accepted.turnId!)
+          assert.deepStrictEqual(yield* host.running, [session.id])
+          yield* eventually(idleTimerSet, "the actor to go idle")
+          assert.isAbove((yield* supervisor.value).length, baseline, "the actor and its keeper are fibers")
+
+          // Not a moment before the idle timeout.
+          yield* TestClock.adjust(IDLE - 1)
+          assert.deepStrictEqual(yield* host.running, [session.id])
+          assert.isTrue(Option.isNone(yield* store.acquire(session.id, "other", 1_000)), "the lease is still held")
+
+          yield* TestClock.adjust(1)
+          yield* eventually(Effect.map(host.running, (running) => running.length === 0), "the actor to passivate")
+          yield* eventually(
+            Effect.map(supervisor.value, (fibers) => fibers.length === baseline),
+            "the actor's fibers to end"
+          )
+          const lease = yield* some(yield* store.acquire(session.id, "other", 1_000), "the lease to be free")
+          yield* store.release(lease)
+
+          // Passivation is not death: an interrupt of the old turn wakes a fresh actor that knows it ended,
+          const late = yield* sessions.interrupt(me, session.id, accepted.turnId!)
+          assert.strictEqual(late.outcome, "already_ended")
+          // and the next message starts a turn.
+          const again = yield* sessions.send(me, session.id, { text: "again" })
+          assert.strictEqual(again.disposition, "started")
+          assert.strictEqual((yield* sessions.awaitTurn(me, session.id, again.turnId!)).output, "You said: again")
+          assert.deepStrictEqual(yield* host.running, [session.id])
+          assertTurnsSerial(yield* logOf(session.id))
+        }).pipe(Effect.provide(Troupe.layerTest()), Effect.supervised(supervisor))
+      }))
+
+    it.effect("an actor never passivates while its turn runs, and keeps renewing its lease", () =>
+      Effect.gen(function*() {
+        const model = yield* gatedModel()
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const host = yield* SessionHost
+          const store = yield* SessionStore
+          const me = principal()
+          const session = yield* sessions.create(me, { agent: agent() })
+          const accepted = yield* sessions.send(me, session.id, { text: "slow" })
+          const call = yield* Queue.take(model.held)
+          // Four idle timeouts and eight lease TTLs, one renewal period at a time.
+          for (let i = 0; i < 24; i++) {
+            yield* TestClock.adjust("5 seconds")
+            for (let j = 0; j < 10; j++) yield* Effect.yieldNow()
+          }
+          assert.deepStrictEqual(yield* host.running, [session.id])
+          assert.isTrue(Option.isNone(yield* store.acquire(session.id, "other", 1_000)), "the lease was kept alive")
+          assert.isFalse(yield* Deferred.isDone(call.interrupted))
+          yield* call.release("finally")
+          assert.strictEqual((yield* sessions.awaitTurn(me, session.id, accepted.turnId!)).output, "finally")
+        }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer })))
+      }))
+  })
+
+  describe("crash recovery", () => {
+    /**
+     * A crashed owner's leftovers, written through the store: a turn started
+     * (its message consumed) but never ended, and a message queued behind it.
+     */
+    const crashedSession = (store: SessionStore["Type"], lease: "expired" | "released") =>
+      Effect.gen(function*() {
+        const me = principal()
+        const session = yield* store.create({ principal: me, agent: agent() })
+        const started = message("unfinished business")
+        const queued = message("next in line")
+        yield* store.push(session.id, started)
+        yield* store.push(session.id, queued)
+        const held = yield* some(yield* store.acquire(session.id, "dead-host", 5_000), "a lease")
+        const turnId = yield* makeTurnId
+        yield* store.append(
+          yield* commit(held, 1, [new TurnStarted({ turnId, inputId: started.inputId, text: started.text })], [
+            started.inputId
+          ])
+        )
+        if (lease === "released") yield* store.release(held)
+        return { me, sessionId: session.id, turnId }
+      })
+
+    for (const lease of ["expired", "released"] as const) {
+      it.effect(`a new host resumes an active turn left with ${lease === "expired" ? "an expired" : "a released"} lease at start-up and completes it`, () =>
+        Effect.gen(function*() {
+          const store = yield* MemorySessionStore.make
+          const { me, sessionId, turnId } = yield* crashedSession(store, lease)
+          if (lease === "expired") yield* TestClock.adjust("6 seconds")
+          const model = yield* gatedModel(() => false)
+          yield* Effect.gen(function*() {
+            const sessions = yield* Sessions
+            // Nobody sends anything: the host finds the session through `runnable` on its own.
+            const result = yield* sessions.awaitTurn(me, sessionId, turnId)
+            assert.strictEqual(result.output, "You said: unfinished business")
+            yield* collectUntil(sessions.events(me, sessionId), (r) => r._tag === "turn_ended" && r.output === "You said: next in line")
+            const log = yield* logOf(sessionId)
+            assertTurnsSerial(log)
+            assert.deepStrictEqual(startsOf(log).map((s) => s.text), ["unfinished business", "next in line"])
+            assert.strictEqual(startsOf(log)[0]!.turnId, turnId, "the same turn was resumed, not restarted")
+            assert.deepStrictEqual(endsOf(log).map((e) => e.outcome), ["completed", "completed"])
+            // The resumed call saw its message once, not twice.
+            const requests = yield* Ref.get(model.requests)
+            assert.deepStrictEqual(requests[0]!.messages.map((m) => m.content), ["unfinished business"])
+            assert.deepStrictEqual(requests.map(lastUser), ["unfinished business", "next in line"])
+          }).pipe(Effect.provide(Troupe.layer(Layer.succeed(SessionStore, store), { model: model.layer })))
+        }))
+    }
+
+    it.effect("a live lease of a crashed owner is waited out: the turn resumes at the first poll after it expires", () =>
+      Effect.gen(function*() {
+        const store = yield* MemorySessionStore.make
+        const { me, sessionId, turnId } = yield* crashedSession(store, "expired")
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const host = yield* SessionHost
+          for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+          assert.deepStrictEqual(yield* host.running, [], "the dead owner's lease still stands")
+          assert.strictEqual((yield* store.get(sessionId)).activeTurnId, turnId)
+          // Polls every 2 s; the dead lease expires at 5 s.
+          yield* TestClock.adjust("4 seconds")
+          for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+          assert.isNull(endsOf(yield* logOf(sessionId))[0] ?? null)
+          yield* TestClock.adjust("2 seconds")
+          const result = yield* sessions.awaitTurn(me, sessionId, turnId)
+          assert.strictEqual(result.output, "You said: unfinished business")
+        }).pipe(Effect.provide(Troupe.layer(Layer.succeed(SessionStore, store), { host: { leaseTtl: "2 seconds" } })))
+      }))
+  })
+
+  describe("hand-over on a SQLite file", () => {
+    /**
+     * Host 1 runs on `file` with a held model: a turn runs, two messages queue
+     * behind it. Then its layer scope is closed mid-turn.
+     */
+    const firstHost = (file: string, crash: boolean) =>
+      Effect.gen(function*() {
+        const model = yield* gatedModel()
+        const scope = yield* Scope.make()
+        const options: Troupe.RuntimeOptions = { model: model.layer, host: { leaseTtl: "2 seconds", owner: "host-1" } }
+        const runtime = crash
+          ? Troupe.layer(neverReleases(SqliteSessionStore.layer({ filename: file })), options)
+          : Troupe.layerSqlite({ filename: file }, options)
+        const context = yield* Layer.buildWithScope(runtime, scope)
+        const work = yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const me = principal()
+          const session = yield* sessions.create(me, { agent: agent() })
+          const first = yield* sessions.send(me, session.id, { text: "one" })
+          const call = yield* Queue.take(model.held)
+          assert.strictEqual((yield* sessions.send(me, session.id, { text: "two" })).disposition, "queued")
+          assert.strictEqual((yield* sessions.send(me, session.id, { text: "three" })).disposition, "queued")
+          return { me, sessionId: session.id, turnId: first.turnId!, call }
+        }).pipe(Effect.provide(context))
+        // Closing the scope interrupts host 1's actors mid-turn. Its actor's
+        // finalizer gives the lease back (a clean shutdown) unless `crash`, where
+        // the store never releases: the lease is left to expire, as after a kill -9.
+        yield* Scope.close(scope, Exit.void)
+        assert.isTrue(yield* Deferred.isDone(work.call.interrupted), "host 1's model call was cut off")
+        return work
+      })
+
+    for (const crash of [false, true]) {
+      it.effect(
+        crash
+          ? "after host 1 crashes mid-turn, host 2 on the same file waits out the lease and finishes all queued work"
+          : "after host 1 shuts down mid-turn, host 2 on the same file finishes all queued work at start-up",
+        () =>
+          Effect.gen(function*() {
+            const file = freshFile()
+            const { me, sessionId, turnId } = yield* firstHost(file, crash)
+            yield* Effect.gen(function*() {
+              const sessions = yield* Sessions
+              const store = yield* SessionStore
+              const host = yield* SessionHost
+              // What host 1 left: an active turn and two queued messages, nothing ended.
+              const left = yield* store.get(sessionId)
+              assert.strictEqual(left.activeTurnId, turnId)
+              assert.strictEqual((yield* store.readInbox(sessionId)).length, 2)
+              if (crash) {
+                for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+                assert.deepStrictEqual(yield* host.running, [], "host 1's lease still stands")
+                assert.strictEqual((yield* store.get(sessionId)).headSeq, left.headSeq)
+                yield* TestClock.adjust("2 seconds")
+              }
+              yield* collectUntil(
+                sessions.events(me, sessionId),
+                (r) => r._tag === "turn_ended" && r.output === "You said: three"
+              )
+              const log = yield* logOf(sessionId)
+              assertTurnsSerial(log)
+              assert.deepStrictEqual(startsOf(log).map((s) => s.text), ["one", "two", "three"])
+              assert.strictEqual(startsOf(log)[0]!.turnId, turnId)
+              assert.deepStrictEqual(endsOf(log).map((e) => [e.outcome, e.output]), [
+                ["completed", "You said: one"],
+                ["completed", "You said: two"],
+                ["completed", "You said: three"]
+              ])
+              assert.strictEqual((yield* sessions.snapshot(me, sessionId)).pendingInputs, 0)
+              assert.isNull((yield* store.get(sessionId)).activeTurnId)
+            }).pipe(Effect.provide(Troupe.layerSqlite({ filename: file }, { host: { leaseTtl: "2 seconds", owner: "host-2" } })))
+          }),
+        { timeout: 20_000 }
+      )
+    }
+  })
+})
