@@ -1,6 +1,6 @@
-import { describe } from "@effect/vitest"
-import { TestClock } from "effect"
-import { mkdtempSync } from "node:fs"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, TestClock } from "effect"
+import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
@@ -20,4 +20,22 @@ sessionStoreSuite({
 
 describe("SqliteSessionStore file", () => {
   persistsAcrossProcesses(`sqlite:${filename}`, SqliteSessionStore.layer({ filename }))
+})
+
+describe("SqliteSessionStore opening", () => {
+  it.effect("a file that is not a database is StoreUnavailable, not a crash", () =>
+    Effect.gen(function*() {
+      const bogus = join(mkdtempSync(join(tmpdir(), "troupe-sqlite-")), "not-a-db")
+      writeFileSync(bogus, "this is not a SQLite database, just text that is long enough to have a header")
+      const error = yield* Effect.flip(Layer.build(SqliteSessionStore.layer({ filename: bogus })).pipe(Effect.scoped))
+      assert.strictEqual(error._tag, "StoreUnavailable")
+    }))
+
+  it.effect("a path in a missing directory is StoreUnavailable, not a crash", () =>
+    Effect.gen(function*() {
+      const missing = join(tmpdir(), `troupe-missing-${Date.now()}`, "deeper", "store.db")
+      const error = yield* Effect.flip(Layer.build(SqliteSessionStore.layer({ filename: missing })).pipe(Effect.scoped))
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.strictEqual(error.operation, "open")
+    }))
 })

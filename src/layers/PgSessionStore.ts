@@ -7,7 +7,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Layer, Redacted } from "effect"
+import { Cause, Effect, Layer, Redacted } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
@@ -47,6 +47,10 @@ export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavaila
         url: Redacted.make(options.url),
         maxConnections: options.maxConnections ?? 10,
         applicationName: "troupe"
-      }).pipe(Layer.catchAll((cause) => Layer.fail(new StoreUnavailable({ operation: "connect", cause }))))
+      }).pipe(
+        Layer.catchAllCause((cause) =>
+          Layer.fail(new StoreUnavailable({ operation: "connect", cause: Cause.squash(cause) }))
+        )
+      )
     )
   )

@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option, Schedule, Schema } from "effect"
 import { Agent } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
 import { OpenCallback } from "../schema/Callback.js"
@@ -222,9 +222,15 @@ const replayOf = (
       }, true)
     )
 
-/** Brings the store's tables up to date (idempotent; safe from several processes). */
+/**
+ * Brings the store's tables up to date (idempotent). A failing migration is a
+ * `StoreUnavailable`, not a crash; a first migration racing another process's
+ * (both creating the migrations table) is retried.
+ */
 export const migrate = Migrations.run.pipe(
-  Effect.mapError((cause) => new StoreUnavailable({ operation: "migrate", cause }))
+  Effect.catchAllDefect((defect) => Effect.fail(defect)),
+  Effect.mapError((cause) => new StoreUnavailable({ operation: "migrate", cause })),
+  Effect.retry({ times: 3, schedule: Schedule.spaced("100 millis") })
 )
 
 /** Builds the store over the `SqlClient` in context; the driver layer runs `migrate` first. */

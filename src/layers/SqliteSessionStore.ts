@@ -10,7 +10,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Clock, Effect, Exit, Layer, Option } from "effect"
+import { Cause, Clock, Effect, Exit, Layer, Option } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
@@ -75,7 +75,8 @@ export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavaila
   Layer.scoped(SessionStore, make).pipe(
     Layer.provide(
       SqliteClient.layer({ filename: options.filename }).pipe(
-        Layer.catchAll((cause) => Layer.fail(new StoreUnavailable({ operation: "open", cause })))
+        // better-sqlite3 throws while opening (not a database, no such directory): a typed failure, not a crash.
+        Layer.catchAllCause((cause) => Layer.fail(new StoreUnavailable({ operation: "open", cause: Cause.squash(cause) })))
       )
     )
   )

@@ -1,0 +1,75 @@
+/**
+ * Quick start: a troupe runtime embedded in a program. It keeps its sessions in
+ * the SQLite file $TROUPE_HOME/troupe.db (~/.troupe by default) and answers with
+ * the built-in scripted model, so it runs offline. It creates a session, sends
+ * it messages, and prints the session's events as they happen.
+ *
+ *   npx tsx examples/quickstart.ts [--store :memory: | --store PATH] [MESSAGE ...]
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Console, Effect, Fiber, Stream } from "effect"
+import { mkdirSync } from "node:fs"
+import { homedir } from "node:os"
+import { dirname, join } from "node:path"
+import { parseArgs } from "node:util"
+import { Agent, ModelRef } from "../src/schema/Agent.js"
+import type { SessionEvent } from "../src/schema/Event.js"
+import { Principal } from "../src/schema/Principal.js"
+import { Sessions } from "../src/services/Sessions.js"
+import * as Troupe from "../src/Troupe.js"
+
+const { positionals, values } = parseArgs({ allowPositionals: true, options: { store: { type: "string" } } })
+const home = process.env.TROUPE_HOME ?? join(homedir(), ".troupe")
+const filename = values.store ?? join(home, "troupe.db")
+if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
+const messages = positionals.length > 0 ? positionals : ["What is troupe?", "And what is a turn?"]
+
+// Who acts: three distinct UUIDs (customer, organization, workspace). Sessions belong to the workspace.
+const principal = new Principal({
+  customerId: "00000000-0000-4000-8000-000000000001",
+  organizationId: "00000000-0000-4000-8000-000000000002",
+  workspaceId: "00000000-0000-4000-8000-000000000003"
+})
+// The agent is frozen into the session when it is created.
+const agent = new Agent({ name: "demo", instructions: "Answer briefly.", model: new ModelRef({ name: "scripted" }) })
+
+const show = (event: SessionEvent) => {
+  if (event._tag === "assistant_delta") return Effect.sync(() => process.stdout.write(event.text))
+  const record = event.record
+  switch (record._tag) {
+    case "turn_started":
+      return Effect.sync(() => process.stdout.write(`[${event.cursor}] you:  ${record.text}\n      demo: `))
+    case "turn_ended":
+      return Console.log(`\n[${event.cursor}] turn ${record.outcome} (${record.usage.totalTokens} tokens)`)
+    case "operation_started":
+    case "operation_completed":
+      return Effect.void // the model call behind the streamed text
+    default:
+      return Console.log(`[${event.cursor}] ${record._tag}`)
+  }
+}
+
+const program = Effect.gen(function*() {
+  const sessions = yield* Sessions
+  const session = yield* sessions.create(principal, { agent, title: "Quick start" })
+  yield* Console.log(`session ${session.id} in ${filename}`)
+  // Follow the session's events (replayed from the start, then live), with streamed text.
+  const follower = yield* sessions.events(principal, session.id, { volatile: true }).pipe(
+    Stream.runForEach(show),
+    Effect.fork
+  )
+  for (const text of messages) {
+    const accepted = yield* sessions.send(principal, session.id, { text })
+    yield* sessions.awaitTurn(principal, session.id, accepted.turnId!, { after: accepted.cursor! - 1 })
+  }
+  yield* Effect.sleep("20 millis") // let the follower print the last events
+  yield* Fiber.interrupt(follower)
+  const summary = yield* sessions.get(principal, session.id)
+  yield* Console.log(`\nsession ${summary.id}: ${summary.status}, ${summary.headSeq} events in its log`)
+})
+
+program.pipe(
+  Effect.provide(Troupe.layerSqlite({ filename }, { host: { idleTimeout: "1 second" } })),
+  Effect.tapErrorCause((cause) => Console.error("quickstart failed:", cause)),
+  NodeRuntime.runMain
+)
