@@ -42,6 +42,8 @@ export interface Options {
   readonly owner?: string | undefined
   /** Live-event buffer per session; a subscriber that falls further behind backfills from the store. */
   readonly liveBuffer?: number | undefined
+  /** How many actors may be busy at once (default 64); the others wait, their commands safe in the inbox. */
+  readonly maxBusyActors?: number | undefined
 }
 
 type Waiter = Deferred.Deferred<Decision, SessionBusy | TurnMismatch>
@@ -59,6 +61,7 @@ export const make = (options: Options = {}) =>
     }
     const liveBuffer = options.liveBuffer ?? 256
     const actors = yield* FiberSet.make<void>()
+    const slots = yield* Effect.makeSemaphore(options.maxBusyActors ?? 64)
     const entries = new Map<SessionId, Queue.Queue<void>>()
     const lock = yield* Effect.makeSemaphore(1)
     const waiters = new Map<SessionId, Map<InputId, Array<Waiter>>>()
@@ -107,6 +110,7 @@ export const make = (options: Options = {}) =>
           }))
         const actor = SessionActor.run(sessionId, actorOptions, {
           wakes,
+          slots,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           publish: publish(sessionId),
           onLease: (held) => (held ? Effect.void : finish(true)),

@@ -58,6 +58,13 @@ export interface Wiring {
   readonly mayPassivate: (lease: Lease) => Effect.Effect<boolean, StoreUnavailable>
   /** Called once the actor knows whether it holds the lease. */
   readonly onLease: (held: boolean) => Effect.Effect<void>
+  /**
+   * Permits to be busy, shared by the host's actors: an actor holds one from
+   * waking until it is idle with no running turn, so an overloaded host runs
+   * a bounded number of actors at once (and their leases keep being renewed)
+   * while the rest wait with their commands safe in the inbox.
+   */
+  readonly slots: Effect.Semaphore
 }
 
 interface ActiveTurn {
@@ -74,6 +81,15 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
   Effect.scoped(Effect.gen(function*() {
     const store = yield* SessionStore
     const ttlMillis = Duration.toMillis(options.leaseTtl)
+    let holdsSlot = false
+    const takeSlot = Effect.zipRight(wiring.slots.take(1), Effect.sync(() => (holdsSlot = true)))
+    const giveSlot = Effect.suspend(() => {
+      if (!holdsSlot) return Effect.void
+      holdsSlot = false
+      return wiring.slots.release(1)
+    })
+    yield* Effect.addFinalizer(() => giveSlot)
+    yield* takeSlot
     const acquired = yield* store.acquire(sessionId, options.owner, ttlMillis)
     yield* wiring.onLease(Option.isSome(acquired))
     if (Option.isNone(acquired)) return
@@ -379,8 +395,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           yield* Queue.take(wiring.wakes)
           continue
         }
+        // Idle: let another actor work while this one waits.
+        yield* giveSlot
         const woke = yield* Queue.take(wiring.wakes).pipe(Effect.timeout(options.idleTimeout), Effect.option)
         if (Option.isNone(woke) && active === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) return
+        yield* takeSlot
       }
     })
     yield* Effect.raceFirst(loop, Deferred.await(fatal))
