@@ -3,7 +3,7 @@
  * a SQLite file's unfinished work from one host to the next.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Layer, Option, Queue, Ref, Scope, Supervisor, TestClock } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Ref, Scope, Supervisor, TestClock } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -41,6 +41,34 @@ const idleTimerSet = Effect.gen(function*() {
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "troupe-host-")), "sessions.db")
 
 describe("InProcessHost", () => {
+  describe("busy actors", () => {
+    it.effect("with maxBusyActors 1, a second session's turn waits until the first session is idle", () =>
+      Effect.gen(function*() {
+        const model = yield* gatedModel()
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const me = principal()
+          const a = yield* sessions.create(me, { agent: agent() })
+          const b = yield* sessions.create(me, { agent: agent() })
+          const first = yield* sessions.send(me, a.id, { text: "a" })
+          const held = yield* Queue.take(model.held)
+          assert.strictEqual(held.text, "a")
+          // b's actor cannot get a permit while a's turn runs: its send waits, its message stays in the inbox.
+          const second = yield* Effect.fork(sessions.send(me, b.id, { text: "b" }))
+          for (let i = 0; i < 200; i++) yield* Effect.yieldNow()
+          assert.strictEqual(yield* Queue.size(model.held), 0)
+          assert.strictEqual((yield* sessions.snapshot(me, b.id)).pendingInputs, 1)
+          yield* held.release("done a")
+          yield* sessions.awaitTurn(me, a.id, first.turnId!)
+          const next = yield* Queue.take(model.held)
+          assert.strictEqual(next.text, "b")
+          yield* next.release("done b")
+          const accepted = yield* Fiber.join(second)
+          assert.strictEqual((yield* sessions.awaitTurn(me, b.id, accepted.turnId!)).output, "done b")
+        }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer, host: { maxBusyActors: 1 } })))
+      }))
+  })
+
   describe("passivation", () => {
     it.effect("an actor with nothing to do for the idle timeout stops, holds no fiber and frees its lease", () =>
       Effect.gen(function*() {
