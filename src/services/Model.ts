@@ -4,7 +4,8 @@
  * text deltas, tool calls, usage and a finish reason.
  *
  * Layers: `ScriptedModel.layer` (deterministic, for tests, examples and the
- * embedded default). Real providers arrive with the agent-loop issue.
+ * embedded default) and `OpenAiCompatibleModel.layer` / `layerConfig` (Chat
+ * Completions over HTTP: OpenAI, Mistral, vLLM, Ollama, llama.cpp…).
  *
  * @since 0.1.0
  */
