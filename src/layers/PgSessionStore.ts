@@ -10,6 +10,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Effect, Layer, Redacted } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
+import * as PgAppend from "./PgAppend.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
 
 /** How to reach the database. */
@@ -32,7 +33,9 @@ export const dialect = Effect.gen(function*() {
     placeholders: "$n",
     clock: Effect.succeed(clock),
     lockRow: "FOR UPDATE",
-    transaction: sql.withTransaction
+    transaction: sql.withTransaction,
+    // One statement per commit: every round trip costs ~150–250 µs of CPU here.
+    append: PgAppend.strategy(clock.text, { execute: PgAppend.named(sql) })
   } satisfies SqlSessionStore.Dialect
 })
 

@@ -32,7 +32,7 @@ import { Principal } from "../schema/Principal.js"
 import { fromJsonText, LogPage, LogRecord, toJsonText } from "../schema/Record.js"
 import { Session, SessionPage } from "../schema/Session.js"
 import * as ListCursor from "../services/ListCursor.js"
-import { project, statusOf } from "../services/LogProjection.js"
+import { type OperationChange, project, statusOf } from "../services/LogProjection.js"
 import { createdRecord, draft, fingerprint } from "../services/SessionDraft.js"
 import { type CreateSession, type ListSessions, SessionStore } from "../services/SessionStore.js"
 import * as Migrations from "./SessionStoreMigrations.js"
@@ -49,7 +49,24 @@ export interface Dialect {
   readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
   /** Runs one statement outside a transaction (default: on a connection reserved for it). */
   readonly outside?: SqlStatements.Executor | undefined
+  /** Commits another way than the default transaction of several statements (PostgreSQL: one statement). */
+  readonly append?: AppendStrategy | undefined
 }
+
+/** What `append` fails with besides the driver's `SqlError`. */
+export type AppendError = SessionNotFound | Conflict | LeaseLost | SequenceConflict
+
+/** An `append` of `commit`: every check, write and projection of a commit, all or nothing. */
+export type Append = (commit: Commit) => Effect.Effect<CommitReceipt, AppendError | SqlError>
+
+/**
+ * A dialect's own way to commit, given the store's statement runner and its
+ * default append (one transaction of several statements), to fall back on.
+ */
+export type AppendStrategy = (store: {
+  readonly query: SqlStatements.Statements["query"]
+  readonly inTransaction: Append
+}) => Append
 
 /** The store clock in a statement: `text` where it goes, `params` it binds. */
 export interface Clock {
@@ -203,8 +220,67 @@ const toSession = (row: SessionRow) =>
 
 const hasDuplicates = (ids: ReadonlyArray<string>) => new Set(ids).size !== ids.length
 
+/** The columns of `troupe_operations` an append writes, in the order `operationRow` lists them. */
+export const operationColumns = [
+  "operation_id",
+  "session_id",
+  "turn_id",
+  "kind",
+  "name",
+  "status",
+  "input",
+  "output",
+  "is_error",
+  "started_seq",
+  "ended_seq"
+] as const
+
+/** The `troupe_operations` row a change upserts (an end without a start inserts a placeholder start). */
+export const operationRow = (
+  sessionId: SessionId,
+  change: OperationChange
+): { readonly [K in typeof operationColumns[number]]: unknown } => ({
+  operation_id: change.operationId,
+  session_id: sessionId,
+  turn_id: change.turnId,
+  kind: change.start?.kind ?? "tool",
+  name: change.start?.name ?? "",
+  status: change.end?.status ?? "started",
+  input: jsonOrNull(change.start?.input),
+  output: jsonOrNull(change.end?.output),
+  is_error: change.end?.isError ? 1 : 0,
+  started_seq: change.start?.seq ?? change.end!.seq,
+  ended_seq: change.end?.seq ?? null
+})
+
+/** The columns of `troupe_callbacks`, in the order `callbackRow` lists them. */
+export const callbackColumns = [
+  "callback_id",
+  "session_id",
+  "turn_id",
+  "operation_id",
+  "kind",
+  "request",
+  "opened_seq",
+  "opened_at"
+] as const
+
+/** The `troupe_callbacks` row of an opened callback. */
+export const callbackRow = (
+  callback: OpenCallback
+): { readonly [K in typeof callbackColumns[number]]: unknown } => ({
+  callback_id: callback.callbackId,
+  session_id: callback.sessionId,
+  turn_id: callback.turnId,
+  operation_id: callback.operationId,
+  kind: callback.kind,
+  request: JSON.stringify(callback.request ?? null),
+  opened_seq: callback.openedSeq,
+  opened_at: callback.openedAt
+})
+
 /** The receipt of an earlier delivery of `commit`, or `Conflict` when another session used its id. */
-const replayOf = (
+export const replayOf = (
   commit: Commit,
   row: Pick<HeadRow, "replay_session" | "replay_first" | "replay_head" | "replay_at">
 ): Effect.Effect<CommitReceipt, Conflict> =>
@@ -492,8 +568,8 @@ export const make = (dialect: Dialect) =>
       )
     }, unavailable("release"))
 
-    const append = Effect.fnUntraced(function*(commit: Commit) {
-      return yield* dialect.transaction(Effect.gen(function*() {
+    const inTransaction: Append = (commit) =>
+      dialect.transaction(Effect.gen(function*() {
         const clock = yield* dialect.clock
         // Lock first, then read the clock and any earlier receipt of this commit.
         const rows = yield* query<HeadRow>(
@@ -572,19 +648,8 @@ export const make = (dialect: Dialect) =>
         if (projection.operations.length > 0) {
           const params: Array<unknown> = []
           for (const change of projection.operations) {
-            params.push(
-              change.operationId,
-              commit.sessionId,
-              change.turnId,
-              change.start?.kind ?? "tool",
-              change.start?.name ?? "",
-              change.end?.status ?? "started",
-              jsonOrNull(change.start?.input),
-              jsonOrNull(change.end?.output),
-              change.end?.isError ? 1 : 0,
-              change.start?.seq ?? change.end!.seq,
-              change.end?.seq ?? null
-            )
+            const row = operationRow(commit.sessionId, change)
+            for (const column of operationColumns) params.push(row[column])
           }
           yield* query(
             `INSERT INTO troupe_operations (operation_id, session_id, turn_id, kind, name, status, input, output,
@@ -598,16 +663,8 @@ export const make = (dialect: Dialect) =>
         if (projection.callbacksOpened.length > 0) {
           const params: Array<unknown> = []
           for (const callback of projection.callbacksOpened) {
-            params.push(
-              callback.callbackId,
-              commit.sessionId,
-              callback.turnId,
-              callback.operationId,
-              callback.kind,
-              JSON.stringify(callback.request ?? null),
-              callback.openedSeq,
-              callback.openedAt
-            )
+            const row = callbackRow(callback)
+            for (const column of callbackColumns) params.push(row[column])
           }
           yield* query(
             `INSERT INTO troupe_callbacks (callback_id, session_id, turn_id, operation_id, kind, request,
@@ -655,7 +712,9 @@ export const make = (dialect: Dialect) =>
           at
         }, true)
       }))
-    }, unavailable("append"))
+
+    const commitWith = dialect.append === undefined ? inTransaction : dialect.append({ query, inTransaction })
+    const append = (commit: Commit) => unavailable("append")(commitWith(commit))
 
     const readLog = Effect.fnUntraced(function*(
       sessionId: SessionId,

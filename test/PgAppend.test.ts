@@ -1,0 +1,399 @@
+/**
+ * PostgreSQL's one-statement append (src/layers/PgAppend.ts): the head patch it
+ * derives from `project` agrees with `project` on any head; the statement
+ * applies it like the memory store does, over random commits; and a commit
+ * that waited for the row lock while another writer changed the session runs
+ * again instead of trusting its stale snapshot.
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Either, Fiber, Layer, Option, Redacted, type Scope } from "effect"
+import pg from "pg"
+import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
+import * as PgAppend from "../src/layers/PgAppend.js"
+import * as PgSessionStore from "../src/layers/PgSessionStore.js"
+import * as SqlSessionStore from "../src/layers/SqlSessionStore.js"
+import {
+  type CallbackId,
+  type InputId,
+  makeCallbackId,
+  makeCommitId,
+  makeOperationId,
+  makeSessionId,
+  makeTurnId,
+  type OperationId,
+  type SessionId,
+  type TurnId
+} from "../src/schema/Ids.js"
+import { Commit, type Lease } from "../src/schema/Lease.js"
+import {
+  Archived,
+  CallbackOpened,
+  CallbackResolved,
+  Closed,
+  OperationCompleted,
+  OperationStarted,
+  OperationUnknown,
+  type RecordBody,
+  Renamed,
+  TurnEnded,
+  TurnStarted
+} from "../src/schema/Record.js"
+import { Usage } from "../src/schema/Budget.js"
+import { type Head, project } from "../src/services/LogProjection.js"
+import { SessionStore } from "../src/services/SessionStore.js"
+import { agent, commit, inputId, message, principal } from "./support/fixtures.js"
+import { availability, freshSchema } from "./support/postgres.js"
+
+/** A small seeded generator (mulberry32), so a failing case can be replayed from its seed. */
+const random = (seed: number) => {
+  let a = seed >>> 0
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+  const int = (n: number) => Math.floor(next() * n)
+  const pick = <A>(xs: ReadonlyArray<A>): A => xs[int(xs.length)]!
+  return { next, int, pick }
+}
+type Random = ReturnType<typeof random>
+
+interface Pools {
+  readonly turns: ReadonlyArray<TurnId>
+  /** Started operations and their turns (an end names its start's turn: the stores disagree otherwise). */
+  readonly operations: Array<{ readonly operationId: OperationId; readonly turnId: TurnId }>
+  readonly callbacks: Array<CallbackId>
+  readonly fresh: Effect.Effect<{ operation: OperationId; callback: CallbackId }>
+}
+
+const pools = Effect.gen(function*() {
+  const turns = [yield* makeTurnId, yield* makeTurnId, yield* makeTurnId]
+  return {
+    turns,
+    operations: [],
+    callbacks: [],
+    fresh: Effect.all({ operation: makeOperationId, callback: makeCallbackId })
+  } satisfies Pools
+})
+
+/**
+ * A batch of 0–7 records over a few turns, operations and callbacks. Callback
+ * ids are opened at most once (a second open of an open id is a primary-key
+ * error in the SQL stores), except the resolve-then-open of a fresh id.
+ */
+const batch = (rng: Random, p: Pools) =>
+  Effect.gen(function*() {
+    const records: Array<RecordBody> = []
+    const length = rng.int(8)
+    for (let i = 0; i < length; i++) {
+      const turnId = rng.pick(p.turns)
+      const { callback, operation } = yield* p.fresh
+      switch (rng.int(11)) {
+        case 0:
+          records.push(new TurnStarted({ turnId, inputId: inputId(), text: "go" }))
+          break
+        case 1:
+          records.push(new TurnEnded({ turnId, outcome: "completed", usage: Usage.zero }))
+          break
+        case 2:
+          p.operations.push({ operationId: operation, turnId })
+          records.push(new OperationStarted({ operationId: operation, turnId, kind: "tool", name: "t", input: { i } }))
+          break
+        case 3: {
+          const started = rng.next() < 0.8 && p.operations.length > 0 ? rng.pick(p.operations) : undefined
+          records.push(
+            new OperationCompleted({
+              operationId: started?.operationId ?? operation,
+              turnId: started?.turnId ?? turnId,
+              output: { ok: i },
+              isError: rng.next() < 0.3
+            })
+          )
+          break
+        }
+        case 4: {
+          const started = p.operations.length > 0 ? rng.pick(p.operations) : undefined
+          records.push(
+            new OperationUnknown({ operationId: started?.operationId ?? operation, turnId: started?.turnId ?? turnId })
+          )
+          break
+        }
+        case 5:
+        case 6:
+          p.callbacks.push(callback)
+          records.push(
+            new CallbackOpened({ callbackId: callback, turnId, operationId: operation, kind: "approval", request: { i } })
+          )
+          break
+        case 7: {
+          const callbackId = rng.next() < 0.8 && p.callbacks.length > 0 ? rng.pick(p.callbacks) : callback
+          records.push(new CallbackResolved({ callbackId, turnId, resolution: "answered" }))
+          break
+        }
+        case 8:
+          // Resolved before it was ever opened, then opened: the stores open first, then close.
+          p.callbacks.push(callback)
+          records.push(
+            new CallbackResolved({ callbackId: callback, turnId, resolution: "cancelled" }),
+            new CallbackOpened({ callbackId: callback, turnId, operationId: operation, kind: "client_tool", request: null })
+          )
+          break
+        case 9:
+          records.push(rng.next() < 0.5 ? new Renamed({ title: `title ${rng.int(3)}` }) : new Archived({ archived: rng.next() < 0.5 }))
+          break
+        default:
+          if (rng.next() < 0.2) records.push(new Closed({}))
+      }
+    }
+    return records
+  })
+
+describe("PgAppend head patch", () => {
+  it.effect("agrees with project over random heads and batches", () =>
+    Effect.gen(function*() {
+      const sessionId = yield* makeSessionId
+      const rng = random(20261130)
+      const p = yield* pools
+      const outsider = yield* makeTurnId
+      for (let round = 0; round < 3000; round++) {
+        const records = yield* batch(rng, p)
+        const headSeq = 1 + rng.int(50)
+        const head: Head = {
+          headSeq,
+          activeTurnId: rng.pick([null, outsider, ...p.turns]),
+          openCallbacks: rng.int(5),
+          title: rng.pick([null, "title 0", "other"]),
+          archived: rng.next() < 0.5,
+          closed: rng.next() < 0.2
+        }
+        const expected = project(sessionId, head, records, 0)
+        const { patch, projection } = PgAppend.headPatch(sessionId, headSeq, records)
+        const context = `round ${round}: ${JSON.stringify({ head, records })}`
+        if (patch === undefined) return assert.fail(`no patch for ${context}`)
+        assert.deepStrictEqual(PgAppend.applyPatch(patch, head, records.length, 0), expected.head, context)
+        assert.deepStrictEqual(projection.operations, expected.operations, context)
+        assert.deepStrictEqual(projection.callbacksOpened, expected.callbacksOpened, context)
+        assert.deepStrictEqual(projection.callbacksClosed, expected.callbacksClosed, context)
+      }
+    }))
+})
+
+const status = await availability()
+
+if (status.run) {
+  const { drop, url } = await freshSchema()
+  afterAll(drop)
+  const clock = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+
+  const storeOf = (layer: Layer.Layer<SessionStore, unknown>): Effect.Effect<SessionStore["Type"], unknown, Scope.Scope> =>
+    Effect.map(Layer.build(layer), Context.get(SessionStore))
+
+  /** The store with the transaction of several statements only (what SQLite runs). */
+  const transactional = Layer.effect(
+    SessionStore,
+    Effect.zipRight(
+      SqlSessionStore.migrate,
+      Effect.flatMap(PgSessionStore.dialect, (dialect) => SqlSessionStore.make({ ...dialect, append: undefined }))
+    )
+  ).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })))
+
+  /** The one-statement store that hands over to the transaction at the first stale snapshot. */
+  const impatient = Layer.effect(
+    SessionStore,
+    Effect.zipRight(
+      SqlSessionStore.migrate,
+      Effect.flatMap(PgSessionStore.dialect, (dialect) =>
+        SqlSessionStore.make({ ...dialect, append: PgAppend.strategy(clock, { attempts: 1 }) }))
+    )
+  ).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })))
+
+  const leased = (store: SessionStore["Type"]) =>
+    Effect.gen(function*() {
+      const session = yield* store.create({ principal: principal(), agent: agent() })
+      const lease = Option.getOrThrow(yield* store.acquire(session.id, "worker-a", 60_000))
+      return { session, lease }
+    })
+
+  /** What both stores must agree on: everything but times. */
+  const observe = (store: SessionStore["Type"], sessionId: SessionId) =>
+    Effect.gen(function*() {
+      const session = yield* store.get(sessionId)
+      const log = yield* store.readLog(sessionId, { limit: 1000 })
+      // Through JSON: a field left undefined and a field left out are the same here.
+      return JSON.parse(JSON.stringify({
+        headSeq: session.headSeq,
+        status: session.status,
+        activeTurnId: session.activeTurnId,
+        title: session.title,
+        archived: session.archived,
+        log: log.records.slice(1).map((r) => [r.seq, r.body]),
+        inbox: (yield* store.readInbox(sessionId)).map((item) => item.command.inputId),
+        callbacks: (yield* store.openCallbacks(sessionId)).map(({ openedAt: _, sessionId: __, ...rest }) => rest),
+        operations: (yield* store.operations(sessionId)).map(({ sessionId: _, ...rest }) => rest)
+      })) as unknown
+    })
+
+  const outcome = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>) =>
+    Effect.map(Effect.either(effect), (result) =>
+      Either.isRight(result)
+        ? "ok"
+        : `${result.left._tag}${"key" in result.left ? ` ${String(result.left.key)}` : ""}`)
+
+  /** The session row's counters against the rows they count (a raw look at the tables). */
+  const counters = (sessionId: SessionId) =>
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: url })
+      await client.connect()
+      try {
+        const { rows } = await client.query(
+          `SELECT open_callbacks, (SELECT count(*) FROM troupe_callbacks WHERE session_id = $1)::int AS callbacks,
+            ready_count, (SELECT count(*) FROM troupe_inbox WHERE session_id = $1 AND consumed = 0)::int AS ready
+          FROM troupe_sessions WHERE id = $1`,
+          [sessionId]
+        )
+        return rows[0] as { open_callbacks: number; callbacks: number; ready_count: number; ready: number }
+      } finally {
+        await client.end()
+      }
+    })
+
+  describe("PgAppend on PostgreSQL", () => {
+    it.scoped("random commits leave the same state as the memory store, and counters match their rows", () =>
+      Effect.gen(function*() {
+        const postgres = yield* storeOf(PgSessionStore.layer({ url, maxConnections: 2 }))
+        const memory = yield* MemorySessionStore.make
+        for (let seed = 1; seed <= 12; seed++) {
+          const rng = random(seed)
+          const p = yield* pools
+          const a = yield* leased(postgres)
+          const b = yield* leased(memory)
+          let pushed: Array<InputId> = []
+          let head = 1
+          for (let step = 0; step < 14; step++) {
+            if (rng.next() < 0.4) {
+              const m = message(`m${step}`)
+              const admitted = yield* outcome(postgres.push(a.session.id, m))
+              assert.strictEqual(admitted, yield* outcome(memory.push(b.session.id, m)))
+              if (admitted === "ok") pushed.push(m.inputId)
+            }
+            const records = yield* batch(rng, p)
+            // Mostly ready inputs; sometimes an unknown one, a consumed one or a duplicate.
+            const consumes: Array<InputId> = []
+            if (pushed.length > 0 && rng.next() < 0.5) consumes.push(rng.pick(pushed))
+            const r = rng.next()
+            if (r < 0.1) consumes.push(inputId())
+            else if (r < 0.2 && consumes.length > 0) consumes.push(consumes[0]!)
+            const expected = rng.next() < 0.1 ? head + 1 : head
+            const commitId = yield* makeCommitId
+            const make = (lease: Lease) =>
+              new Commit({
+                commitId,
+                sessionId: lease.sessionId,
+                owner: lease.owner,
+                epoch: lease.epoch,
+                expectedHeadSeq: expected,
+                records,
+                consumes
+              })
+            const got = yield* outcome(postgres.append(make(a.lease)))
+            const want = yield* outcome(memory.append(make(b.lease)))
+            const context = `seed ${seed} step ${step}`
+            assert.strictEqual(got, want, context)
+            if (got === "ok") {
+              head += records.length
+              pushed = pushed.filter((id) => !consumes.includes(id))
+            }
+            assert.deepStrictEqual(yield* observe(postgres, a.session.id), yield* observe(memory, b.session.id), context)
+            const c = yield* counters(a.session.id)
+            assert.strictEqual(c.open_callbacks, c.callbacks, `${context}: open_callbacks`)
+            assert.strictEqual(c.ready_count, c.ready, `${context}: ready_count`)
+          }
+        }
+      }), 120_000)
+
+    const pause = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 150)))
+
+    /**
+     * Holds the session row from outside, queues `effects` behind it in order
+     * (each waits for the lock, its statement's snapshot taken before the ones
+     * ahead of it commit), lets go, and returns their outcomes.
+     */
+    const queuedBehindLock = <A, E>(sessionId: SessionId, effects: ReadonlyArray<Effect.Effect<A, E>>) =>
+      Effect.gen(function*() {
+        const holder = new pg.Client({ connectionString: url })
+        yield* Effect.promise(() => holder.connect())
+        yield* Effect.addFinalizer(() => Effect.promise(() => holder.end()))
+        yield* Effect.promise(() => holder.query("BEGIN"))
+        yield* Effect.promise(() => holder.query("SELECT 1 FROM troupe_sessions WHERE id = $1 FOR UPDATE", [sessionId]))
+        const fibers = []
+        for (const effect of effects) {
+          fibers.push(yield* Effect.fork(Effect.either(effect)))
+          yield* pause
+        }
+        yield* Effect.promise(() => holder.query("COMMIT"))
+        return yield* Effect.forEach(fibers, Fiber.join)
+      })
+
+    /** A push, then a commit consuming what it pushed, both queued behind the lock. */
+    const consumeAfterQueuedPush = (store: SessionStore["Type"]) =>
+      Effect.gen(function*() {
+        const { lease, session } = yield* leased(store)
+        const pending = message("pushed while the commit waits")
+        const consume = yield* commit(lease, 1, [new Renamed({ title: "consumed" })], [pending.inputId])
+        const outcomes = yield* queuedBehindLock(session.id, [
+          outcome(store.push(session.id, pending)),
+          outcome(store.append(consume))
+        ])
+        assert.deepStrictEqual(outcomes.map(Either.getOrThrow), ["ok", "ok"])
+        assert.deepStrictEqual(yield* store.readInbox(session.id), [])
+        assert.strictEqual((yield* store.get(session.id)).title, "consumed")
+        assert.strictEqual((yield* counters(session.id)).ready_count, 0)
+      })
+
+    it.scoped("a commit whose snapshot predates a push it consumes runs again and succeeds", () =>
+      Effect.flatMap(storeOf(PgSessionStore.layer({ url, maxConnections: 4 })), consumeAfterQueuedPush), 30_000)
+
+    it.scoped("after its attempts the one statement hands over to the transaction", () =>
+      Effect.flatMap(storeOf(impatient), consumeAfterQueuedPush), 30_000)
+
+    it.scoped("the transactional append handles the same race (reference)", () =>
+      Effect.flatMap(storeOf(transactional), consumeAfterQueuedPush), 30_000)
+
+    it.scoped("an input consumed by the commit ahead is a Conflict for the one queued behind, which writes nothing", () =>
+      Effect.gen(function*() {
+        const store = yield* storeOf(PgSessionStore.layer({ url, maxConnections: 4 }))
+        const { lease, session } = yield* leased(store)
+        const pending = message("consumed once")
+        yield* store.push(session.id, pending)
+        // The second was built knowing the first's head: only the inbox can stop it.
+        const first = yield* commit(lease, 1, [new Renamed({ title: "first" })], [pending.inputId])
+        const second = yield* commit(lease, 2, [new Renamed({ title: "second" })], [pending.inputId])
+        const outcomes = yield* queuedBehindLock(session.id, [outcome(store.append(first)), outcome(store.append(second))])
+        assert.deepStrictEqual(outcomes.map(Either.getOrThrow), ["ok", `Conflict ${pending.inputId}`])
+        const current = yield* store.get(session.id)
+        assert.strictEqual(current.headSeq, 2)
+        assert.strictEqual(current.title, "first")
+      }), 30_000)
+
+    it.scoped("a copy of a commit queued behind the first returns the first's receipt, even an empty commit", () =>
+      Effect.gen(function*() {
+        const store = yield* storeOf(PgSessionStore.layer({ url, maxConnections: 4 }))
+        const { lease, session } = yield* leased(store)
+        for (const records of [[new Renamed({ title: "once" })], []]) {
+          const head = (yield* store.get(session.id)).headSeq
+          const once = yield* commit(lease, head, records)
+          const receipts = yield* queuedBehindLock(session.id, [store.append(once), store.append(once)])
+          assert.isTrue(receipts.every(Either.isRight), String(receipts))
+          assert.deepStrictEqual(receipts[0], receipts[1])
+        }
+        assert.strictEqual((yield* store.readLog(session.id)).records.length, 2)
+      }), 30_000)
+  })
+} else {
+  describe.skip(`PgAppend on PostgreSQL (${status.reason})`, () => {
+    it("needs a PostgreSQL server", () => {})
+  })
+}
