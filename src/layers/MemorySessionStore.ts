@@ -278,7 +278,7 @@ export const make = Effect.sync(() => {
             new OperationReceipt({
               operationId: change.operationId,
               sessionId: commit.sessionId,
-              turnId: change.turnId,
+              turnId: previous?.turnId ?? change.turnId,
               kind: start?.kind ?? previous?.kind ?? "tool",
               name: start?.name ?? previous?.name ?? "",
               input: start ? start.input : previous?.input,
