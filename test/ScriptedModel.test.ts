@@ -1,0 +1,77 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Stream } from "effect"
+import * as ScriptedModel from "../src/layers/ScriptedModel.js"
+import { makeSessionId, makeTurnId } from "../src/schema/Ids.js"
+import * as Model from "../src/services/Model.js"
+import { Sessions } from "../src/services/Sessions.js"
+import * as Troupe from "../src/Troupe.js"
+import { agent, principal } from "./support/fixtures.js"
+
+const request = (sessionId: Model.Request["sessionId"], agentName: string, text: string) =>
+  Effect.map(makeTurnId, (turnId): Model.Request => ({
+    model: "scripted",
+    instructions: "be brief",
+    messages: [{ role: "user", content: text }],
+    tools: [],
+    settings: undefined,
+    sessionId,
+    turnId,
+    agentName
+  }))
+
+const reply = (model: Model.Model["Type"], req: Model.Request) =>
+  Stream.runFold(model.stream(req), Model.emptyReply, Model.gather)
+
+describe("ScriptedModel", () => {
+  it.effect("session scripts win over agent scripts, which win over the echo; each advances per call and its last reply repeats", () =>
+    Effect.gen(function*() {
+      const scripted = yield* makeSessionId
+      const other = yield* makeSessionId
+      const model = yield* ScriptedModel.make({
+        sessions: { [scripted]: ["s1", "s2"] },
+        agents: { helper: ["a1"] }
+      })
+      const texts = []
+      for (let i = 0; i < 3; i++) texts.push((yield* reply(model, yield* request(scripted, "helper", "hi"))).text)
+      assert.deepStrictEqual(texts, ["s1", "s2", "s2"])
+      assert.strictEqual((yield* reply(model, yield* request(other, "helper", "hi"))).text, "a1")
+      assert.strictEqual((yield* reply(model, yield* request(other, "someone", "hello there"))).text, "You said: hello there")
+    }))
+
+  it.effect("streams text word by word, then usage, then the finish reason; tool calls finish with tool_calls", () =>
+    Effect.gen(function*() {
+      const sessionId = yield* makeSessionId
+      const model = yield* ScriptedModel.make({
+        sessions: { [sessionId]: ["two words", { text: "", toolCalls: [{ id: "c1", name: "echo", arguments: "{}" }] }] }
+      })
+      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(model.stream(yield* request(sessionId, "a", "hi"))))
+      assert.deepStrictEqual(events.map((e) => e._tag), ["TextDelta", "TextDelta", "UsageEvent", "Finish"])
+      const second = yield* reply(model, yield* request(sessionId, "a", "hi"))
+      assert.deepStrictEqual(second.toolCalls.map((c) => c.name), ["echo"])
+      assert.strictEqual(second.finishReason, "tool_calls")
+    }))
+
+  it.effect("a scripted failure is a ModelError, and the turn fails with model_error", () =>
+    Effect.gen(function*() {
+      const sessions = yield* Sessions
+      const me = principal()
+      const session = yield* sessions.create(me, { agent: agent("flaky") })
+      const accepted = yield* sessions.send(me, session.id, { text: "hi" })
+      const failed = yield* Effect.flip(sessions.awaitTurn(me, session.id, accepted.turnId!))
+      assert.strictEqual(failed._tag, "TurnFailed")
+      assert.strictEqual(failed._tag === "TurnFailed" && failed.failureCode, "model_error")
+    }).pipe(Effect.provide(Troupe.layerTest({ scripts: { agents: { flaky: [{ fail: "upstream down" }] } } }))))
+
+  it.effect("Troupe.layerTest scripts replies per agent, as the README says", () =>
+    Effect.gen(function*() {
+      const sessions = yield* Sessions
+      const me = principal()
+      const session = yield* sessions.create(me, { agent: agent("demo") })
+      const outputs = []
+      for (const text of ["one", "two"]) {
+        const accepted = yield* sessions.send(me, session.id, { text })
+        outputs.push((yield* sessions.awaitTurn(me, session.id, accepted.turnId!)).output)
+      }
+      assert.deepStrictEqual(outputs, ["first reply", "second reply"])
+    }).pipe(Effect.provide(Troupe.layerTest({ scripts: { agents: { demo: ["first reply", "second reply"] } } }))))
+})
