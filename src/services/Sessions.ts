@@ -173,6 +173,44 @@ export const make = Effect.gen(function*() {
     return Effect.asVoid(owned(principal, sessionId))
   }
 
+  /**
+   * Puts live events of a session in log order after a cursor: events already
+   * seen are dropped, and a gap (the live buffer dropped events) is filled from
+   * the log, so followers see every durable event once.
+   */
+  const makeFollower = (sessionId: SessionId, after: number) => {
+    let last = after
+    const backfill = (upTo: number) =>
+      Effect.gen(function*() {
+        const out: Array<SessionEvent> = []
+        while (last < upTo) {
+          const page = yield* store.readLog(sessionId, { after: last, limit: 1000 })
+          for (const record of page.records) out.push(Durable.fromRecord(record))
+          last = page.cursor
+          if (!page.more) break
+        }
+        return out
+      })
+    return {
+      /** The cursor of the last durable event delivered. */
+      cursor: () => last,
+      /** Records that the log was read up to `cursor` by other means. */
+      advance: (cursor: number) => {
+        last = cursor
+      },
+      /** The events a live event stands for, in order (possibly none, possibly several). */
+      admit: (event: SessionEvent): Effect.Effect<ReadonlyArray<SessionEvent>, StoreUnavailable> => {
+        if (event._tag === "assistant_delta") return Effect.succeed([event])
+        if (event.cursor <= last) return Effect.succeed([])
+        if (event.cursor === last + 1) {
+          last = event.cursor
+          return Effect.succeed([event])
+        }
+        return backfill(event.cursor)
+      }
+    }
+  }
+
   /** Reads the log after `after` for the end of `turnId`; returns it or the cursor reached. */
   const scanForEnd = (sessionId: SessionId, turnId: TurnId, after: number) =>
     Effect.gen(function*() {
@@ -203,22 +241,17 @@ export const make = Effect.gen(function*() {
       // read is in the log, an end after it arrives live.
       const live = yield* host.live(sessionId)
       const session = yield* store.get(sessionId)
-      let { cursor, ended } = yield* scanForEnd(sessionId, turnId, first.cursor)
-      if (Option.isNone(ended) && session.activeTurnId !== turnId) {
-        return yield* new TurnNotFound({ sessionId, turnId })
-      }
-      while (Option.isNone(ended)) {
-        const event = yield* Queue.take(live)
-        if (event._tag !== "durable" || event.cursor <= cursor) continue
-        if (event.cursor > cursor + 1) {
-          // The live buffer dropped events: read them from the log.
-          ;({ cursor, ended } = yield* scanForEnd(sessionId, turnId, cursor))
-          continue
+      const again = yield* scanForEnd(sessionId, turnId, first.cursor)
+      if (Option.isSome(again.ended)) return again.ended.value
+      if (session.activeTurnId !== turnId) return yield* new TurnNotFound({ sessionId, turnId })
+      const follower = makeFollower(sessionId, again.cursor)
+      for (;;) {
+        for (const event of yield* follower.admit(yield* Queue.take(live))) {
+          if (event._tag === "durable" && event.record._tag === "turn_ended" && event.record.turnId === turnId) {
+            return event.record
+          }
         }
-        cursor = event.cursor
-        if (event.record._tag === "turn_ended" && event.record.turnId === turnId) ended = Option.some(event.record)
       }
-      return ended.value
     }))
 
   const events = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
@@ -226,21 +259,10 @@ export const make = Effect.gen(function*() {
       yield* authorize(principal, sessionId)
       // Subscribe before reading the log, so nothing published meanwhile is missed.
       const live = yield* host.live(sessionId)
-      let last = options.after ?? 0
-      const backfill = (upTo: number) =>
-        Effect.gen(function*() {
-          const out: Array<SessionEvent> = []
-          while (last < upTo) {
-            const page = yield* store.readLog(sessionId, { after: last, limit: 1000 })
-            for (const record of page.records) out.push(Durable.fromRecord(record))
-            last = page.cursor
-            if (!page.more) break
-          }
-          return out
-        })
+      const follower = makeFollower(sessionId, options.after ?? 0)
       const replay = Stream.paginateChunkEffect(undefined, () =>
-        Effect.map(store.readLog(sessionId, { after: last, limit: 500 }), (page) => {
-          last = page.cursor
+        Effect.map(store.readLog(sessionId, { after: follower.cursor(), limit: 500 }), (page) => {
+          follower.advance(page.cursor)
           return [
             Chunk.unsafeFromArray<SessionEvent>(page.records.map(Durable.fromRecord)),
             page.more ? Option.some(undefined) : Option.none()
@@ -248,16 +270,9 @@ export const make = Effect.gen(function*() {
         }))
       if (options.follow === false) return replay
       const follow = Stream.fromQueue(live).pipe(
-        Stream.mapEffect((event): Effect.Effect<ReadonlyArray<SessionEvent>, StoreUnavailable> => {
-          if (event._tag === "assistant_delta") return Effect.succeed(options.volatile ? [event] : [])
-          if (event.cursor <= last) return Effect.succeed([])
-          if (event.cursor === last + 1) {
-            last = event.cursor
-            return Effect.succeed([event])
-          }
-          // The live buffer dropped events: take them from the log instead.
-          return backfill(event.cursor)
-        }),
+        Stream.mapEffect((event) =>
+          event._tag === "assistant_delta" && !options.volatile ? Effect.succeed([]) : follower.admit(event)
+        ),
         Stream.flattenIterables
       )
       return Stream.concat(replay, follow)
