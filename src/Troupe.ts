@@ -12,13 +12,16 @@ import * as PgSessionStore from "./layers/PgSessionStore.js"
 import * as ScriptedModel from "./layers/ScriptedModel.js"
 import * as SqliteSessionStore from "./layers/SqliteSessionStore.js"
 import type { StoreUnavailable } from "./schema/Errors.js"
+import * as CallbackBroker from "./services/CallbackBroker.js"
+import type { CostMeter } from "./services/CostMeter.js"
 import type { Model } from "./services/Model.js"
 import type { SessionHost } from "./services/SessionHost.js"
 import * as Sessions from "./services/Sessions.js"
 import type { SessionStore } from "./services/SessionStore.js"
+import * as Toolkit from "./services/Toolkit.js"
 
 /** Everything a composed runtime provides. */
-export type Services = Sessions.Sessions | SessionHost | SessionStore | Model
+export type Services = Sessions.Sessions | SessionHost | SessionStore | Model | CallbackBroker.CallbackBroker | Toolkit.Toolkit
 
 /** Options shared by every runtime. */
 export interface RuntimeOptions {
@@ -28,6 +31,10 @@ export interface RuntimeOptions {
   readonly model?: Layer.Layer<Model> | undefined
   /** Scripts for the default scripted model. */
   readonly scripts?: ScriptedModel.Scripts | undefined
+  /** The server tools this host runs (`Toolkit.layer([...])`); default none. */
+  readonly tools?: Layer.Layer<Toolkit.Toolkit> | undefined
+  /** Prices for the cost budget (`CostMeter.layer({...})`); default free. */
+  readonly costs?: Layer.Layer<CostMeter> | undefined
 }
 
 /** Wires the API, the host and a model over any store layer. */
@@ -35,7 +42,9 @@ export const layer = <E, R>(
   store: Layer.Layer<SessionStore, E, R>,
   options: RuntimeOptions = {}
 ): Layer.Layer<Services, E, R> => {
-  const base = Layer.merge(store, options.model ?? ScriptedModel.layer(options.scripts))
+  const model = options.model ?? ScriptedModel.layer(options.scripts)
+  const extras = Layer.mergeAll(options.tools ?? Toolkit.layerEmpty, options.costs ?? Layer.empty)
+  const base = Layer.provideMerge(CallbackBroker.layer, Layer.mergeAll(store, model, extras))
   const host = Layer.provideMerge(InProcessHost.layer(options.host), base)
   return Layer.provideMerge(Sessions.layer, host)
 }

@@ -6,11 +6,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Stream, TestClock } from "effect"
 import { FastCheck as fc } from "effect"
 import type {
+  BudgetExhausted,
   Conflict,
   InvalidInput,
   SessionBusy,
   SessionClosed,
   SessionNotFound,
+  StaleCallback,
   StoreUnavailable,
   TurnFailed,
   TurnInterrupted,
@@ -19,7 +21,7 @@ import type {
 } from "../src/schema/Errors.js"
 import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import { Durable } from "../src/schema/Event.js"
-import { makeSessionId, makeTurnId, type SessionId } from "../src/schema/Ids.js"
+import { CallbackId, makeSessionId, makeTurnId, type SessionId } from "../src/schema/Ids.js"
 import { Principal } from "../src/schema/Principal.js"
 import type { Closed, InputApplied } from "../src/schema/Record.js"
 import { Sessions } from "../src/services/Sessions.js"
@@ -49,6 +51,8 @@ type AnyError =
   | TurnFailed
   | TurnInterrupted
   | TurnNotFound
+  | BudgetExhausted
+  | StaleCallback
 
 describe("Sessions", () => {
   describe("events", () => {
@@ -257,7 +261,13 @@ describe("Sessions", () => {
             events: Stream.runDrain(sessions.events(who, id)),
             eventsReplay: Stream.runDrain(sessions.events(who, id, { follow: false })),
             children: sessions.list(who, { scope: { children: id } }),
-            tree: sessions.list(who, { scope: { tree: id } })
+            tree: sessions.list(who, { scope: { tree: id } }),
+            callbacks: sessions.callbacks(who, id),
+            answerCallback: sessions.answerCallback(who, id, {
+              callbackId: CallbackId.make("cb_01JZZZZZZZZZZZZZZZZZZZZZZZ"),
+              result: { decision: "approve" }
+            }),
+            provideCallbacks: sessions.provideCallbacks(who, id, ["approval"], () => Effect.succeedNone)
           })
           const foreign = attempts(stranger, session.id)
           const missing = attempts(owner, unknown)

@@ -22,9 +22,10 @@ import {
   Queue,
   Schedule
 } from "effect"
-import type { SessionBusy, TurnMismatch } from "../schema/Errors.js"
+import type { ModelSettings } from "../schema/Agent.js"
 import type { SessionEvent } from "../schema/Event.js"
 import { type InputId, type SessionId, ulid } from "../schema/Ids.js"
+import { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Model from "../services/Model.js"
 import { Decision, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
@@ -44,20 +45,24 @@ export interface Options {
   readonly liveBuffer?: number | undefined
   /** How many actors may be busy at once (default 64); the others wait, their commands safe in the inbox. */
   readonly maxBusyActors?: number | undefined
+  /** Default model settings, under each agent's and each run's. */
+  readonly modelSettings?: ModelSettings | undefined
 }
 
-type Waiter = Deferred.Deferred<Decision, SessionBusy | TurnMismatch>
+type Waiter = Deferred.Deferred<Decision, SessionActor.Refusal>
 
 /** Builds the host; its actors and poller live as long as the enclosing scope. */
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
-    const context = yield* Effect.context<SessionStore | Model.Model>()
+    const context = yield* Effect.context<SessionStore | Model.Model | CallbackBroker>()
+    const broker = yield* CallbackBroker
     const leaseTtl = Duration.decode(options.leaseTtl ?? "15 seconds")
     const actorOptions: SessionActor.Options = {
       owner: options.owner ?? `host-${yield* ulid}`,
       leaseTtl,
-      idleTimeout: Duration.decode(options.idleTimeout ?? "30 seconds")
+      idleTimeout: Duration.decode(options.idleTimeout ?? "30 seconds"),
+      modelSettings: options.modelSettings
     }
     const liveBuffer = options.liveBuffer ?? 256
     const actors = yield* FiberSet.make<void>()
@@ -67,7 +72,7 @@ export const make = (options: Options = {}) =>
     const waiters = new Map<SessionId, Map<InputId, Array<Waiter>>>()
     const hubs = new Map<SessionId, { readonly pubsub: PubSub.PubSub<SessionEvent>; refs: number }>()
 
-    const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, SessionBusy | TurnMismatch>) =>
+    const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, SessionActor.Refusal>) =>
       Effect.sync(() => {
         const bySession = waiters.get(sessionId)
         const list = bySession?.get(inputId)
@@ -152,10 +157,13 @@ export const make = (options: Options = {}) =>
       Effect.forkScoped
     )
 
+    // A provider answered a callback through the inbox: its session's actor takes it from there.
+    yield* Queue.take(broker.answered).pipe(Effect.flatMap(wake), Effect.forever, Effect.forkScoped)
+
     return SessionHost.of({
       expect: (sessionId, inputId) =>
         Effect.gen(function*() {
-          const waiter = yield* Deferred.make<Decision, SessionBusy | TurnMismatch>()
+          const waiter = yield* Deferred.make<Decision, SessionActor.Refusal>()
           const bySession = waiters.get(sessionId) ?? new Map<InputId, Array<Waiter>>()
           waiters.set(sessionId, bySession)
           bySession.set(inputId, [...(bySession.get(inputId) ?? []), waiter])
@@ -198,6 +206,8 @@ export const make = (options: Options = {}) =>
     })
   })
 
-/** The in-process host as a layer; needs a store and a model. */
-export const layer = (options: Options = {}): Layer.Layer<SessionHost, never, SessionStore | Model.Model> =>
+/** The in-process host as a layer; needs a store, a model and a callback broker. */
+export const layer = (
+  options: Options = {}
+): Layer.Layer<SessionHost, never, SessionStore | Model.Model | CallbackBroker> =>
   Layer.scoped(SessionHost, make(options))

@@ -11,16 +11,27 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberSet, Option, Queue, Ref } from "effect"
-import type { Agent } from "../schema/Agent.js"
-import { Usage } from "../schema/Budget.js"
-import { LeaseLost, SessionBusy, type StoreUnavailable, TurnMismatch } from "../schema/Errors.js"
+import { Chunk, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberSet, Option, Queue, Ref } from "effect"
+import type { Agent, ModelSettings } from "../schema/Agent.js"
+import { type CallbackKind, type CallbackRequest, OpenCallback } from "../schema/Callback.js"
+import { LeaseLost, SessionBusy, StaleCallback, type StoreUnavailable, TurnMismatch } from "../schema/Errors.js"
 import { type AssistantDelta, Durable, type SessionEvent } from "../schema/Event.js"
-import { type InputId, makeCommitId, makeTurnId, type SessionId, type TurnId } from "../schema/Ids.js"
-import type { Command, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
+import {
+  type CallbackId,
+  type InputId,
+  makeCallbackId,
+  makeCommitId,
+  makeTurnId,
+  type OperationId,
+  type SessionId,
+  type TurnId
+} from "../schema/Ids.js"
+import type { CallbackAnswer, Command, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
 import { Commit, type Lease } from "../schema/Lease.js"
 import {
   Archived,
+  CallbackOpened,
+  CallbackResolved,
   Closed,
   InputApplied,
   type RecordBody,
@@ -28,10 +39,14 @@ import {
   TurnEnded,
   TurnStarted
 } from "../schema/Record.js"
+import type { RunOptions } from "../schema/Run.js"
+import { CallbackBroker } from "../services/CallbackBroker.js"
 import type * as Model from "../services/Model.js"
 import { Decision } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as LeaseKeeper from "./LeaseKeeper.js"
+import * as TurnMeter from "./TurnMeter.js"
+import * as TurnPlan from "./TurnPlan.js"
 import * as TurnRunner from "./TurnRunner.js"
 
 /** How an actor is tuned. */
@@ -40,14 +55,19 @@ export interface Options {
   readonly owner: string
   readonly leaseTtl: Duration.Duration
   readonly idleTimeout: Duration.Duration
+  /** The host's default model settings, under the agent's and the run's. */
+  readonly modelSettings?: ModelSettings | undefined
 }
+
+/** The refusals an actor may decide on an input. */
+export type Refusal = SessionBusy | TurnMismatch | StaleCallback
 
 /** What the host gives an actor. */
 export interface Wiring {
   /** Wake-ups: a command was admitted or a turn ended. */
   readonly wakes: Queue.Queue<void>
   /** Delivers a decision (or refusal) on an input to whoever waits for it. */
-  readonly decide: (inputId: InputId, decision: Exit.Exit<Decision, SessionBusy | TurnMismatch>) => Effect.Effect<void>
+  readonly decide: (inputId: InputId, decision: Exit.Exit<Decision, Refusal>) => Effect.Effect<void>
   /** Broadcasts an event to live subscribers. */
   readonly publish: (event: SessionEvent) => Effect.Effect<void>
   /**
@@ -70,16 +90,29 @@ export interface Wiring {
 interface ActiveTurn {
   readonly turnId: TurnId
   readonly fiber: Fiber.RuntimeFiber<TurnRunner.TurnSummary | undefined>
-  readonly steers: Array<string>
-  readonly startedAt: number
+  readonly steers: Queue.Queue<string>
+  readonly meter: TurnMeter.TurnMeter
+  /** True while the turn waits for the user (`wait_user`): messages then go to it. */
+  waitingForUser: boolean
 }
 
-const emptyUsage = Usage.zero
+/** A callback open in this session, and how its turn waits for the answer. */
+interface Parked {
+  readonly turnId: TurnId
+  readonly operationId: OperationId
+  readonly kind: CallbackKind
+  readonly toolName: string
+  readonly answer: Deferred.Deferred<unknown>
+}
+
+const isSessionApproval = (result: unknown) =>
+  (result as { decision?: unknown } | undefined)?.decision === "approve_session"
 
 /** Runs the actor of `sessionId` until it passivates; fails with `LeaseLost` when the lease goes. */
 export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
   Effect.scoped(Effect.gen(function*() {
     const store = yield* SessionStore
+    const broker = yield* CallbackBroker
     const ttlMillis = Duration.toMillis(options.leaseTtl)
     let holdsSlot = false
     const takeSlot = Effect.zipRight(wiring.slots.take(1), Effect.sync(() => (holdsSlot = true)))
@@ -116,6 +149,15 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     // Queued messages already told "queued", so a rescan does not tell them twice.
     const queued = new Set<InputId>()
     const writer = yield* Effect.makeSemaphore(1)
+    // Callbacks open now, with their waiting turn; and how recently closed ones were closed (to say why an answer is stale).
+    const parked = new Map<CallbackId, Parked>()
+    const closedCallbacks = new Map<CallbackId, "answered" | "cancelled">()
+    const noteClosed = (callbackId: CallbackId, how: "answered" | "cancelled") => {
+      if (closedCallbacks.size >= 1024) closedCallbacks.delete(closedCallbacks.keys().next().value!)
+      closedCallbacks.set(callbackId, how)
+    }
+    // Tools approved "for the session" by an approval answer.
+    const approvals = new Set<string>()
 
     /** The single write path: append, advance the head, broadcast. Losing the lease is fatal. */
     const append = (records: ReadonlyArray<RecordBody>, consumes: ReadonlyArray<InputId>) =>
@@ -145,17 +187,37 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
             new Durable({ sessionId, cursor: from + 1 + i, at: receipt.at, record: records[i]! }, true)
           )
         }
+        return receipt
       })
 
-    // ---- rebuild what the log knows: the conversation and which turns ended ----
+    // ---- rebuild what the log knows: the conversation, which turns ended, the callbacks ----
     let after = 0
     let resume: TurnStarted | undefined
     // Where the resumed turn's message sits in the transcript; what follows it are its steers.
     let resumeAt = 0
+    const callbackLog = new Map<CallbackId, {
+      readonly opened: OpenCallback
+      readonly toolName: string
+      status: TurnRunner.KnownCallback["status"]
+      result?: unknown
+    }>()
     for (;;) {
       const page = yield* store.readLog(sessionId, { after, limit: 1000 })
-      for (const { body } of page.records) {
-        if (body._tag === "turn_started") {
+      for (const { at, body, seq } of page.records) {
+        if (body._tag === "callback_opened") {
+          callbackLog.set(body.callbackId, {
+            opened: new OpenCallback({ ...body, sessionId, openedSeq: seq, openedAt: at }, true),
+            toolName: String((body.request as { toolName?: unknown } | undefined)?.toolName ?? ""),
+            status: "open"
+          })
+        } else if (body._tag === "callback_resolved") {
+          const known = callbackLog.get(body.callbackId)
+          if (known !== undefined) {
+            known.status = body.resolution
+            known.result = body.result
+            if (known.opened.kind === "approval" && isSessionApproval(body.result)) approvals.add(known.toolName)
+          }
+        } else if (body._tag === "turn_started") {
           history.push({ role: "user", content: body.text })
           if (body.turnId === session.activeTurnId) {
             resume = body
@@ -173,32 +235,102 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       if (!page.more) break
     }
 
-    const startTurn = (turnId: TurnId, inputId: InputId, text: string, resumed: boolean) =>
+    /** Parks the calling turn on `effect`: its busy slot goes to other actors meanwhile. */
+    const park = <A>(effect: Effect.Effect<A>) =>
+      Effect.gen(function*() {
+        yield* giveSlot
+        const result = yield* effect
+        yield* takeSlot
+        return result
+      })
+
+    const startTurn = (turnId: TurnId, inputId: InputId, text: string, run: RunOptions | undefined, resumed: boolean) =>
       Effect.gen(function*() {
         const priorHistory = resumed ? history.slice(0, resumeAt) : history.slice()
         if (!resumed) history.push({ role: "user", content: text })
-        const steers: Array<string> = resumed ? history.slice(resumeAt + 1).map((m) => m.content) : []
+        const steers = yield* Queue.unbounded<string>()
+        if (resumed) for (const m of history.slice(resumeAt + 1)) steers.unsafeOffer(m.content)
         const receipts = resumed ? yield* store.operations(sessionId, turnId) : []
+        // A resumed turn's open callbacks wait for answers again, and are offered to providers again.
+        const known: Array<TurnRunner.KnownCallback> = []
+        const reopened = new Map<CallbackId, Deferred.Deferred<unknown>>()
+        if (resumed) {
+          for (const [callbackId, entry] of callbackLog) {
+            if (entry.opened.turnId !== turnId) continue
+            known.push({
+              callbackId,
+              operationId: entry.opened.operationId,
+              kind: entry.opened.kind,
+              status: entry.status,
+              result: entry.result
+            })
+            if (entry.status !== "open") continue
+            const answer = yield* Deferred.make<unknown>()
+            reopened.set(callbackId, answer)
+            parked.set(callbackId, { ...entry.opened, toolName: entry.toolName, answer })
+            yield* broker.dispatch(entry.opened)
+          }
+        }
+        const meter = TurnMeter.make(yield* Clock.currentTimeMillis)
+        const turn = { waitingForUser: false }
+        const commit = (records: ReadonlyArray<RecordBody>) =>
+          writer.withPermits(1)(
+            Effect.gen(function*() {
+              const receipt = yield* append(records, [])
+              if (records.some((r) => r._tag === "turn_ended")) {
+                ended.add(turnId)
+                active = undefined
+              }
+              return receipt
+            })
+          ).pipe(Effect.catchAll(() => Effect.interrupt))
+        const openCallback = (operationId: OperationId, request: CallbackRequest, records: ReadonlyArray<RecordBody>) =>
+          Effect.gen(function*() {
+            const callbackId = yield* makeCallbackId
+            const answer = yield* Deferred.make<unknown>()
+            const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request }, true)
+            parked.set(callbackId, { turnId, operationId, kind: request._tag, toolName: request.toolName, answer })
+            const receipt = yield* commit([...records, opened])
+            yield* broker.dispatch(
+              new OpenCallback({
+                callbackId,
+                sessionId,
+                turnId,
+                operationId,
+                kind: request._tag,
+                request,
+                openedSeq: receipt.headSeq,
+                openedAt: receipt.at
+              }, true)
+            )
+            return yield* park(Deferred.await(answer))
+          })
         const body = TurnRunner.run({
           sessionId,
           turnId,
           inputId,
           agent,
+          plan: TurnPlan.resolve({ agent, run, sessionBudgets: session.budgets, hostSettings: options.modelSettings }),
           history: priorHistory,
           text,
           receipts,
-          commit: (records) =>
-            writer.withPermits(1)(
-              Effect.gen(function*() {
-                yield* append(records, [])
-                if (records.some((r) => r._tag === "turn_ended")) {
-                  ended.add(turnId)
-                  active = undefined
-                }
-              })
-            ).pipe(Effect.catchAll(() => Effect.interrupt)),
+          callbacks: known,
+          meter,
+          approvals,
+          commit: (records) => Effect.asVoid(commit(records)),
           publish: (delta: AssistantDelta) => wiring.publish(delta),
-          takeSteers: Effect.sync(() => steers.splice(0, steers.length))
+          takeSteers: Effect.map(Queue.takeAll(steers), Chunk.toReadonlyArray),
+          awaitSteers: park(Effect.gen(function*() {
+            turn.waitingForUser = true
+            const first = yield* Queue.take(steers)
+            turn.waitingForUser = false
+            return [first, ...Chunk.toReadonlyArray(yield* Queue.takeAll(steers))]
+          })).pipe(Effect.ensuring(Effect.sync(() => (turn.waitingForUser = false)))),
+          openCallback,
+          awaitCallback: (callbackId) => {
+            const answer = reopened.get(callbackId)
+            return answer === undefined ? Effect.never : park(Deferred.await(answer))
+          }
         }).pipe(
           Effect.tap((summary) =>
             Effect.sync(() => {
@@ -211,7 +343,29 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           Effect.catchAllDefect((defect) => Deferred.die(fatal, defect).pipe(Effect.as(undefined)))
         )
         const fiber = yield* FiberSet.run(turns, body)
-        active = { turnId, fiber, steers, startedAt: yield* Clock.currentTimeMillis }
+        active = {
+          turnId,
+          fiber,
+          steers,
+          meter,
+          get waitingForUser() {
+            return turn.waitingForUser
+          }
+        }
+      })
+
+    /** Closes a turn's open callbacks as cancelled: the records to append. */
+    const cancelCallbacks = (turnId: TurnId) =>
+      Effect.gen(function*() {
+        const records: Array<RecordBody> = []
+        for (const [callbackId, entry] of parked) {
+          if (entry.turnId !== turnId) continue
+          records.push(new CallbackResolved({ callbackId, turnId, resolution: "cancelled" }, true))
+          parked.delete(callbackId)
+          noteClosed(callbackId, "cancelled")
+          yield* broker.withdraw(callbackId)
+        }
+        return records
       })
 
     /** Interrupts the active turn and records it; the caller holds the writer. */
@@ -221,12 +375,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         yield* Fiber.interrupt(turn.fiber)
         const now = yield* Clock.currentTimeMillis
         yield* append([
-          new TurnEnded({
-            turnId: turn.turnId,
-            outcome: "interrupted",
-            reason,
-            usage: new Usage({ ...emptyUsage, wallTimeMs: now - turn.startedAt }, true)
-          }, true),
+          ...(yield* cancelCallbacks(turn.turnId)),
+          new TurnEnded({ turnId: turn.turnId, outcome: "interrupted", reason, usage: turn.meter.usage(now) }, true),
           ...extra
         ], consumes)
         ended.add(turn.turnId)
@@ -236,10 +386,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const begin = (command: Message | Steer) =>
       Effect.gen(function*() {
         const turnId = yield* makeTurnId
-        yield* append([new TurnStarted({ turnId, inputId: command.inputId, text: command.text }, true)], [
+        const run = command._tag === "message" ? command.run : undefined
+        yield* append([new TurnStarted({ turnId, inputId: command.inputId, text: command.text, run }, true)], [
           command.inputId
         ])
-        yield* startTurn(turnId, command.inputId, command.text, false)
+        yield* startTurn(turnId, command.inputId, command.text, run, false)
         return Decision.Started({ turnId, cursor: head })
       })
 
@@ -250,6 +401,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           queued.delete(command.inputId)
           return yield* wiring.decide(command.inputId, Exit.succeed(started))
         }
+        // The running turn asked the user for more (`wait_user`): this is the answer.
+        if (active.waitingForUser) return yield* onSteer(command)
         switch (busyPolicy) {
           case "queue": {
             if (!queued.has(command.inputId)) {
@@ -286,7 +439,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         yield* append([
           new InputApplied({ inputId: command.inputId, kind: "steer", turnId, detail: { text: command.text } }, true)
         ], [command.inputId])
-        active.steers.push(command.text)
+        active.steers.unsafeOffer(command.text)
         // In the transcript a steer follows its turn's message, as in the log.
         history.push({ role: "user", content: command.text })
         yield* wiring.decide(command.inputId, Exit.succeed(Decision.Steered({ turnId })))
@@ -324,6 +477,42 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         )
       })
 
+    /** The first answer admitted wins: it closes the callback and wakes its turn; any other is stale. */
+    const onAnswer = (command: CallbackAnswer) =>
+      Effect.gen(function*() {
+        const entry = parked.get(command.callbackId)
+        if (entry === undefined || entry.turnId !== command.turnId || entry.operationId !== command.operationId) {
+          const reason = entry !== undefined ? "mismatch" : closedCallbacks.get(command.callbackId) ?? "not_open"
+          yield* append([
+            new InputApplied({
+              inputId: command.inputId,
+              kind: "callback_answer",
+              turnId: command.turnId,
+              detail: { callbackId: command.callbackId, stale: reason }
+            }, true)
+          ], [command.inputId])
+          return yield* wiring.decide(
+            command.inputId,
+            Exit.fail(new StaleCallback({ sessionId, callbackId: command.callbackId, reason }))
+          )
+        }
+        yield* append([
+          new CallbackResolved({
+            callbackId: command.callbackId,
+            turnId: entry.turnId,
+            resolution: "answered",
+            result: command.result
+          }, true),
+          new InputApplied({ inputId: command.inputId, kind: "callback_answer", turnId: entry.turnId }, true)
+        ], [command.inputId])
+        parked.delete(command.callbackId)
+        noteClosed(command.callbackId, "answered")
+        if (entry.kind === "approval" && isSessionApproval(command.result)) approvals.add(entry.toolName)
+        yield* broker.withdraw(command.callbackId)
+        yield* Deferred.succeed(entry.answer, command.result)
+        yield* wiring.decide(command.inputId, Exit.succeed(Decision.Applied()))
+      })
+
     const onControl = (command: Control) =>
       Effect.gen(function*() {
         const action = command.action
@@ -357,8 +546,10 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           return onInterrupt(command)
         case "control":
           return onControl(command)
+        case "callback_answer":
+          return onAnswer(command)
         default:
-          // Answers and child results are applied by the agent loop; until then they are recorded and consumed.
+          // Child results are applied by the subagent work; until then they are recorded and consumed.
           return Effect.zipRight(
             append([new InputApplied({ inputId: command.inputId, kind: command._tag }, true)], [command.inputId]),
             wiring.decide(command.inputId, Exit.succeed(Decision.Applied()))
@@ -385,7 +576,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     }))
 
     if (resume !== undefined && !closed) {
-      yield* writer.withPermits(1)(startTurn(resume.turnId, resume.inputId, resume.text, true))
+      yield* writer.withPermits(1)(startTurn(resume.turnId, resume.inputId, resume.text, resume.run, true))
     }
 
     const loop = Effect.gen(function*() {

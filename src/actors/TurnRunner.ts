@@ -1,19 +1,58 @@
 /**
- * The turn body. For now one `Model` call whose reply completes the turn; the
- * agent-loop issue grows it into model calls and tool calls until explicit
- * completion. Everything a turn needs from its actor comes in `TurnContext`,
- * so that change stays in this module.
+ * The agent loop of one turn: call the model, record its reply as a receipt,
+ * run the tools it asked for (each an operation), and repeat until the turn
+ * ends explicitly: the `finish` tool, or the agent's `noToolPolicy` on a reply
+ * without tool calls. `maxCycles` bounds the model calls, budgets bound usage,
+ * the permission policy guards each tool call, and client tools and approvals
+ * park the turn on a callback.
+ *
+ * Everything a turn needs from its actor comes in `TurnContext`.
+ *
+ * Crash safety: a model call is recorded once it returns (a call cut off by a
+ * crash had no side effects, so it is made again); a tool call is recorded as
+ * started before its body runs and completed right after. On resume, receipts
+ * are reused in order, callbacks still open are waited for again, and a tool
+ * started without a receipt runs again only if it declares idempotency
+ * `supported`: otherwise its outcome is recorded as unknown and the model is
+ * told so.
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Either, Option, Stream } from "effect"
-import type { Agent } from "../schema/Agent.js"
-import { Usage } from "../schema/Budget.js"
+import { Clock, Effect, Either, Option, Schema, Stream } from "effect"
+import type { Agent, ToolSpec } from "../schema/Agent.js"
+import {
+  ApprovalAnswer,
+  ApprovalRequest,
+  type CallbackKind,
+  type CallbackRequest,
+  ClientToolAnswer,
+  ClientToolRequest
+} from "../schema/Callback.js"
 import { AssistantDelta } from "../schema/Event.js"
-import { makeOperationId, type InputId, type SessionId, type TurnId } from "../schema/Ids.js"
-import { OperationCompleted, OperationStarted, type RecordBody, TurnEnded } from "../schema/Record.js"
-import * as Model from "../services/Model.js"
+import { type CallbackId, type InputId, makeOperationId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { OperationReceipt } from "../schema/Operation.js"
+import {
+  OperationCompleted,
+  OperationStarted,
+  OperationUnknown,
+  type RecordBody,
+  TurnEnded
+} from "../schema/Record.js"
+import { CostMeter } from "../services/CostMeter.js"
+import * as Model from "../services/Model.js"
+import type { ToolOutcome } from "../services/Tool.js"
+import { Toolkit } from "../services/Toolkit.js"
+import * as TurnMeter from "./TurnMeter.js"
+import { FINISH, type TurnPlan } from "./TurnPlan.js"
+
+/** A callback of this turn found in the log when it resumes. */
+export interface KnownCallback {
+  readonly callbackId: CallbackId
+  readonly operationId: OperationId
+  readonly kind: CallbackKind
+  readonly status: "open" | "answered" | "cancelled" | "expired"
+  readonly result?: unknown
+}
 
 /** What a turn is given by the actor that runs it. */
 export interface TurnContext {
@@ -21,17 +60,37 @@ export interface TurnContext {
   readonly turnId: TurnId
   readonly inputId: InputId
   readonly agent: Agent
+  readonly plan: TurnPlan
   /** The conversation before this turn. */
   readonly history: ReadonlyArray<Model.Message>
   readonly text: string
-  /** Receipts of operations this turn completed before a crash, reused instead of re-run. */
+  /** Receipts of operations this turn recorded before a crash. */
   readonly receipts: ReadonlyArray<OperationReceipt>
+  /** Callbacks this turn opened before a crash. */
+  readonly callbacks: ReadonlyArray<KnownCallback>
+  /** The turn's usage, shared with the actor (which reports it when it interrupts the turn). */
+  readonly meter: TurnMeter.TurnMeter
+  /** Tools approved "for the session": they are not asked about again. */
+  readonly approvals: ReadonlySet<string>
   /** Appends records to the session log (fenced by the actor's lease). */
   readonly commit: (records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
   /** Broadcasts a volatile event. */
   readonly publish: (delta: AssistantDelta) => Effect.Effect<void>
   /** Takes the steering messages that arrived since the last model call. */
   readonly takeSteers: Effect.Effect<ReadonlyArray<string>>
+  /** Parks until the user says something (`wait_user`), then takes it. */
+  readonly awaitSteers: Effect.Effect<ReadonlyArray<string>>
+  /**
+   * Commits `records` with a new `callback_opened` for `operationId`, offers it
+   * to providers, and parks until it is answered; returns the answer.
+   */
+  readonly openCallback: (
+    operationId: OperationId,
+    request: CallbackRequest,
+    records: ReadonlyArray<RecordBody>
+  ) => Effect.Effect<unknown>
+  /** Parks on a callback opened before a crash until it is answered. */
+  readonly awaitCallback: (callbackId: CallbackId) => Effect.Effect<unknown>
 }
 
 /** How a turn ended, for the actor's in-memory transcript. */
@@ -40,58 +99,210 @@ export interface TurnSummary {
   readonly output: string
 }
 
-const usageOf = (replies: ReadonlyArray<Model.Reply>, wallTimeMs: number) => {
-  let inputTokens = 0
-  let outputTokens = 0
-  for (const reply of replies) {
-    inputTokens += reply.inputTokens
-    outputTokens += reply.outputTokens
+const errorOutcome = (error: string): ToolOutcome => ({ output: { error }, isError: true })
+
+/** What the model is told when a crash left a tool call's outcome unknown. */
+export const unknownOutcome = errorOutcome(
+  "the outcome of this call is unknown: the host stopped while it ran, and the tool does not declare that it may safely run again"
+)
+
+const decodeApproval = Schema.decodeUnknownSync(ApprovalAnswer)
+const decodeClientTool = Schema.decodeUnknownSync(ClientToolAnswer)
+
+const render = (output: unknown) => (typeof output === "string" ? output : JSON.stringify(output ?? null))
+
+const finishOutput = (argumentsText: string): string | undefined => {
+  try {
+    const args = JSON.parse(argumentsText)
+    return typeof args?.output === "string" ? args.output : undefined
+  } catch {
+    return undefined
   }
-  return new Usage({
-    inputTokens,
-    outputTokens,
-    totalTokens: inputTokens + outputTokens,
-    modelCalls: replies.length,
-    toolCalls: 0,
-    toolCallsByName: {},
-    wallTimeMs,
-    costMicros: 0
-  }, true)
 }
 
-/**
- * Runs one turn to its end. Each model call is an operation recorded with its
- * receipt; text steered into the turn while a call runs is delivered at the
- * next call, so a reply followed by steers is answered again (up to the
- * agent's `maxCycles` calls). On resume, receipts of calls the turn already
- * completed are reused in order instead of calling the model again.
- */
+/** Runs one turn to its end, resuming from the receipts and callbacks it is given. */
 export const run = (ctx: TurnContext) =>
   Effect.gen(function*() {
     const model = yield* Model.Model
-    const startedAt = yield* Clock.currentTimeMillis
+    const toolkit = yield* Effect.serviceOption(Toolkit)
+    const costs = yield* Effect.serviceOption(CostMeter)
+    const { agent, meter, plan, turnId } = ctx
+    const budgets = plan.budgets
     const reusable = ctx.receipts.filter((r) => r.kind === "model" && r.status === "completed")
+    const toolReceipts = new Map<string, OperationReceipt>()
+    for (const receipt of ctx.receipts) {
+      const callId = (receipt.input as { callId?: unknown } | undefined)?.callId
+      if (receipt.kind === "tool" && typeof callId === "string") toolReceipts.set(callId, receipt)
+    }
+    const callbacksOf = (operationId: OperationId) => ctx.callbacks.filter((c) => c.operationId === operationId)
     const messages: Array<Model.Message> = [...ctx.history, { role: "user", content: ctx.text }]
     for (const content of yield* ctx.takeSteers) messages.push({ role: "user", content })
-    const replies: Array<Model.Reply> = []
-    const elapsed = Effect.map(Clock.currentTimeMillis, (now) => now - startedAt)
+    // Records of steps without side effects (a model reply, a refused call) ride along with the next commit.
+    let pending: Array<RecordBody> = []
+    const take = () => {
+      const records = pending
+      pending = []
+      return records
+    }
+
+    const end = (fields: Omit<ConstructorParameters<typeof TurnEnded>[0], "turnId" | "usage">) =>
+      Effect.gen(function*() {
+        const usage = meter.usage(yield* Clock.currentTimeMillis)
+        yield* ctx.commit([...take(), new TurnEnded({ ...fields, turnId, usage }, true)])
+        return fields.outcome === "completed"
+          ? { outcome: "completed", output: fields.output ?? "" } satisfies TurnSummary
+          : { outcome: "failed", output: "" } satisfies TurnSummary
+      })
+    const complete = (output: string) => end({ outcome: "completed", output, publicFinalMessage: output })
+    const exhausted = (exhaustion: TurnMeter.Exhaustion) =>
+      end({ outcome: "failed", failureCode: "budget_exhausted", failure: { _tag: "BudgetExhausted", ...exhaustion } })
+
+    /** Runs `effect` as parked time: it does not count as active. */
+    const parked = <A>(effect: Effect.Effect<A>) =>
+      Effect.gen(function*() {
+        const from = yield* Clock.currentTimeMillis
+        const result = yield* effect
+        meter.addParked((yield* Clock.currentTimeMillis) - from)
+        return result
+      })
+
+    /** Records a tool call's outcome now: once a body ran, its receipt must be durable before anything else. */
+    const completeOperation = (operationId: OperationId, outcome: ToolOutcome, before: ReadonlyArray<RecordBody>) =>
+      Effect.as(
+        ctx.commit([
+          ...take(),
+          ...before,
+          new OperationCompleted({ operationId, turnId, output: outcome.output, isError: outcome.isError }, true)
+        ]),
+        outcome
+      )
+
+    /** Refuses a call without running anything: the records wait for the next commit. */
+    const refuse = (operationId: OperationId, outcome: ToolOutcome, before: ReadonlyArray<RecordBody>) =>
+      Effect.sync(() => {
+        pending.push(
+          ...before,
+          new OperationCompleted({ operationId, turnId, output: outcome.output, isError: outcome.isError }, true)
+        )
+        return outcome
+      })
+
+    const clientOutcome = (answer: unknown): ToolOutcome => {
+      const decoded = decodeClientTool(answer)
+      return { output: decoded.output, isError: decoded.isError }
+    }
+
+    /** The body of an allowed call: on the client through a callback, or here through the toolkit. */
+    const body = (call: Model.ToolCall, spec: ToolSpec, operationId: OperationId, before: ReadonlyArray<RecordBody>) =>
+      Effect.gen(function*() {
+        if (spec.client) {
+          const request = new ClientToolRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
+          const answer = yield* parked(ctx.openCallback(operationId, request, [...take(), ...before]))
+          return yield* completeOperation(operationId, clientOutcome(answer), [])
+        }
+        const runnable = Option.isSome(toolkit) ? toolkit.value.get(call.name) : undefined
+        if (runnable === undefined) {
+          return yield* refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
+        }
+        // Started is durable before the body runs: a crash from here on leaves the call's outcome unknown.
+        yield* ctx.commit([...take(), ...before])
+        const outcome = yield* runnable.run(call.arguments).pipe(
+          Effect.catchAllDefect(() => Effect.succeed(errorOutcome(`the tool ${call.name} crashed`)))
+        )
+        return yield* completeOperation(operationId, outcome, [])
+      })
+
+    /** After an approval answer: run the body, or refuse it. */
+    const approved = (call: Model.ToolCall, spec: ToolSpec, operationId: OperationId, answer: unknown) => {
+      const decision = decodeApproval(answer)
+      if (decision.decision === "deny") {
+        return refuse(
+          operationId,
+          errorOutcome(`denied by the user${decision.reason ? `: ${decision.reason}` : ""}`),
+          []
+        )
+      }
+      return body(call, spec, operationId, [])
+    }
+
+    /** A call started before a crash and has no receipt: pick up where it was. */
+    const resumeCall = (call: Model.ToolCall, spec: ToolSpec | undefined, operationId: OperationId) =>
+      Effect.gen(function*() {
+        const known = callbacksOf(operationId)
+        const open = known.find((c) => c.status === "open")
+        if (spec !== undefined && open !== undefined) {
+          const answer = yield* parked(ctx.awaitCallback(open.callbackId))
+          return open.kind === "approval"
+            ? yield* approved(call, spec, operationId, answer)
+            : yield* completeOperation(operationId, clientOutcome(answer), [])
+        }
+        const client = known.find((c) => c.kind === "client_tool" && c.status === "answered")
+        if (client !== undefined) return yield* completeOperation(operationId, clientOutcome(client.result), [])
+        const approval = known.find((c) => c.kind === "approval" && c.status === "answered")
+        if (approval !== undefined && decodeApproval(approval.result).decision === "deny") {
+          return yield* approved(call, spec!, operationId, approval.result)
+        }
+        // The body may have run: only a tool that says so is run again.
+        if (spec !== undefined && (spec.client || spec.idempotency === "supported")) {
+          return yield* body(call, spec, operationId, [])
+        }
+        pending.push(new OperationUnknown({ operationId, turnId }, true))
+        return unknownOutcome
+      })
+
+    const runCall = (call: Model.ToolCall) =>
+      Effect.gen(function*() {
+        const receipt = toolReceipts.get(call.id)
+        if (receipt !== undefined && receipt.status === "completed") {
+          return { output: receipt.output, isError: receipt.isError } satisfies ToolOutcome
+        }
+        if (receipt !== undefined && receipt.status === "unknown") return unknownOutcome
+        const spec = plan.tool(call.name)
+        if (receipt !== undefined) return yield* resumeCall(call, spec, receipt.operationId)
+        const operationId = yield* makeOperationId
+        const started = new OperationStarted({
+          operationId,
+          turnId,
+          kind: "tool",
+          name: call.name,
+          input: { callId: call.id, arguments: call.arguments }
+        }, true)
+        if (spec === undefined) return yield* refuse(operationId, errorOutcome(`unknown tool: ${call.name}`), [started])
+        const permission = plan.permission(call.name)
+        if (permission === "deny") {
+          return yield* refuse(operationId, errorOutcome("denied by permission policy"), [started])
+        }
+        if (permission === "ask" && !ctx.approvals.has(call.name)) {
+          const request = new ApprovalRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
+          const answer = yield* parked(ctx.openCallback(operationId, request, [...take(), started]))
+          return yield* approved(call, spec, operationId, answer)
+        }
+        return yield* body(call, spec, operationId, [started])
+      })
 
     for (let call = 0;; call++) {
-      const previous = Option.fromNullable(reusable[call])
-      const operationId = Option.isSome(previous) ? previous.value.operationId : yield* makeOperationId
+      const previous = reusable[call]
+      if (previous === undefined) {
+        if (call >= agent.maxCycles) {
+          return yield* end({ outcome: "failed", failureCode: "max_cycles", failure: { _tag: "MaxCycles", maxCycles: agent.maxCycles } })
+        }
+        const before = TurnMeter.checkBeforeModelCall(budgets, meter, yield* Clock.currentTimeMillis)
+        if (before !== undefined) return yield* exhausted(before)
+      }
+      const operationId = previous !== undefined ? previous.operationId : yield* makeOperationId
       const request: Model.Request = {
-        model: ctx.agent.model.name,
-        instructions: ctx.agent.instructions,
+        model: agent.model.name,
+        instructions: agent.instructions,
         messages: messages.slice(),
-        tools: ctx.agent.tools,
-        settings: ctx.agent.model.settings,
+        tools: plan.tools,
+        settings: plan.settings,
         sessionId: ctx.sessionId,
-        turnId: ctx.turnId,
-        agentName: ctx.agent.name
+        turnId,
+        agentName: agent.name
       }
       let reply = Model.emptyReply
-      const outcome = Option.isSome(previous)
-        ? Either.right(previous.value.output as Model.Reply)
+      const outcome = previous !== undefined
+        ? Either.right(previous.output as Model.Reply)
         : yield* model.stream(request).pipe(
           // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
           Stream.runForEachChunk((chunk) => {
@@ -99,7 +310,7 @@ export const run = (ctx: TurnContext) =>
             for (const event of chunk) {
               reply = Model.gather(reply, event)
               if (event._tag === "TextDelta") {
-                deltas.push(new AssistantDelta({ sessionId: ctx.sessionId, turnId: ctx.turnId, text: event.text }, true))
+                deltas.push(new AssistantDelta({ sessionId: ctx.sessionId, turnId, text: event.text }, true))
               }
             }
             return deltas.length === 0 ? Effect.void : Effect.forEach(deltas, ctx.publish, { discard: true })
@@ -107,54 +318,75 @@ export const run = (ctx: TurnContext) =>
           Effect.map(() => reply),
           Effect.either
         )
-      // A model call is recorded with its receipt once it returns: a call cut
-      // off by a crash has no side effects, so it is simply made again.
-      const started = Option.isSome(previous)
-        ? []
-        : [new OperationStarted({
+      if (previous === undefined) {
+        pending.push(new OperationStarted({
           operationId,
-          turnId: ctx.turnId,
+          turnId,
           kind: "model",
           name: request.model,
           input: { messages: request.messages.length, tools: request.tools.length }
-        }, true)]
+        }, true))
+      }
       if (Either.isLeft(outcome)) {
         const error = outcome.left
-        yield* ctx.commit([
-          ...started,
-          new OperationCompleted({ operationId, turnId: ctx.turnId, output: { error: error.reason }, isError: true }, true),
-          new TurnEnded({
-            turnId: ctx.turnId,
-            outcome: "failed",
-            failureCode: "model_error",
-            failure: { _tag: "ModelError", reason: error.reason, retryable: error.retryable },
-            usage: usageOf(replies, yield* elapsed)
-          }, true)
-        ])
-        return { outcome: "failed", output: "" } satisfies TurnSummary
+        pending.push(new OperationCompleted({ operationId, turnId, output: { error: error.reason }, isError: true }, true))
+        return yield* end({
+          outcome: "failed",
+          failureCode: "model_error",
+          failure: { _tag: "ModelError", reason: error.reason, retryable: error.retryable }
+        })
       }
       const result = outcome.right
-      replies.push(result)
-      const receipt = Option.isSome(previous)
-        ? []
-        : [...started, new OperationCompleted({ operationId, turnId: ctx.turnId, output: result, isError: false }, true)]
-      const steers = yield* ctx.takeSteers
-      if (steers.length > 0 && call + 1 < ctx.agent.maxCycles) {
-        yield* ctx.commit(receipt)
-        messages.push({ role: "assistant", content: result.text })
-        for (const content of steers) messages.push({ role: "user", content })
-        continue
+      if (previous === undefined) {
+        pending.push(new OperationCompleted({ operationId, turnId, output: result, isError: false }, true))
       }
-      yield* ctx.commit([
-        ...receipt,
-        new TurnEnded({
-          turnId: ctx.turnId,
-          outcome: "completed",
-          output: result.text,
-          publicFinalMessage: result.text,
-          usage: usageOf(replies, yield* elapsed)
-        }, true)
-      ])
-      return { outcome: "completed", output: result.text } satisfies TurnSummary
+      const cost = Option.isSome(costs) ? costs.value.cost(request.model, result.inputTokens, result.outputTokens) : 0
+      meter.addModelCall(result.inputTokens, result.outputTokens, cost)
+      const afterCall = TurnMeter.checkAfterResult(budgets, meter, yield* Clock.currentTimeMillis)
+      if (afterCall !== undefined) return yield* exhausted(afterCall)
+      messages.push({
+        role: "assistant",
+        content: result.text,
+        toolCalls: result.toolCalls.length > 0 ? result.toolCalls : undefined
+      })
+      // A later receipt proves the turn went on from here before a crash.
+      const wentOn = reusable[call + 1] !== undefined
+
+      if (result.toolCalls.length === 0) {
+        const steers = yield* ctx.takeSteers
+        if (steers.length > 0 && (wentOn || call + 1 < agent.maxCycles)) {
+          for (const content of steers) messages.push({ role: "user", content })
+          continue
+        }
+        switch (agent.noToolPolicy) {
+          case "finish":
+            return yield* complete(result.text)
+          case "continue":
+            continue
+          case "wait_user": {
+            if (pending.length > 0) yield* ctx.commit(take())
+            if (!wentOn) {
+              for (const content of yield* parked(ctx.awaitSteers)) messages.push({ role: "user", content })
+            }
+            continue
+          }
+        }
+      }
+
+      const finish = plan.finishes ? result.toolCalls.find((c) => c.name === FINISH) : undefined
+      const work = result.toolCalls.filter((c) => c !== finish)
+      if (work.length > 0) {
+        const batch = TurnMeter.checkBeforeToolBatch(budgets, meter, work.map((c) => c.name), yield* Clock.currentTimeMillis)
+        if (batch !== undefined) return yield* exhausted(batch)
+      }
+      for (const toolCall of work) {
+        const toolOutcome = yield* runCall(toolCall)
+        meter.addToolCall(toolCall.name)
+        messages.push({ role: "tool", toolCallId: toolCall.id, content: render(toolOutcome.output) })
+      }
+      if (finish !== undefined) return yield* complete(finishOutput(finish.arguments) ?? result.text)
+      const afterTools = TurnMeter.checkAfterResult(budgets, meter, yield* Clock.currentTimeMillis)
+      if (afterTools !== undefined) return yield* exhausted(afterTools)
+      for (const content of yield* ctx.takeSteers) messages.push({ role: "user", content })
     }
   })

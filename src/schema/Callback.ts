@@ -29,3 +29,71 @@ export class OpenCallback extends Schema.Class<OpenCallback>("troupe/OpenCallbac
   openedSeq: Schema.Number,
   openedAt: Schema.Number
 }) {}
+
+/** What an `approval` callback asks: may the model's call of `toolName` run? */
+export class ApprovalRequest extends Schema.TaggedClass<ApprovalRequest>("troupe/Callback/ApprovalRequest")(
+  "approval",
+  {
+    toolName: Schema.String,
+    /** The model's id for this tool call. */
+    callId: Schema.String,
+    /** The arguments as the model wrote them (JSON text). */
+    arguments: Schema.String
+  }
+) {}
+
+/** What a `client_tool` callback asks: run `toolName` on the client and send back its result. */
+export class ClientToolRequest extends Schema.TaggedClass<ClientToolRequest>("troupe/Callback/ClientToolRequest")(
+  "client_tool",
+  {
+    toolName: Schema.String,
+    callId: Schema.String,
+    arguments: Schema.String
+  }
+) {}
+
+/** A callback's request, by kind. */
+export const CallbackRequest = Schema.Union(ApprovalRequest, ClientToolRequest)
+/** @since 0.1.0 */
+export type CallbackRequest = typeof CallbackRequest.Type
+
+/** An approval decision: run it, run it and every later call of this tool in the session, or refuse it. */
+export const ApprovalDecision = Schema.Literal("approve", "approve_session", "deny")
+/** @since 0.1.0 */
+export type ApprovalDecision = typeof ApprovalDecision.Type
+
+/** The answer to an `approval` callback. */
+export class ApprovalAnswer extends Schema.Class<ApprovalAnswer>("troupe/Callback/ApprovalAnswer")({
+  decision: ApprovalDecision,
+  /** Shown to the model with a denial. */
+  reason: Schema.optional(Schema.String)
+}) {}
+
+/** The answer to a `client_tool` callback: the tool's output, as the model will see it. */
+export class ClientToolAnswer extends Schema.Class<ClientToolAnswer>("troupe/Callback/ClientToolAnswer")({
+  output: Json,
+  isError: Schema.optionalWith(Schema.Boolean, { default: () => false })
+}) {}
+
+/** The answer schema of each kind. */
+export const answerSchema = {
+  approval: ApprovalAnswer,
+  client_tool: ClientToolAnswer
+} as const
+
+/**
+ * An open callback as a provider receives it: where it comes from in the
+ * session tree (`parentSessionId`, and `agentPath`, the agent names from the
+ * root session down to this one) and its typed request.
+ */
+export class PendingCallback extends Schema.Class<PendingCallback>("troupe/PendingCallback")({
+  callbackId: CallbackId,
+  sessionId: SessionId,
+  parentSessionId: Schema.NullOr(SessionId),
+  agentPath: Schema.Array(Schema.String),
+  turnId: TurnId,
+  operationId: OperationId,
+  kind: CallbackKind,
+  request: CallbackRequest,
+  openedAt: Schema.Number
+}) {}

@@ -5,8 +5,8 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { Usage } from "./Budget.js"
-import { SessionId, TurnId } from "./Ids.js"
+import { BudgetDimension, Usage } from "./Budget.js"
+import { CallbackId, SessionId, TurnId } from "./Ids.js"
 import { FailureCode } from "./Turn.js"
 
 /** The lease is held by someone else, expired, or was taken over. */
@@ -145,5 +145,32 @@ export class TurnNotFound extends Schema.TaggedError<TurnNotFound>()("TurnNotFou
 }) {
   override get message() {
     return `session ${this.sessionId} has no turn ${this.turnId}`
+  }
+}
+
+/** A turn ran out of one of its budgets; `observed` is what it had used (or was about to). */
+export class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("BudgetExhausted", {
+  sessionId: SessionId,
+  turnId: TurnId,
+  dimension: BudgetDimension,
+  limit: Schema.Number,
+  observed: Schema.Number,
+  /** For `toolCallsByName`: the tool whose limit was reached. */
+  toolName: Schema.optional(Schema.String)
+}) {
+  override get message() {
+    return `turn ${this.turnId} exhausted its ${this.dimension}${this.toolName ? ` (${this.toolName})` : ""} budget: ${this.observed} > ${this.limit}`
+  }
+}
+
+/** An answer to a callback that is closed, unknown, already answered, or for another turn or operation. */
+export class StaleCallback extends Schema.TaggedError<StaleCallback>()("StaleCallback", {
+  sessionId: SessionId,
+  callbackId: CallbackId,
+  /** `not_open`: unknown or already closed; `answered` / `cancelled`: closed that way; `mismatch`: another turn or operation. */
+  reason: Schema.Literal("not_open", "answered", "cancelled", "mismatch")
+}) {
+  override get message() {
+    return `callback ${this.callbackId} of session ${this.sessionId} is stale (${this.reason})`
   }
 }

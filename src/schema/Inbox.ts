@@ -8,13 +8,16 @@
 import { Schema } from "effect"
 import { CallbackId, InputId, OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
+import { RunOptions } from "./Run.js"
 import { TurnOutcome } from "./Turn.js"
 
 /** A user (or program) message that starts a turn. */
 export class Message extends Schema.TaggedClass<Message>("troupe/Inbox/Message")("message", {
   inputId: InputId,
   text: Schema.String,
-  source: Schema.optional(Schema.String)
+  source: Schema.optional(Schema.String),
+  /** Overrides for the turn this message starts. */
+  run: Schema.optional(RunOptions)
 }) {}
 
 /** A message for the running turn, delivered at its next model call. */

@@ -10,6 +10,8 @@ import { Usage } from "./Budget.js"
 import { CallbackId, CommitId, InputId, OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
 import { OperationKind } from "./Operation.js"
+import * as Run from "./Run.js"
+import { RunOptions } from "./Run.js"
 import { FailureCode, TurnOutcome } from "./Turn.js"
 
 /** The session came into being (always seq 1). */
@@ -26,7 +28,9 @@ export class SessionCreated extends Schema.TaggedClass<SessionCreated>("troupe/R
 export class TurnStarted extends Schema.TaggedClass<TurnStarted>("troupe/Record/TurnStarted")("turn_started", {
   turnId: TurnId,
   inputId: InputId,
-  text: Schema.String
+  text: Schema.String,
+  /** The message's per-run overrides, if it had any. */
+  run: Schema.optional(RunOptions)
 }) {}
 
 /** A turn ended; `failureCode` and `failure` are set when it failed. */
@@ -187,7 +191,7 @@ export const toJsonText = (body: RecordBody): string => JSON.stringify(body)
 
 const revivers: { readonly [K in RecordBody["_tag"]]: (json: any) => RecordBody } = {
   session_created: (json) => new SessionCreated(json, true),
-  turn_started: (json) => new TurnStarted(json, true),
+  turn_started: (json) => new TurnStarted(json.run === undefined ? json : { ...json, run: Run.fromJson(json.run) }, true),
   turn_ended: (json) => new TurnEnded({ ...json, usage: new Usage(json.usage, true) }, true),
   input_applied: (json) => new InputApplied(json, true),
   operation_started: (json) => new OperationStarted(json, true),

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { Context, Data, type Effect, type Queue, type Scope } from "effect"
-import type { SessionBusy, TurnMismatch } from "../schema/Errors.js"
+import type { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
 import type { SessionEvent } from "../schema/Event.js"
 import type { InputId, SessionId, TurnId } from "../schema/Ids.js"
 
@@ -30,7 +30,7 @@ export type Decision = Data.TaggedEnum<{
 export const Decision = Data.taggedEnum<Decision>()
 
 /** A pending decision on one input. */
-export type Expectation = Effect.Effect<Decision, SessionBusy | TurnMismatch>
+export type Expectation = Effect.Effect<Decision, SessionBusy | TurnMismatch | StaleCallback>
 
 /** The port. */
 export class SessionHost extends Context.Tag("troupe/SessionHost")<

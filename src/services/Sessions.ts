@@ -13,12 +13,15 @@
 import { Chunk, Context, Effect, Layer, Option, Queue, Stream } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
+import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import {
+  BudgetExhausted,
   type Conflict,
   type InvalidInput,
   SessionBusy,
   SessionClosed,
   SessionNotFound,
+  type StaleCallback,
   type StoreUnavailable,
   TurnFailed,
   TurnInterrupted,
@@ -26,12 +29,14 @@ import {
   TurnNotFound
 } from "../schema/Errors.js"
 import { Accepted, Durable, InterruptOutcome, type SessionEvent, Snapshot, TurnResult } from "../schema/Event.js"
-import { InputId, makeInputId, type SessionId, type TurnId } from "../schema/Ids.js"
-import { Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
+import { type CallbackId, InputId, makeInputId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
+import { type CallbackAnswer, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
 import type { BusyPolicy, SubagentPolicy } from "../schema/Policy.js"
 import type { Principal } from "../schema/Principal.js"
 import type { TurnEnded } from "../schema/Record.js"
+import { RunOptions } from "../schema/Run.js"
 import type { ListScope, Session, SessionPage } from "../schema/Session.js"
+import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
 import { type Decision, SessionHost } from "./SessionHost.js"
 import { SessionStore } from "./SessionStore.js"
 
@@ -54,6 +59,19 @@ export interface SendOptions {
   /** Idempotency key of this send; a retry with the same id and text is not sent twice. */
   readonly inputId?: string | undefined
   readonly source?: string | undefined
+  /** Overrides for the turn this message starts: permissions, model settings, budgets. */
+  readonly run?: ConstructorParameters<typeof RunOptions>[0] | undefined
+}
+
+/** An answer to an open callback. */
+export interface AnswerOptions {
+  readonly callbackId: CallbackId
+  /** For `approval`: `{ decision, reason? }`; for `client_tool`: `{ output, isError? }`. */
+  readonly result: unknown
+  /** When given, the callback must belong to this turn… */
+  readonly turnId?: TurnId | undefined
+  /** …and to this operation, or the answer is stale. */
+  readonly operationId?: OperationId | undefined
 }
 
 /** Where an event subscription starts and what it carries. */
@@ -104,7 +122,7 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
       sessionId: SessionId,
       turnId: TurnId,
       options?: { readonly after?: number | undefined }
-    ) => Effect.Effect<TurnResult, Lookup | TurnNotFound | TurnFailed | TurnInterrupted>
+    ) => Effect.Effect<TurnResult, Lookup | TurnNotFound | TurnFailed | TurnInterrupted | BudgetExhausted>
     /** Interrupts exactly `expectedTurnId`; any other turn is `TurnMismatch`. */
     readonly interrupt: (
       principal: Principal,
@@ -117,6 +135,30 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
     /** Closes the session (interrupting a running turn); it accepts nothing more. */
     readonly close: (principal: Principal, sessionId: SessionId) => Effect.Effect<Session, Lookup | SessionClosed>
     readonly snapshot: (principal: Principal, sessionId: SessionId) => Effect.Effect<Snapshot, Lookup>
+    /** The session's open callbacks, oldest first. */
+    readonly callbacks: (principal: Principal, sessionId: SessionId) => Effect.Effect<ReadonlyArray<PendingCallback>, Lookup>
+    /**
+     * Answers an open callback. The first answer admitted wins; an answer to a
+     * closed or unknown callback, a second answer, or one whose turn or
+     * operation does not match is `StaleCallback`; a result of the wrong shape
+     * for the callback's kind is `InvalidInput`.
+     */
+    readonly answerCallback: (
+      principal: Principal,
+      sessionId: SessionId,
+      answer: AnswerOptions
+    ) => Effect.Effect<void, Lookup | StaleCallback | InvalidInput | SessionClosed>
+    /**
+     * Serves the callbacks of `kinds` opened in the session or any descendant
+     * (nearest provider first) until interrupted: fork it in the scope that
+     * should own the provider. Fails with the handler's first error.
+     */
+    readonly provideCallbacks: <E>(
+      principal: Principal,
+      sessionId: SessionId,
+      kinds: ReadonlyArray<CallbackKind>,
+      handler: Handler<E>
+    ) => Effect.Effect<never, E | Lookup>
     /**
      * The session's events after `after`: the log replayed, then live events,
      * with no gap and no duplicate.
@@ -135,6 +177,7 @@ const sameWorkspace = (a: Principal, b: Principal) => a.workspaceId.toLowerCase(
 export const make = Effect.gen(function*() {
   const store = yield* SessionStore
   const host = yield* SessionHost
+  const broker = yield* CallbackBroker
 
   const owned = (principal: Principal, sessionId: SessionId) =>
     store.get(sessionId).pipe(
@@ -152,7 +195,7 @@ export const make = Effect.gen(function*() {
     Effect.filterOrFail(owned(principal, sessionId), (s) => s.status !== "closed", () => new SessionClosed({ sessionId }))
 
   /** Pushes a command and waits for the actor's decision on it. */
-  const submit = (sessionId: SessionId, command: Message | Steer | Interrupt | Control) =>
+  const submit = (sessionId: SessionId, command: Message | Steer | Interrupt | Control | CallbackAnswer) =>
     Effect.scoped(Effect.gen(function*() {
       const decision = yield* host.expect(sessionId, command.inputId)
       const admission = yield* store.push(sessionId, command)
@@ -278,7 +321,10 @@ export const make = Effect.gen(function*() {
       return Stream.concat(replay, follow)
     }))
 
-  const resultOf = (sessionId: SessionId, ended: TurnEnded): Effect.Effect<TurnResult, TurnFailed | TurnInterrupted> => {
+  const resultOf = (
+    sessionId: SessionId,
+    ended: TurnEnded
+  ): Effect.Effect<TurnResult, TurnFailed | TurnInterrupted | BudgetExhausted> => {
     switch (ended.outcome) {
       case "completed":
         return Effect.succeed(
@@ -290,7 +336,12 @@ export const make = Effect.gen(function*() {
             usage: ended.usage
           }, true)
         )
-      case "failed":
+      case "failed": {
+        const failure = ended.failure as { _tag?: unknown } | undefined
+        if (ended.failureCode === "budget_exhausted" && failure?._tag === "BudgetExhausted") {
+          const { _tag, ...fields } = failure as { _tag: string } & Omit<BudgetExhausted, "sessionId" | "turnId">
+          return Effect.fail(new BudgetExhausted({ ...fields, sessionId, turnId: ended.turnId }))
+        }
         return Effect.fail(
           new TurnFailed({
             sessionId,
@@ -300,6 +351,7 @@ export const make = Effect.gen(function*() {
             usage: ended.usage
           })
         )
+      }
       case "interrupted":
         return Effect.fail(new TurnInterrupted({ sessionId, turnId: ended.turnId, reason: ended.reason }))
     }
@@ -310,7 +362,7 @@ export const make = Effect.gen(function*() {
       yield* open(principal, sessionId)
       const inputId = yield* makeInputId
       yield* submit(sessionId, new Control({ inputId, action }, true)).pipe(
-        Effect.catchTags({ SessionBusy: Effect.die, TurnMismatch: Effect.die, Conflict: Effect.die })
+        Effect.catchTags({ SessionBusy: Effect.die, TurnMismatch: Effect.die, Conflict: Effect.die, StaleCallback: Effect.die })
       )
       return yield* store.get(sessionId)
     })
@@ -335,8 +387,15 @@ export const make = Effect.gen(function*() {
         const inputId = options.inputId === undefined ? yield* makeInputId : InputId.make(options.inputId)
         const command = options.mode === "steer"
           ? new Steer({ inputId, text: options.text, source: options.source }, true)
-          : new Message({ inputId, text: options.text, source: options.source }, true)
-        const decision = yield* submit(sessionId, command).pipe(Effect.catchTag("TurnMismatch", Effect.die))
+          : new Message({
+            inputId,
+            text: options.text,
+            source: options.source,
+            run: options.run === undefined ? undefined : new RunOptions(options.run)
+          }, true)
+        const decision = yield* submit(sessionId, command).pipe(
+          Effect.catchTags({ TurnMismatch: Effect.die, StaleCallback: Effect.die })
+        )
         if (Option.isNone(decision)) return new Accepted({ sessionId, inputId, disposition: "admitted" }, true)
         switch (decision.value._tag) {
           case "Started":
@@ -373,7 +432,7 @@ export const make = Effect.gen(function*() {
         yield* open(principal, sessionId)
         const inputId = yield* makeInputId
         const decision = yield* submit(sessionId, new Interrupt({ inputId, expectedTurnId, reason }, true)).pipe(
-          Effect.catchTags({ SessionBusy: Effect.die, Conflict: Effect.die })
+          Effect.catchTags({ SessionBusy: Effect.die, Conflict: Effect.die, StaleCallback: Effect.die })
         )
         if (Option.isSome(decision) && decision.value._tag === "Interrupted") {
           return new InterruptOutcome({ sessionId, turnId: decision.value.turnId, outcome: decision.value.outcome }, true)
@@ -395,10 +454,31 @@ export const make = Effect.gen(function*() {
           openCallbacks: callbacks.length
         }, true)
       }),
-    events
+    events,
+    callbacks: (principal, sessionId) =>
+      Effect.gen(function*() {
+        yield* authorize(principal, sessionId)
+        const open = yield* store.openCallbacks(sessionId)
+        return yield* Effect.forEach(open, broker.describe)
+      }),
+    answerCallback: (principal, sessionId, answer) =>
+      Effect.gen(function*() {
+        yield* open(principal, sessionId)
+        const command = yield* prepareAnswer(sessionId, answer.callbackId, answer.result, answer).pipe(
+          Effect.provideService(SessionStore, store)
+        )
+        yield* submit(sessionId, command).pipe(
+          Effect.catchTags({ SessionBusy: Effect.die, TurnMismatch: Effect.die, Conflict: Effect.die })
+        )
+      }),
+    provideCallbacks: (principal, sessionId, kinds, handler) =>
+      Effect.zipRight(authorize(principal, sessionId), broker.provide(sessionId, kinds, handler))
   })
 })
 
 /** The API over a store and a host. */
-export const layer: Layer.Layer<Sessions, never, SessionStore | SessionHost> = Layer.effect(Sessions, make)
+export const layer: Layer.Layer<Sessions, never, SessionStore | SessionHost | CallbackBroker> = Layer.effect(
+  Sessions,
+  make
+)
 

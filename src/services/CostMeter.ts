@@ -1,0 +1,35 @@
+/**
+ * The `CostMeter` prices model calls for the `costMicros` budget and the
+ * usage every turn reports. Without one, calls cost nothing.
+ *
+ * @since 0.1.0
+ */
+import { Context, Layer } from "effect"
+
+/** A model's price per token, in millionths of the host's currency unit. */
+export interface Price {
+  readonly inputMicrosPerToken: number
+  readonly outputMicrosPerToken: number
+}
+
+/** The port. */
+export class CostMeter extends Context.Tag("troupe/CostMeter")<
+  CostMeter,
+  {
+    /** The cost of one model call, in micros. */
+    readonly cost: (model: string, inputTokens: number, outputTokens: number) => number
+  }
+>() {}
+
+/** Prices by model name; models not listed cost `fallback` (default free). */
+export const layer = (prices: Readonly<Record<string, Price>>, fallback?: Price): Layer.Layer<CostMeter> =>
+  Layer.succeed(
+    CostMeter,
+    CostMeter.of({
+      cost: (model, inputTokens, outputTokens) => {
+        const price = Object.hasOwn(prices, model) ? prices[model] : fallback
+        if (price === undefined) return 0
+        return Math.ceil(inputTokens * price.inputMicrosPerToken + outputTokens * price.outputMicrosPerToken)
+      }
+    })
+  )

@@ -1,0 +1,53 @@
+/**
+ * The `Toolkit`: the server tools this host can run, by name. An agent's
+ * `tools` are the model-facing contracts frozen into the session; the toolkit
+ * holds the handlers that run them. A call of a tool the agent declares as a
+ * client tool never reaches the toolkit (the client runs it); a call of a
+ * server tool this host has no handler for reaches the model as a tool error.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer } from "effect"
+import type { ToolSpec } from "../schema/Agent.js"
+import * as Tool from "./Tool.js"
+
+/** A tool ready to run: its requirements already provided. */
+export interface Runnable {
+  readonly spec: ToolSpec
+  /** Runs the tool on the model's argument text; failures are error outcomes. */
+  readonly run: (argumentsText: string) => Effect.Effect<Tool.ToolOutcome>
+}
+
+/** The port. */
+export class Toolkit extends Context.Tag("troupe/Toolkit")<
+  Toolkit,
+  {
+    /** The runnable tool named `name`, if this host has one. */
+    readonly get: (name: string) => Runnable | undefined
+  }
+>() {}
+
+// Tools differ in argument, result and error types; the toolkit only runs them.
+type AnyTool<R> = Tool.Tool<any, any, any, any, any, R>
+
+/** A toolkit of server tools; their handlers' requirements come from the layer's context. */
+export const layer = <const Tools extends ReadonlyArray<AnyTool<any>>>(
+  tools: Tools
+): Layer.Layer<Toolkit, never, Tools[number] extends AnyTool<infer R> ? R : never> =>
+  Layer.effect(
+    Toolkit,
+    Effect.map(Effect.context<any>(), (context) => {
+      const byName = new Map<string, Runnable>()
+      for (const tool of tools) {
+        if (tool.handler === undefined) continue
+        byName.set(tool.name, {
+          spec: tool.spec,
+          run: (argumentsText) => Effect.provide(Tool.run(tool, argumentsText), context)
+        })
+      }
+      return Toolkit.of({ get: (name) => byName.get(name) })
+    })
+  )
+
+/** A toolkit with no tools. */
+export const layerEmpty: Layer.Layer<Toolkit> = Layer.succeed(Toolkit, Toolkit.of({ get: () => undefined }))
