@@ -322,6 +322,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           takeSteers: Effect.map(Queue.takeAll(steers), Chunk.toReadonlyArray),
           awaitSteers: park(Effect.gen(function*() {
             turn.waitingForUser = true
+            // Messages queued behind the turn are now its answer: the inbox is read again.
+            yield* Queue.offer(wiring.wakes, undefined)
             const first = yield* Queue.take(steers)
             turn.waitingForUser = false
             return [first, ...Chunk.toReadonlyArray(yield* Queue.takeAll(steers))]

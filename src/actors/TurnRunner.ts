@@ -106,8 +106,13 @@ export const unknownOutcome = errorOutcome(
   "the outcome of this call is unknown: the host stopped while it ran, and the tool does not declare that it may safely run again"
 )
 
-const decodeApproval = Schema.decodeUnknownSync(ApprovalAnswer)
-const decodeClientTool = Schema.decodeUnknownSync(ClientToolAnswer)
+// Answers were checked against these schemas when admitted; a stored one that no longer decodes is refused, not a crash.
+const decodeApproval = (answer: unknown): ApprovalAnswer =>
+  Either.getOrElse(
+    Schema.decodeUnknownEither(ApprovalAnswer)(answer),
+    () => new ApprovalAnswer({ decision: "deny", reason: "the approval answer was unreadable" })
+  )
+const decodeClientTool = Schema.decodeUnknownEither(ClientToolAnswer)
 
 const render = (output: unknown) => (typeof output === "string" ? output : JSON.stringify(output ?? null))
 
@@ -129,10 +134,13 @@ export const run = (ctx: TurnContext) =>
     const { agent, meter, plan, turnId } = ctx
     const budgets = plan.budgets
     const reusable = ctx.receipts.filter((r) => r.kind === "model" && r.status === "completed")
+    // Model call ids are only unique within one reply, so a tool call is known by the reply that asked for it.
     const toolReceipts = new Map<string, OperationReceipt>()
     for (const receipt of ctx.receipts) {
-      const callId = (receipt.input as { callId?: unknown } | undefined)?.callId
-      if (receipt.kind === "tool" && typeof callId === "string") toolReceipts.set(callId, receipt)
+      const input = receipt.input as { callId?: unknown; requestedBy?: unknown } | undefined
+      if (receipt.kind === "tool" && typeof input?.callId === "string") {
+        toolReceipts.set(`${String(input.requestedBy)}/${input.callId}`, receipt)
+      }
     }
     const callbacksOf = (operationId: OperationId) => ctx.callbacks.filter((c) => c.operationId === operationId)
     const messages: Array<Model.Message> = [...ctx.history, { role: "user", content: ctx.text }]
@@ -187,10 +195,11 @@ export const run = (ctx: TurnContext) =>
         return outcome
       })
 
-    const clientOutcome = (answer: unknown): ToolOutcome => {
-      const decoded = decodeClientTool(answer)
-      return { output: decoded.output, isError: decoded.isError }
-    }
+    const clientOutcome = (answer: unknown): ToolOutcome =>
+      Either.match(decodeClientTool(answer), {
+        onLeft: () => errorOutcome("the client's result was unreadable"),
+        onRight: (decoded) => ({ output: decoded.output, isError: decoded.isError })
+      })
 
     /** The body of an allowed call: on the client through a callback, or here through the toolkit. */
     const body = (call: Model.ToolCall, spec: ToolSpec, operationId: OperationId, before: ReadonlyArray<RecordBody>) =>
@@ -250,9 +259,9 @@ export const run = (ctx: TurnContext) =>
         return unknownOutcome
       })
 
-    const runCall = (call: Model.ToolCall) =>
+    const runCall = (call: Model.ToolCall, requestedBy: OperationId) =>
       Effect.gen(function*() {
-        const receipt = toolReceipts.get(call.id)
+        const receipt = toolReceipts.get(`${requestedBy}/${call.id}`)
         if (receipt !== undefined && receipt.status === "completed") {
           return { output: receipt.output, isError: receipt.isError } satisfies ToolOutcome
         }
@@ -265,7 +274,7 @@ export const run = (ctx: TurnContext) =>
           turnId,
           kind: "tool",
           name: call.name,
-          input: { callId: call.id, arguments: call.arguments }
+          input: { callId: call.id, arguments: call.arguments, requestedBy }
         }, true)
         if (spec === undefined) return yield* refuse(operationId, errorOutcome(`unknown tool: ${call.name}`), [started])
         const permission = plan.permission(call.name)
@@ -380,7 +389,7 @@ export const run = (ctx: TurnContext) =>
         if (batch !== undefined) return yield* exhausted(batch)
       }
       for (const toolCall of work) {
-        const toolOutcome = yield* runCall(toolCall)
+        const toolOutcome = yield* runCall(toolCall, operationId)
         meter.addToolCall(toolCall.name)
         messages.push({ role: "tool", toolCallId: toolCall.id, content: render(toolOutcome.output) })
       }
