@@ -1,13 +1,15 @@
 /**
  * Quick start: a troupe runtime embedded in a program. It keeps its sessions in
  * the SQLite file $TROUPE_HOME/troupe.db (~/.troupe by default) and answers with
- * the built-in scripted model, so it runs offline. It creates a session, sends
- * it messages, and prints the session's events as they happen.
+ * the built-in scripted model, so it runs offline. It creates a session whose
+ * agent has one tool, sends it messages, and prints the session's events as
+ * they happen: each turn calls the model, runs the tool it asks for, and calls
+ * the model again with the tool's result.
  *
  *   npx tsx examples/quickstart.ts [--store :memory: | --store PATH] [MESSAGE ...]
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Fiber, Stream } from "effect"
+import { Console, Effect, Fiber, Schema, Stream } from "effect"
 import { mkdirSync } from "node:fs"
 import { homedir } from "node:os"
 import { dirname, join } from "node:path"
@@ -15,7 +17,10 @@ import { parseArgs } from "node:util"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
 import type { SessionEvent } from "../src/schema/Event.js"
 import { Principal } from "../src/schema/Principal.js"
+import type * as Model from "../src/services/Model.js"
 import { Sessions } from "../src/services/Sessions.js"
+import * as Tool from "../src/services/Tool.js"
+import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
 
 const { positionals, values } = parseArgs({ allowPositionals: true, options: { store: { type: "string" } } })
@@ -30,8 +35,30 @@ const principal = new Principal({
   organizationId: "00000000-0000-4000-8000-000000000002",
   workspaceId: "00000000-0000-4000-8000-000000000003"
 })
-// The agent is frozen into the session when it is created.
-const agent = new Agent({ name: "demo", instructions: "Answer briefly.", model: new ModelRef({ name: "scripted" }) })
+// A tool: its parameters are a Schema (the model sees the JSON Schema), its handler runs on this host.
+const wordCount = Tool.make({
+  name: "word_count",
+  description: "Counts the words of a text.",
+  parameters: Schema.Struct({ text: Schema.String }),
+  success: Schema.Number,
+  metadata: { sideEffect: "none", idempotency: "supported" },
+  handler: ({ text }) => Effect.succeed(text.split(/\s+/).filter(Boolean).length)
+})
+// The agent is frozen into the session when it is created; it carries the tool's model-facing spec.
+const agent = new Agent({
+  name: "demo",
+  instructions: "Answer briefly.",
+  model: new ModelRef({ name: "scripted" }),
+  tools: [wordCount.spec]
+})
+// The scripted model stands in for a real one: it asks for the tool, then answers with its result.
+const demoModel = (request: Model.Request) => {
+  const last = request.messages[request.messages.length - 1]!
+  const asked = request.messages.findLast((m) => m.role === "user")?.content ?? ""
+  return last.role === "tool"
+    ? `You said: ${asked} (${last.content} words)`
+    : { toolCalls: [{ id: "call-1", name: "word_count", arguments: JSON.stringify({ text: asked }) }] }
+}
 
 const show = (event: SessionEvent) => {
   if (event._tag === "assistant_delta") return Effect.sync(() => process.stdout.write(event.text))
@@ -42,8 +69,11 @@ const show = (event: SessionEvent) => {
     case "turn_ended":
       return Console.log(`\n[${event.cursor}] turn ${record.outcome} (${record.usage.totalTokens} tokens)`)
     case "operation_started":
+      return record.kind === "tool"
+        ? Effect.sync(() => process.stdout.write(`[${record.name} ${(record.input as { arguments: string }).arguments}] `))
+        : Effect.void // the model call behind the streamed text
     case "operation_completed":
-      return Effect.void // the model call behind the streamed text
+      return Effect.void
     default:
       return Console.log(`[${event.cursor}] ${record._tag}`)
   }
@@ -69,7 +99,11 @@ const program = Effect.gen(function*() {
 })
 
 program.pipe(
-  Effect.provide(Troupe.layerSqlite({ filename }, { host: { idleTimeout: "1 second" } })),
+  Effect.provide(Troupe.layerSqlite({ filename }, {
+    host: { idleTimeout: "1 second" },
+    scripts: { fallback: demoModel },
+    tools: Toolkit.layer([wordCount])
+  })),
   Effect.tapErrorCause((cause) => Console.error("quickstart failed:", cause)),
   NodeRuntime.runMain
 )

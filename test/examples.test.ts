@@ -21,9 +21,9 @@ describe("examples", () => {
     const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
     const { stdout } = await example("quickstart.ts", [], home)
     assert.include(stdout, join(home, "troupe.db"))
-    assert.include(stdout, "demo: You said: What is troupe?")
-    assert.include(stdout, "demo: You said: And what is a turn?")
-    assert.match(stdout, /idle, 9 events in its log/)
+    assert.include(stdout, `demo: [word_count {"text":"What is troupe?"}] You said: What is troupe? (3 words)`)
+    assert.include(stdout, `demo: [word_count {"text":"And what is a turn?"}] You said: And what is a turn? (5 words)`)
+    assert.match(stdout, /idle, 17 events in its log/)
   }, 60_000)
 
   it("embedding (the README's example) runs a turn and prints its output", async () => {
