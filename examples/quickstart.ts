@@ -54,7 +54,7 @@ const agent = new Agent({
 // The scripted model stands in for a real one: it asks for the tool, then answers with its result.
 const demoModel = (request: Model.Request) => {
   const last = request.messages[request.messages.length - 1]!
-  const asked = request.messages.findLast((m) => m.role === "user")?.content ?? ""
+  const asked = [...request.messages].reverse().find((m) => m.role === "user")?.content ?? ""
   return last.role === "tool"
     ? `You said: ${asked} (${last.content} words)`
     : { toolCalls: [{ id: "call-1", name: "word_count", arguments: JSON.stringify({ text: asked }) }] }

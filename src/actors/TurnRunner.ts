@@ -214,7 +214,8 @@ export const run = (ctx: TurnContext) =>
           return yield* refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
         }
         // Started is durable before the body runs: a crash from here on leaves the call's outcome unknown.
-        yield* ctx.commit([...take(), ...before])
+        const records = [...take(), ...before]
+        if (records.length > 0) yield* ctx.commit(records)
         const outcome = yield* runnable.run(call.arguments).pipe(
           Effect.catchAllDefect(() => Effect.succeed(errorOutcome(`the tool ${call.name} crashed`)))
         )
