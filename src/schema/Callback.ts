@@ -71,7 +71,8 @@ export class ApprovalAnswer extends Schema.Class<ApprovalAnswer>("troupe/Callbac
 
 /** The answer to a `client_tool` callback: the tool's output, as the model will see it. */
 export class ClientToolAnswer extends Schema.Class<ClientToolAnswer>("troupe/Callback/ClientToolAnswer")({
-  output: Json,
+  // Json is Unknown, which a missing key would satisfy: an answer must say what the tool returned.
+  output: Json.pipe(Schema.filter((value) => value !== undefined, { message: () => "output is required" })),
   isError: Schema.optionalWith(Schema.Boolean, { default: () => false })
 }) {}
 

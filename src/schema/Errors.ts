@@ -167,7 +167,7 @@ export class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("Budg
 export class StaleCallback extends Schema.TaggedError<StaleCallback>()("StaleCallback", {
   sessionId: SessionId,
   callbackId: CallbackId,
-  /** `not_open`: unknown or already closed; `answered` / `cancelled`: closed that way; `mismatch`: another turn or operation. */
+  /** `not_open`: the session never opened it; `answered` / `cancelled`: closed that way (expiry counts as cancelled); `mismatch`: another turn or operation. */
   reason: Schema.Literal("not_open", "answered", "cancelled", "mismatch")
 }) {
   override get message() {

@@ -83,7 +83,7 @@ export const prepareAnswer = (
   Effect.gen(function*() {
     const store = yield* SessionStore
     const open = (yield* store.openCallbacks(sessionId)).find((c) => c.callbackId === callbackId)
-    if (open === undefined) return yield* new StaleCallback({ sessionId, callbackId, reason: "not_open" })
+    if (open === undefined) return yield* new StaleCallback({ sessionId, callbackId, reason: yield* whyClosed(sessionId, callbackId) })
     if (
       (match.turnId !== undefined && match.turnId !== open.turnId) ||
       (match.operationId !== undefined && match.operationId !== open.operationId)
@@ -103,6 +103,27 @@ export const prepareAnswer = (
       operationId: open.operationId,
       result: yield* Effect.orDie(Schema.encode(schema)(decoded))
     }, true)
+  })
+
+/**
+ * Why a callback that is not open is not: how its `callback_resolved` record
+ * closed it, or `not_open` when the session never opened it. Stale answers are
+ * rare, so reading the log for them is cheaper than keeping an index.
+ */
+const whyClosed = (sessionId: SessionId, callbackId: CallbackId) =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    let after = 0
+    for (;;) {
+      const page = yield* store.readLog(sessionId, { after, limit: 1000 })
+      for (const { body } of page.records) {
+        if (body._tag === "callback_resolved" && body.callbackId === callbackId) {
+          return body.resolution === "answered" ? "answered" as const : "cancelled" as const
+        }
+      }
+      if (!page.more) return "not_open" as const
+      after = page.cursor
+    }
   })
 
 interface Job {
