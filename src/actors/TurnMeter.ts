@@ -93,7 +93,7 @@ export const checkBeforeModelCall = (budgets: Budgets, meter: TurnMeter, now: nu
   over("totalTokens", budgets.totalTokens, meter.inputTokens + meter.outputTokens, false) ??
     over("inputTokens", budgets.inputTokens, meter.inputTokens, false) ??
     over("costMicros", budgets.costMicros, meter.costMicros, false) ??
-    over("wallTimeMs", budgets.wallTimeMs, meter.activeMillis(now), true)
+    over("wallTimeMs", budgets.wallTimeMs, meter.activeMillis(now), false)
 
 /** After a result came back: a budget is exhausted once usage went past it. */
 export const checkAfterResult = (budgets: Budgets, meter: TurnMeter, now: number): Exhaustion | undefined =>

@@ -167,12 +167,12 @@ export const run = (ctx: TurnContext) =>
 
     /** Runs `effect` as parked time: it does not count as active. */
     const parked = <A>(effect: Effect.Effect<A>) =>
-      Effect.gen(function*() {
-        const from = yield* Clock.currentTimeMillis
-        const result = yield* effect
-        meter.addParked((yield* Clock.currentTimeMillis) - from)
-        return result
-      })
+      Effect.flatMap(Clock.currentTimeMillis, (from) =>
+        // Also when interrupted while parked: the interrupted turn reports its usage too.
+        Effect.ensuring(
+          effect,
+          Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => meter.addParked(now - from)))
+        ))
 
     /** Records a tool call's outcome now: once a body ran, its receipt must be durable before anything else. */
     const completeOperation = (operationId: OperationId, outcome: ToolOutcome, before: ReadonlyArray<RecordBody>) =>
