@@ -1,0 +1,188 @@
+/**
+ * The payloads of troupe's wire messages (PROTOCOL.md, "Message types"): one
+ * schema per message type, shared by the daemon and the clients. Payloads are
+ * CBOR maps; decoders ignore unknown fields (schemas here are structs, which
+ * drop excess properties by default). `core.error` is `ProtocolError.ErrorPayload`
+ * and `core.ready` is `Handshake.Ready`.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import { Budgets } from "../schema/Budget.js"
+import { CallbackKind, PendingCallback } from "../schema/Callback.js"
+import { SessionEvent, Snapshot } from "../schema/Event.js"
+import { CallbackId, SessionId, TurnId } from "../schema/Ids.js"
+import { Principal } from "../schema/Principal.js"
+import { Session } from "../schema/Session.js"
+
+/** An empty map payload (`{}`); unknown fields are ignored. */
+export const Empty = Schema.Struct({})
+
+/** `auth.hello`. */
+export const AuthHello = Schema.Struct({
+  token: Schema.optional(Schema.String),
+  client: Schema.optional(Schema.String),
+  excludeFromAnalytics: Schema.optional(Schema.Boolean)
+})
+
+/** `auth.welcome`. */
+export const AuthWelcome = Schema.Struct({ principal: Principal })
+
+/** One agent a daemon serves. */
+export const AgentInfo = Schema.Struct({ name: Schema.String, description: Schema.String })
+
+/** `agent.page`. */
+export const AgentPage = Schema.Struct({ items: Schema.Array(AgentInfo) })
+
+/** `session.create`: `agent` names one of the daemon's agents. */
+export const SessionCreate = Schema.Struct({
+  agent: Schema.String,
+  title: Schema.optional(Schema.String),
+  idempotencyKey: Schema.optional(Schema.String),
+  budgets: Schema.optional(Budgets),
+  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+
+/** `session.created`. */
+export const SessionCreated = Schema.Struct({ session: Session })
+
+/** A payload naming a session. */
+export const SessionRef = Schema.Struct({ sessionId: SessionId })
+
+/** `session.summary`. */
+export const SessionSummary = Schema.Struct({ session: Session })
+
+/** `session.list`. */
+export const SessionList = Schema.Struct({
+  scope: Schema.optional(Schema.Union(
+    Schema.Literal("roots"),
+    Schema.Struct({ children: SessionId }),
+    Schema.Struct({ tree: SessionId })
+  )),
+  includeArchived: Schema.optional(Schema.Boolean),
+  cursor: Schema.optional(Schema.String),
+  limit: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 1000)))
+})
+
+/** `session.page`. */
+export const SessionPage = Schema.Struct({
+  items: Schema.Array(Session),
+  nextCursor: Schema.optional(Schema.String)
+})
+
+/** `session.send`. */
+export const SessionSend = Schema.Struct({
+  sessionId: SessionId,
+  inputId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128)),
+  text: Schema.String,
+  source: Schema.optional(Schema.String),
+  mode: Schema.optionalWith(Schema.Literal("queue", "steer"), { default: () => "queue" as const })
+})
+
+/** `session.accepted`. */
+export const SessionAccepted = Schema.Struct({
+  inputId: Schema.String,
+  disposition: Schema.optional(Schema.Literal("started", "queued", "steered", "admitted")),
+  turnId: Schema.optional(TurnId),
+  cursor: Schema.optional(Schema.Number)
+})
+
+/** `session.interrupt`. */
+export const SessionInterrupt = Schema.Struct({
+  sessionId: SessionId,
+  expectedTurnId: TurnId,
+  reason: Schema.optional(Schema.String)
+})
+
+/** `session.interrupted`. */
+export const SessionInterrupted = Schema.Struct({
+  outcome: Schema.Literal("interrupted", "already_ended", "requested"),
+  turnId: Schema.optional(TurnId)
+})
+
+/** `session.rename`. */
+export const SessionRename = Schema.Struct({ sessionId: SessionId, title: Schema.String })
+
+/** `session.archive`. */
+export const SessionArchive = Schema.Struct({ sessionId: SessionId, archived: Schema.Boolean })
+
+/** `session.snapshot` (the answer; the request is a `SessionRef`). */
+export const SessionSnapshot = Schema.Struct({ snapshot: Snapshot, cursor: Schema.Number })
+
+/** `session.events`: opens an event stream. */
+export const SessionEvents = Schema.Struct({
+  sessionId: SessionId,
+  after: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.nonNegative())),
+  volatile: Schema.optional(Schema.Boolean),
+  follow: Schema.optional(Schema.Boolean)
+})
+
+/** `session.event`: one event; `cursor` is set for durable events. */
+export const SessionEventFrame = Schema.Struct({
+  cursor: Schema.optional(Schema.Number),
+  event: SessionEvent
+})
+
+/** Why an event stream ended. */
+export const EventsEndReason = Schema.Literal("done", "cancelled", "slow_consumer", "closed")
+
+/** `session.events.end`: TERMINAL; `cursor` is where to resume. */
+export const SessionEventsEnd = Schema.Struct({ reason: EventsEndReason, cursor: Schema.Number })
+
+/** `callback.provide`: opens a provider stream. */
+export const CallbackProvide = Schema.Struct({
+  sessionId: SessionId,
+  kinds: Schema.Array(CallbackKind).pipe(Schema.minItems(1))
+})
+
+/** `callback.open`: a callback for the provider to answer with `callback.answer`. */
+export const CallbackOpen = Schema.Struct({ callback: PendingCallback })
+
+/** `callback.provide.end`: TERMINAL. */
+export const CallbackProvideEnd = Schema.Struct({ reason: Schema.optional(Schema.String) })
+
+/** `callback.answer`. */
+export const CallbackAnswer = Schema.Struct({
+  sessionId: SessionId,
+  callbackId: CallbackId,
+  result: Schema.Unknown,
+  turnId: Schema.optional(TurnId),
+  operationId: Schema.optional(Schema.String)
+})
+
+/** The message types, by name. */
+export const Type = {
+  ping: "core.ping",
+  pong: "core.pong",
+  shutdown: "core.shutdown",
+  error: "core.error",
+  ready: "core.ready",
+  hello: "auth.hello",
+  welcome: "auth.welcome",
+  agentList: "agent.list",
+  agentPage: "agent.page",
+  sessionCreate: "session.create",
+  sessionCreated: "session.created",
+  sessionGet: "session.get",
+  sessionSummary: "session.summary",
+  sessionList: "session.list",
+  sessionPage: "session.page",
+  sessionSend: "session.send",
+  sessionAccepted: "session.accepted",
+  sessionInterrupt: "session.interrupt",
+  sessionInterrupted: "session.interrupted",
+  sessionRename: "session.rename",
+  sessionArchive: "session.archive",
+  sessionClose: "session.close",
+  sessionSnapshot: "session.snapshot",
+  sessionEvents: "session.events",
+  sessionEvent: "session.event",
+  sessionEventsEnd: "session.events.end",
+  sessionEventsCancel: "session.events.cancel",
+  callbackProvide: "callback.provide",
+  callbackOpen: "callback.open",
+  callbackProvideEnd: "callback.provide.end",
+  callbackProvideCancel: "callback.provide.cancel",
+  callbackAnswer: "callback.answer",
+  callbackAccepted: "callback.accepted"
+} as const
