@@ -334,6 +334,14 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
             return answer === undefined ? Effect.never : park(Deferred.await(answer))
           }
         }).pipe(
+          Effect.withSpan("troupe.turn", {
+            attributes: {
+              "troupe.session_id": sessionId,
+              "troupe.turn_id": turnId,
+              "troupe.lease_epoch": (yield* Ref.get(lease)).epoch,
+              "troupe.resumed": resumed
+            }
+          }),
           Effect.tap((summary) =>
             Effect.sync(() => {
               if (summary.outcome === "completed" && summary.output) {

@@ -217,7 +217,10 @@ export const run = (ctx: TurnContext) =>
         const records = [...take(), ...before]
         if (records.length > 0) yield* ctx.commit(records)
         const outcome = yield* runnable.run(call.arguments).pipe(
-          Effect.catchAllDefect(() => Effect.succeed(errorOutcome(`the tool ${call.name} crashed`)))
+          Effect.catchAllDefect(() => Effect.succeed(errorOutcome(`the tool ${call.name} crashed`))),
+          Effect.withSpan("troupe.tool_call", {
+            attributes: { "troupe.operation_id": operationId, "troupe.tool": call.name }
+          })
         )
         return yield* completeOperation(operationId, outcome, [])
       })
@@ -326,7 +329,10 @@ export const run = (ctx: TurnContext) =>
             return deltas.length === 0 ? Effect.void : Effect.forEach(deltas, ctx.publish, { discard: true })
           }),
           Effect.map(() => reply),
-          Effect.either
+          Effect.either,
+          Effect.withSpan("troupe.model_call", {
+            attributes: { "troupe.operation_id": operationId, "troupe.model": request.model }
+          })
         )
       if (previous === undefined) {
         pending.push(new OperationStarted({
