@@ -102,8 +102,18 @@ const initial = Effect.gen(function*() {
   yield* sql`CREATE INDEX troupe_callbacks_session ON troupe_callbacks (session_id, opened_seq)`
 })
 
+/**
+ * Consumed inbox rows stay (they hold input ids for idempotency), so reading a
+ * session's ready commands must not walk them: a partial index holds only the
+ * unconsumed ones, and the read stays flat however long the session lives.
+ */
+const inboxReady = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE INDEX troupe_inbox_ready ON troupe_inbox (session_id, position) WHERE consumed = 0`
+})
+
 /** Brings the store's tables up to date; safe to run from several processes. */
 export const run = Migrator.make({})({
-  loader: Migrator.fromRecord({ "1_initial": initial }),
+  loader: Migrator.fromRecord({ "1_initial": initial, "2_inbox_ready": inboxReady }),
   table
 })
