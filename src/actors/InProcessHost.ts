@@ -24,7 +24,8 @@ import {
 } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import type { SessionEvent } from "../schema/Event.js"
-import { type InputId, type SessionId, ulid } from "../schema/Ids.js"
+import { type InputId, type SessionId, type TurnId, ulid } from "../schema/Ids.js"
+import type { TurnEnded } from "../schema/Record.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Model from "../services/Model.js"
 import { Decision, SessionHost } from "../services/SessionHost.js"
@@ -92,7 +93,16 @@ export const make = (options: Options = {}) =>
         }
       })
 
+    const turnWaiters = new Map<TurnId, Array<Deferred.Deferred<TurnEnded>>>()
+
     const publish = (sessionId: SessionId) => (event: SessionEvent) => {
+      if (event._tag === "durable" && event.record._tag === "turn_ended") {
+        const waiting = turnWaiters.get(event.record.turnId)
+        if (waiting !== undefined) {
+          turnWaiters.delete(event.record.turnId)
+          for (const waiter of waiting) Deferred.unsafeDone(waiter, Exit.succeed(event.record))
+        }
+      }
       const hub = hubs.get(sessionId)
       return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publish(hub.pubsub, event))
     }
@@ -201,6 +211,21 @@ export const make = (options: Options = {}) =>
               })
           )
           return yield* PubSub.subscribe(hub.pubsub)
+        }),
+      turnEnded: (turnId) =>
+        Effect.gen(function*() {
+          const waiter = yield* Deferred.make<TurnEnded>()
+          yield* Effect.acquireRelease(
+            Effect.sync(() => turnWaiters.set(turnId, [...(turnWaiters.get(turnId) ?? []), waiter])),
+            () =>
+              Effect.sync(() => {
+                const rest = turnWaiters.get(turnId)?.filter((w) => w !== waiter)
+                if (rest === undefined) return
+                if (rest.length > 0) turnWaiters.set(turnId, rest)
+                else turnWaiters.delete(turnId)
+              })
+          )
+          return Deferred.await(waiter)
         }),
       running: Effect.sync(() => [...entries.keys()])
     })

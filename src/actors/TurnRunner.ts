@@ -314,20 +314,22 @@ export const run = (ctx: TurnContext) =>
         agentName: agent.name
       }
       let reply = Model.emptyReply
+      const fold = (events: Iterable<Model.Event>) => {
+        const deltas: Array<AssistantDelta> = []
+        for (const event of events) {
+          reply = Model.gather(reply, event)
+          if (event._tag === "TextDelta") {
+            deltas.push(new AssistantDelta({ sessionId: ctx.sessionId, turnId, text: event.text }, true))
+          }
+        }
+        return deltas.length === 0 ? Effect.void : Effect.forEach(deltas, ctx.publish, { discard: true })
+      }
       const outcome = previous !== undefined
         ? Either.right(previous.output as Model.Reply)
-        : yield* model.stream(request).pipe(
+        : yield* (model.whole !== undefined
+          ? Effect.flatMap(model.whole(request), fold)
           // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
-          Stream.runForEachChunk((chunk) => {
-            const deltas: Array<AssistantDelta> = []
-            for (const event of chunk) {
-              reply = Model.gather(reply, event)
-              if (event._tag === "TextDelta") {
-                deltas.push(new AssistantDelta({ sessionId: ctx.sessionId, turnId, text: event.text }, true))
-              }
-            }
-            return deltas.length === 0 ? Effect.void : Effect.forEach(deltas, ctx.publish, { discard: true })
-          }),
+          : Stream.runForEachChunk(model.stream(request), fold)).pipe(
           Effect.map(() => reply),
           Effect.either,
           Effect.withSpan("troupe.model_call", {

@@ -50,26 +50,28 @@ export const make = (scripts: Scripts = {}) =>
       if (byAgent && byAgent.length > 0) return next(`a:${request.sessionId}:${request.agentName}`, byAgent)
       return (scripts.fallback ?? echo)(request)
     }
+    const reply = (request: Model.Request): Effect.Effect<ReadonlyArray<Model.Event>, ModelError> =>
+      Effect.suspend(() => {
+        const reply = pick(request)
+        if (typeof reply !== "string" && "fail" in reply) {
+          return Effect.fail(new ModelError({ reason: reply.fail, retryable: reply.retryable ?? false }))
+        }
+        const text = typeof reply === "string" ? reply : reply.text ?? ""
+        const toolCalls = typeof reply === "string" ? [] : reply.toolCalls ?? []
+        // About four characters a token, as real tokenizers average on English.
+        let characters = request.instructions.length
+        for (const message of request.messages) characters += message.content.length
+        const inputTokens = Math.ceil(characters / 4)
+        const events: Array<Model.Event> = []
+        if (text.length > 0) for (const word of words(text)) events.push(Model.Event.TextDelta({ text: word }))
+        for (const call of toolCalls) events.push(Model.Event.ToolCallEvent({ call }))
+        events.push(Model.Event.UsageEvent({ inputTokens, outputTokens: text.length > 0 ? words(text).length : 0 }))
+        events.push(Model.Event.Finish({ reason: toolCalls.length > 0 ? "tool_calls" : "stop" }))
+        return Effect.succeed(events)
+      })
     return Model.Model.of({
-      stream: (request) =>
-        Stream.suspend(() => {
-          const reply = pick(request)
-          if (typeof reply !== "string" && "fail" in reply) {
-            return Stream.fail(new ModelError({ reason: reply.fail, retryable: reply.retryable ?? false }))
-          }
-          const text = typeof reply === "string" ? reply : reply.text ?? ""
-          const toolCalls = typeof reply === "string" ? [] : reply.toolCalls ?? []
-          // About four characters a token, as real tokenizers average on English.
-          let characters = request.instructions.length
-          for (const message of request.messages) characters += message.content.length
-          const inputTokens = Math.ceil(characters / 4)
-          const events: Array<Model.Event> = []
-          if (text.length > 0) for (const word of words(text)) events.push(Model.Event.TextDelta({ text: word }))
-          for (const call of toolCalls) events.push(Model.Event.ToolCallEvent({ call }))
-          events.push(Model.Event.UsageEvent({ inputTokens, outputTokens: text.length > 0 ? words(text).length : 0 }))
-          events.push(Model.Event.Finish({ reason: toolCalls.length > 0 ? "tool_calls" : "stop" }))
-          return Stream.fromChunk(Chunk.unsafeFromArray(events))
-        })
+      stream: (request) => Stream.unwrap(Effect.map(reply(request), (events) => Stream.fromChunk(Chunk.unsafeFromArray(events)))),
+      whole: reply
     })
   })
 

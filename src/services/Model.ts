@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Data, type Stream } from "effect"
+import { Context, Data, type Effect, type Stream } from "effect"
 import type { ModelSettings, ToolSpec } from "../schema/Agent.js"
 import type { ModelError } from "../schema/Errors.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
@@ -59,6 +59,12 @@ export class Model extends Context.Tag("troupe/Model")<
   {
     /** Streams one model call. */
     readonly stream: (request: Request) => Stream.Stream<Event, ModelError>
+    /**
+     * The same call's events all at once, for providers that have the whole
+     * reply before they return (no network stream): it spares the turn the
+     * cost of a stream. The deltas are still published, just together.
+     */
+    readonly whole?: ((request: Request) => Effect.Effect<ReadonlyArray<Event>, ModelError>) | undefined
   }
 >() {}
 

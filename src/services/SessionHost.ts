@@ -9,6 +9,7 @@ import { Context, Data, type Effect, type Queue, type Scope } from "effect"
 import type { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
 import type { SessionEvent } from "../schema/Event.js"
 import type { InputId, SessionId, TurnId } from "../schema/Ids.js"
+import type { TurnEnded } from "../schema/Record.js"
 
 /** What the actor did with an admitted command. */
 export type Decision = Data.TaggedEnum<{
@@ -46,6 +47,12 @@ export class SessionHost extends Context.Tag("troupe/SessionHost")<
     readonly wake: (sessionId: SessionId) => Effect.Effect<void>
     /** Live events of the session from now on, as this host's actors publish them. */
     readonly live: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<SessionEvent>, never, Scope.Scope>
+    /**
+     * Registers interest in the end of `turnId` before the caller looks for it
+     * in the log (so an end in between is not missed); the returned effect
+     * waits for the `turn_ended` record an actor of this host commits.
+     */
+    readonly turnEnded: (turnId: TurnId) => Effect.Effect<Effect.Effect<TurnEnded>, never, Scope.Scope>
     /** The sessions whose actors run here now. */
     readonly running: Effect.Effect<ReadonlyArray<SessionId>>
   }

@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Context, Effect, Layer, Option, Queue, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Option, Stream } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
@@ -277,24 +277,18 @@ export const make = Effect.gen(function*() {
    */
   const findTurnEnd = (sessionId: SessionId, turnId: TurnId, after: number) =>
     Effect.scoped(Effect.gen(function*() {
-      // Fast path: it already ended.
+      // Interest first, then the log: an end before the read is in the log, an end after it is announced.
+      const announced = yield* host.turnEnded(turnId)
       const first = yield* scanForEnd(sessionId, turnId, after)
       if (Option.isSome(first.ended)) return first.ended.value
-      // Subscribe, then read the session, then look again: an end before the
-      // read is in the log, an end after it arrives live.
-      const live = yield* host.live(sessionId)
       const session = yield* store.get(sessionId)
-      const again = yield* scanForEnd(sessionId, turnId, first.cursor)
-      if (Option.isSome(again.ended)) return again.ended.value
-      if (session.activeTurnId !== turnId) return yield* new TurnNotFound({ sessionId, turnId })
-      const follower = makeFollower(sessionId, again.cursor)
-      for (;;) {
-        for (const event of yield* follower.admit(yield* Queue.take(live))) {
-          if (event._tag === "durable" && event.record._tag === "turn_ended" && event.record.turnId === turnId) {
-            return event.record
-          }
-        }
+      if (session.activeTurnId !== turnId) {
+        // It may have ended between the scan and the read.
+        const again = yield* scanForEnd(sessionId, turnId, first.cursor)
+        if (Option.isSome(again.ended)) return again.ended.value
+        return yield* new TurnNotFound({ sessionId, turnId })
       }
+      return yield* announced
     }))
 
   const events = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
