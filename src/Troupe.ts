@@ -18,6 +18,7 @@ import type { Model } from "./services/Model.js"
 import type { SessionHost } from "./services/SessionHost.js"
 import * as Sessions from "./services/Sessions.js"
 import type { SessionStore } from "./services/SessionStore.js"
+import type { Telemetry } from "./services/Telemetry.js"
 import * as Toolkit from "./services/Toolkit.js"
 
 /** Everything a composed runtime provides. */
@@ -35,6 +36,8 @@ export interface RuntimeOptions {
   readonly tools?: Layer.Layer<Toolkit.Toolkit> | undefined
   /** Prices for the cost budget (`CostMeter.layer({...})`); default free. */
   readonly costs?: Layer.Layer<CostMeter> | undefined
+  /** Product telemetry (`LogTelemetry.layer(...)`, `OtelTelemetry.layer(...)`, `EnvTelemetry.layerConfig`); default none. */
+  readonly telemetry?: Layer.Layer<Telemetry> | undefined
 }
 
 /** Wires the API, the host and a model over any store layer. */
@@ -43,7 +46,11 @@ export const layer = <E, R>(
   options: RuntimeOptions = {}
 ): Layer.Layer<Services, E, R> => {
   const model = options.model ?? ScriptedModel.layer(options.scripts)
-  const extras = Layer.mergeAll(options.tools ?? Toolkit.layerEmpty, options.costs ?? Layer.empty)
+  const extras = Layer.mergeAll(
+    options.tools ?? Toolkit.layerEmpty,
+    options.costs ?? Layer.empty,
+    options.telemetry ?? Layer.empty
+  )
   const base = Layer.provideMerge(CallbackBroker.layer, Layer.mergeAll(store, model, extras))
   const host = Layer.provideMerge(InProcessHost.layer(options.host), base)
   return Layer.provideMerge(Sessions.layer, host)

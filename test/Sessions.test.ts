@@ -24,6 +24,7 @@ import { Durable } from "../src/schema/Event.js"
 import { CallbackId, makeSessionId, makeTurnId, type SessionId } from "../src/schema/Ids.js"
 import { Principal } from "../src/schema/Principal.js"
 import type { Closed, InputApplied } from "../src/schema/Record.js"
+import * as Model from "../src/services/Model.js"
 import { Sessions } from "../src/services/Sessions.js"
 import { SessionStore } from "../src/services/SessionStore.js"
 import * as Troupe from "../src/Troupe.js"
@@ -178,9 +179,49 @@ describe("Sessions", () => {
         const log = yield* logOf(session.id)
         assert.deepStrictEqual([...replay], log.slice(2).map(Durable.fromRecord))
       }).pipe(Effect.provide(Troupe.layerTest())))
+
+    it.effect("the last subscriber leaving while a turn streams does not stop the turn", () => {
+      // A model that streams one word at a time, yielding between words, so the
+      // subscriber leaves while the turn is still publishing.
+      const slow = Layer.succeed(Model.Model, Model.Model.of({
+        stream: () =>
+          Stream.range(1, 300).pipe(
+            Stream.rechunk(1),
+            Stream.tap(() => Effect.yieldNow()),
+            Stream.map((i) => Model.Event.TextDelta({ text: `w${i} ` }))
+          )
+      }))
+      return Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const me = principal()
+        const session = yield* sessions.create(me, { agent: agent() })
+        const reader = yield* sessions.events(me, session.id, { after: 1, volatile: true }).pipe(
+          Stream.filter((event) => event._tag === "assistant_delta"),
+          Stream.take(10),
+          Stream.runDrain,
+          Effect.fork
+        )
+        const accepted = yield* sessions.send(me, session.id, { text: "talk" })
+        yield* Fiber.join(reader)
+        const result = yield* sessions.awaitTurn(me, session.id, accepted.turnId!)
+        assert.strictEqual(result.output.trim().split(" ").length, 300)
+      }).pipe(Effect.provide(Troupe.layerTest({ model: slow })))
+    })
   })
 
   describe("send and awaitTurn", () => {
+    it.effect("a malformed input id is InvalidInput, and nothing is admitted", () =>
+      Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const me = principal()
+        const session = yield* sessions.create(me, { agent: agent() })
+        for (const inputId of ["", "x".repeat(129), "tab\there"]) {
+          const error = yield* failure(sessions.send(me, session.id, { text: "hi", inputId }), "InvalidInput")
+          assert.strictEqual(error.what, "inputId")
+        }
+        assert.strictEqual((yield* logOf(session.id)).length, 1)
+      }).pipe(Effect.provide(Troupe.layerTest())))
+
     it.effect("a retried send with the same inputId is not sent twice", () =>
       Effect.gen(function*() {
         const sessions = yield* Sessions

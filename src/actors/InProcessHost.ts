@@ -27,6 +27,7 @@ import type { SessionEvent } from "../schema/Event.js"
 import { type InputId, type SessionId, type TurnId, ulid } from "../schema/Ids.js"
 import type { TurnEnded } from "../schema/Record.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
+import * as Telemetry from "../services/Telemetry.js"
 import * as Model from "../services/Model.js"
 import { Decision, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
@@ -95,7 +96,7 @@ export const make = (options: Options = {}) =>
 
     const turnWaiters = new Map<TurnId, Array<Deferred.Deferred<TurnEnded>>>()
 
-    const publish = (sessionId: SessionId) => (event: SessionEvent) => {
+    const publish = (sessionId: SessionId) => (event: SessionEvent) => Effect.suspend(() => {
       if (event._tag === "durable" && event.record._tag === "turn_ended") {
         const waiting = turnWaiters.get(event.record.turnId)
         if (waiting !== undefined) {
@@ -105,7 +106,7 @@ export const make = (options: Options = {}) =>
       }
       const hub = hubs.get(sessionId)
       return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publish(hub.pubsub, event))
-    }
+    })
 
     /** Starts an actor; the caller holds `lock`. */
     const start = (sessionId: SessionId) =>
@@ -144,7 +145,9 @@ export const make = (options: Options = {}) =>
               : Effect.logWarning("session actor stopped", cause).pipe(Effect.annotateLogs({ sessionId }))
           ),
           Effect.onExit((exit) => finish(Exit.isFailure(exit))),
-          Effect.provide(context)
+          Effect.provide(context),
+          // An actor outlives whichever caller woke it: it must not inherit that caller's analytics preference.
+          Telemetry.withExcluded(false)
         )
         yield* FiberSet.run(actors, actor)
       })
@@ -206,8 +209,10 @@ export const make = (options: Options = {}) =>
               Effect.suspend(() => {
                 hub.refs--
                 if (hub.refs > 0) return Effect.void
-                hubs.delete(sessionId)
-                return PubSub.shutdown(hub.pubsub)
+                // Forgotten, not shut down: an actor may be publishing to it right now, and
+                // publishing to a shut-down hub would interrupt the actor's turn.
+                if (hubs.get(sessionId) === hub) hubs.delete(sessionId)
+                return Effect.void
               })
           )
           return yield* PubSub.subscribe(hub.pubsub)

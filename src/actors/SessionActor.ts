@@ -40,7 +40,9 @@ import {
   TurnStarted
 } from "../schema/Record.js"
 import type { RunOptions } from "../schema/Run.js"
+import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
+import * as Telemetry from "../services/Telemetry.js"
 import type * as Model from "../services/Model.js"
 import { Decision } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
@@ -92,6 +94,8 @@ interface ActiveTurn {
   readonly fiber: Fiber.RuntimeFiber<TurnRunner.TurnSummary | undefined>
   readonly steers: Queue.Queue<string>
   readonly meter: TurnMeter.TurnMeter
+  /** Its product events are excluded from analytics. */
+  readonly excluded: boolean
   /** True while the turn waits for the user (`wait_user`): messages then go to it. */
   waitingForUser: boolean
 }
@@ -113,6 +117,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
   Effect.scoped(Effect.gen(function*() {
     const store = yield* SessionStore
     const broker = yield* CallbackBroker
+    const telemetry = Option.getOrElse(yield* Effect.serviceOption(Telemetry.Telemetry), () => Telemetry.noop)
     const ttlMillis = Duration.toMillis(options.leaseTtl)
     let holdsSlot = false
     const takeSlot = Effect.zipRight(wiring.slots.take(1), Effect.sync(() => (holdsSlot = true)))
@@ -235,6 +240,18 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       if (!page.more) break
     }
 
+    /** Reports a turn's end to product telemetry (bounded dimensions only). */
+    const announceEnd = (end: TurnEnded, excluded: boolean) =>
+      Telemetry.withExcluded(
+        telemetry.emit(ProductEvent.turnEnded({
+          kind: session.parentId === null ? "root" : "child",
+          status: end.outcome,
+          failureCode: end.failureCode,
+          usage: end.usage
+        })),
+        excluded
+      )
+
     /** Parks the calling turn on `effect`: its busy slot goes to other actors meanwhile. */
     const park = <A>(effect: Effect.Effect<A>) =>
       Effect.gen(function*() {
@@ -244,7 +261,14 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         return result
       })
 
-    const startTurn = (turnId: TurnId, inputId: InputId, text: string, run: RunOptions | undefined, resumed: boolean) =>
+    const startTurn = (
+      turnId: TurnId,
+      inputId: InputId,
+      text: string,
+      run: RunOptions | undefined,
+      excluded: boolean,
+      resumed: boolean
+    ) =>
       Effect.gen(function*() {
         const priorHistory = resumed ? history.slice(0, resumeAt) : history.slice()
         if (!resumed) history.push({ role: "user", content: text })
@@ -277,9 +301,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           writer.withPermits(1)(
             Effect.gen(function*() {
               const receipt = yield* append(records, [])
-              if (records.some((r) => r._tag === "turn_ended")) {
+              for (const record of records) {
+                if (record._tag !== "turn_ended") continue
                 ended.add(turnId)
                 active = undefined
+                yield* announceEnd(record, excluded)
               }
               return receipt
             })
@@ -354,6 +380,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         )
         const fiber = yield* FiberSet.run(turns, body)
         active = {
+          excluded,
           turnId,
           fiber,
           steers,
@@ -384,11 +411,9 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         const turn = active!
         yield* Fiber.interrupt(turn.fiber)
         const now = yield* Clock.currentTimeMillis
-        yield* append([
-          ...(yield* cancelCallbacks(turn.turnId)),
-          new TurnEnded({ turnId: turn.turnId, outcome: "interrupted", reason, usage: turn.meter.usage(now) }, true),
-          ...extra
-        ], consumes)
+        const end = new TurnEnded({ turnId: turn.turnId, outcome: "interrupted", reason, usage: turn.meter.usage(now) }, true)
+        yield* append([...(yield* cancelCallbacks(turn.turnId)), end, ...extra], consumes)
+        yield* announceEnd(end, turn.excluded)
         ended.add(turn.turnId)
         active = undefined
       })
@@ -397,10 +422,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       Effect.gen(function*() {
         const turnId = yield* makeTurnId
         const run = command._tag === "message" ? command.run : undefined
-        yield* append([new TurnStarted({ turnId, inputId: command.inputId, text: command.text, run }, true)], [
-          command.inputId
-        ])
-        yield* startTurn(turnId, command.inputId, command.text, run, false)
+        const excludeFromAnalytics = command._tag === "message" ? command.excludeFromAnalytics : undefined
+        yield* append([
+          new TurnStarted({ turnId, inputId: command.inputId, text: command.text, run, excludeFromAnalytics }, true)
+        ], [command.inputId])
+        yield* startTurn(turnId, command.inputId, command.text, run, excludeFromAnalytics === true, false)
         return Decision.Started({ turnId, cursor: head })
       })
 
@@ -586,7 +612,9 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     }))
 
     if (resume !== undefined && !closed) {
-      yield* writer.withPermits(1)(startTurn(resume.turnId, resume.inputId, resume.text, resume.run, true))
+      yield* writer.withPermits(1)(
+        startTurn(resume.turnId, resume.inputId, resume.text, resume.run, resume.excludeFromAnalytics === true, true)
+      )
     }
 
     const loop = Effect.gen(function*() {

@@ -17,7 +17,9 @@ export class Message extends Schema.TaggedClass<Message>("troupe/Inbox/Message")
   text: Schema.String,
   source: Schema.optional(Schema.String),
   /** Overrides for the turn this message starts. */
-  run: Schema.optional(RunOptions)
+  run: Schema.optional(RunOptions),
+  /** The sender asked that product events the turn causes be excluded from analytics. */
+  excludeFromAnalytics: Schema.optional(Schema.Boolean)
 }) {}
 
 /** A message for the running turn, delivered at its next model call. */

@@ -30,7 +30,9 @@ export class TurnStarted extends Schema.TaggedClass<TurnStarted>("troupe/Record/
   inputId: InputId,
   text: Schema.String,
   /** The message's per-run overrides, if it had any. */
-  run: Schema.optional(RunOptions)
+  run: Schema.optional(RunOptions),
+  /** Product events of this turn are excluded from analytics (the sender asked so). */
+  excludeFromAnalytics: Schema.optional(Schema.Boolean)
 }) {}
 
 /** A turn ended; `failureCode` and `failure` are set when it failed. */

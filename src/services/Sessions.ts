@@ -10,14 +10,14 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Context, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Option, Schema, Stream } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import {
   BudgetExhausted,
   type Conflict,
-  type InvalidInput,
+  InvalidInput,
   SessionBusy,
   SessionClosed,
   SessionNotFound,
@@ -36,7 +36,9 @@ import type { Principal } from "../schema/Principal.js"
 import type { TurnEnded } from "../schema/Record.js"
 import { RunOptions } from "../schema/Run.js"
 import type { ListScope, Session, SessionPage } from "../schema/Session.js"
+import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
+import * as Telemetry from "./Telemetry.js"
 import { type Decision, SessionHost } from "./SessionHost.js"
 import { SessionStore } from "./SessionStore.js"
 
@@ -110,7 +112,7 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
       principal: Principal,
       sessionId: SessionId,
       options: SendOptions
-    ) => Effect.Effect<Accepted, Lookup | SessionClosed | SessionBusy | Conflict>
+    ) => Effect.Effect<Accepted, Lookup | SessionClosed | SessionBusy | Conflict | InvalidInput>
     /**
      * Waits for a turn to end: its result, or `TurnFailed` / `TurnInterrupted`;
      * `TurnNotFound` for a turn id that is neither running nor in the log.
@@ -178,6 +180,7 @@ export const make = Effect.gen(function*() {
   const store = yield* SessionStore
   const host = yield* SessionHost
   const broker = yield* CallbackBroker
+  const telemetry = Option.getOrElse(yield* Effect.serviceOption(Telemetry.Telemetry), () => Telemetry.noop)
 
   const owned = (principal: Principal, sessionId: SessionId) =>
     store.get(sessionId).pipe(
@@ -363,7 +366,10 @@ export const make = Effect.gen(function*() {
 
   return Sessions.of({
     create: (principal, options) => store.create({ principal, ...options }).pipe(
-      Effect.catchTag("SessionNotFound", Effect.die)
+      Effect.catchTag("SessionNotFound", Effect.die),
+      // Only a session the store has persisted is a started one.
+      Effect.tap((session) => telemetry.emit(ProductEvent.sessionStarted(session.parentId === null ? "root" : "child"))),
+      Effect.tapError((error) => telemetry.emit(ProductEvent.failure("session.failed", ProductEvent.categoryOf(error))))
     ),
     get: owned,
     list: (principal, options = {}) =>
@@ -378,14 +384,20 @@ export const make = Effect.gen(function*() {
       Effect.gen(function*() {
         // A closed session refuses the push itself (SessionClosed), so only ownership is checked here.
         yield* authorize(principal, sessionId)
-        const inputId = options.inputId === undefined ? yield* makeInputId : InputId.make(options.inputId)
+        const inputId = options.inputId === undefined
+          ? yield* makeInputId
+          : yield* Schema.decodeUnknown(InputId)(options.inputId).pipe(
+            Effect.mapError((error) => new InvalidInput({ what: "inputId", reason: error.message }))
+          )
         const command = options.mode === "steer"
           ? new Steer({ inputId, text: options.text, source: options.source }, true)
           : new Message({
             inputId,
             text: options.text,
             source: options.source,
-            run: options.run === undefined ? undefined : new RunOptions(options.run)
+            run: options.run === undefined ? undefined : new RunOptions(options.run),
+            // Events the turn causes keep the caller's analytics preference.
+            excludeFromAnalytics: (yield* Telemetry.isExcluded) ? true : undefined
           }, true)
         const decision = yield* submit(sessionId, command).pipe(
           Effect.catchTags({ TurnMismatch: Effect.die, StaleCallback: Effect.die })
