@@ -1,0 +1,407 @@
+/**
+ * Serves one connection over a `Transport` (unix socket, TCP socket or
+ * stdio): the handshake, incremental framing, `core.*` and `auth.hello`, and
+ * every other message through the `Router`, with the errors and limits of
+ * PROTOCOL.md.
+ *
+ * One connection is one scope. Each exchange runs in a fiber of a `FiberMap`
+ * keyed by its correlation id and owned by that scope, so closing the
+ * connection (EOF, `core.shutdown`, a fatal framing error, the listener
+ * shutting down) interrupts every handler it started. Nothing a peer sends
+ * can fail the connection's fiber: malformed input is answered and, when the
+ * byte stream cannot be trusted any more, the connection is closed; handler
+ * defects are answered with `internal`.
+ *
+ * Reading is paced by the connection: frames are handled in order as they are
+ * decoded, and the next chunk is only read once the previous one's frames were
+ * dispatched. A client that does not read its answers therefore stops being
+ * read itself once the write buffer is full.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Clock, Duration, Effect, Either, Exit, FiberMap, Option, Queue, Schema } from "effect"
+import * as Envelope from "../protocol/Envelope.js"
+import * as Frame from "../protocol/Frame.js"
+import * as Handshake from "../protocol/Handshake.js"
+import * as Messages from "../protocol/Messages.js"
+import * as ProtocolError from "../protocol/ProtocolError.js"
+import type { Transport, TransportError } from "../protocol/Transport.js"
+import type { Principal } from "../schema/Principal.js"
+import { type AuthPeer, Authenticator } from "./Authenticator.js"
+import { type Exchange, type Outgoing, type Peer, type Route, Router, WireError } from "./Router.js"
+
+/** The `agent_version` a daemon announces in `core.ready`. */
+export const AGENT_VERSION = "troupe 0.1.0"
+
+/** Limits and settings of a connection; every field has a default. */
+export interface Options {
+  /** The correlation ids the client may use (default: all of `[1, 2^32-1)`). */
+  readonly idRange?: Handshake.IdRange | undefined
+  /** The largest `len` accepted (default and maximum 4 MiB); a larger frame is `FrameTooLarge` and closes the connection. */
+  readonly maxFrameSize?: number | undefined
+  /** Open streams per connection (default 64); one more is answered with `busy`. */
+  readonly maxStreams?: number | undefined
+  /** Requests in flight per connection (default 256); one more is answered with `busy`. */
+  readonly maxInFlight?: number | undefined
+  /** Follow-up frames buffered per stream before its handler takes them (default 64); one more ends the stream with `busy`. */
+  readonly maxFollowUps?: number | undefined
+  /** How long closing waits for the peer to read our last frames and hang up (default 2 s). */
+  readonly closeTimeout?: Duration.DurationInput | undefined
+  /** The `agent_version` announced in `core.ready`. */
+  readonly agentVersion?: string | undefined
+}
+
+/** The defaults of `Options`. */
+export const defaults = {
+  idRange: Handshake.IdRange.whole,
+  maxFrameSize: Frame.MAX_FRAME_LEN,
+  maxStreams: 64,
+  maxInFlight: 256,
+  maxFollowUps: 64,
+  closeTimeout: Duration.seconds(2),
+  agentVersion: AGENT_VERSION
+} as const
+
+/** Clock readings announced in `core.ready`, as nanoseconds since the Unix epoch. */
+export interface ReadyTimes {
+  /** When the daemon process started. */
+  readonly bootTimeNs: bigint
+  /** When the server began to set up. */
+  readonly initTimeNs: bigint
+  /** When the listener that accepted the connection was bound. */
+  readonly readyTimeNs: bigint
+}
+
+/** What the listener knows about an accepted connection. */
+export interface Accepted extends AuthPeer {
+  /** Readings for `core.ready`; the connection's accept time for all three when absent. */
+  readonly times?: ReadyTimes | undefined
+}
+
+interface Resolved {
+  readonly idRange: Handshake.IdRange
+  readonly maxFrameSize: number
+  readonly maxStreams: number
+  readonly maxInFlight: number
+  readonly maxFollowUps: number
+  readonly closeTimeout: Duration.DurationInput
+  readonly agentVersion: string
+}
+
+/** `options` with the defaults filled in. */
+export const resolve = (options: Options = {}): Resolved => ({
+  idRange: options.idRange ?? defaults.idRange,
+  maxFrameSize: Math.min(options.maxFrameSize ?? defaults.maxFrameSize, Frame.MAX_FRAME_LEN),
+  maxStreams: options.maxStreams ?? defaults.maxStreams,
+  maxInFlight: options.maxInFlight ?? defaults.maxInFlight,
+  maxFollowUps: options.maxFollowUps ?? defaults.maxFollowUps,
+  closeTimeout: options.closeTimeout ?? defaults.closeTimeout,
+  agentVersion: options.agentVersion ?? defaults.agentVersion
+})
+
+type Verdict = "continue" | "close"
+
+const CONTINUE: Effect.Effect<Verdict> = Effect.succeed("continue")
+const CLOSE: Effect.Effect<Verdict> = Effect.succeed("close")
+
+// Bodies that never change, encoded once.
+const PONG_BODY = Envelope.encodeBodyUnsafe(Messages.Type.pong, {})
+
+const encodeWelcome = Schema.encodeSync(Messages.AuthWelcome)
+const decodeHello = Schema.decodeUnknownEither(Messages.AuthHello)
+
+/** The frame bytes of a message, or why it cannot be sent. */
+const encodeMessage = (id: number, flags: number, type: string, payload: unknown): Either.Either<Uint8Array, string> => {
+  const body = Envelope.encodeBody(type, payload)
+  if (Either.isLeft(body)) return Either.left(body.left.reason)
+  return Either.mapLeft(Frame.encode({ id, flags, body: body.right }), (error) => error.message)
+}
+
+/** The bytes of a `core.error` frame (always TERMINAL); `details` that cannot be encoded are left out. */
+export const errorFrame = (id: number, payload: ProtocolError.ErrorPayload): Uint8Array => {
+  const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, Messages.Type.error, payload)
+  if (Either.isRight(bytes)) return bytes.right
+  const { details: _details, ...rest } = payload
+  return Frame.encodeUnsafe({
+    id,
+    flags: Frame.FLAG_TERMINAL,
+    body: Envelope.encodeBodyUnsafe(Messages.Type.error, rest)
+  })
+}
+
+const wirePayload = (error: WireError, type: string): ProtocolError.ErrorPayload => ({
+  kind: error.kind,
+  message: error.message,
+  ...(error.kind === "invalid_payload" || error.kind === "unsupported_message_type" ? { offending_type: type } : {}),
+  ...(error.retryable === undefined ? {} : { retryable: error.retryable }),
+  ...(error.details === undefined ? {} : { details: error.details })
+})
+
+const internalPayload: ProtocolError.ErrorPayload = { kind: "internal", message: "internal error" }
+
+const nowNs = Clock.currentTimeNanos
+
+const handshakeBytes = (range: Handshake.IdRange, ready: Handshake.Ready): Uint8Array =>
+  Buffer.concat([Handshake.encodePreamble(range), Frame.encodeUnsafe(Handshake.readyFrame(ready))])
+
+interface Active {
+  readonly kind: Route["kind"]
+  readonly followUps: Queue.Queue<Outgoing> | undefined
+  released: boolean
+}
+
+/**
+ * Refuses a connection after the id-range preamble: `core.error` on id 0
+ * (instead of `core.ready`), then close. Used when the daemon is at its
+ * connection limit (`busy`).
+ */
+export const refuse = (
+  transport: Transport,
+  error: ProtocolError.ErrorPayload,
+  options: Options = {}
+): Effect.Effect<void> => {
+  const limits = resolve(options)
+  return transport.write(Buffer.concat([Handshake.encodePreamble(limits.idRange), errorFrame(0, error)])).pipe(
+    Effect.ignore,
+    Effect.ensuring(transport.close(limits.closeTimeout))
+  )
+}
+
+/**
+ * Serves one connection until the peer leaves (EOF or `core.shutdown`), a
+ * fatal framing error, or interruption; then interrupts its exchanges and
+ * closes the transport. Never fails.
+ */
+export const serve = (
+  transport: Transport,
+  accepted: Accepted,
+  options: Options = {}
+): Effect.Effect<void, never, Router | Authenticator> => {
+  const limits = resolve(options)
+  return Effect.gen(function*() {
+    const router = yield* Router
+    const authenticator = yield* Authenticator
+    const fibers = yield* FiberMap.make<number>()
+    const requestFollowUps = yield* Queue.bounded<Outgoing>(1)
+    const authPeer: AuthPeer = { listener: accepted.listener, trustedLocal: accepted.trustedLocal }
+    const range = limits.idRange
+    const decoder = Frame.makeDecoder()
+    const exchanges = new Map<number, Active>()
+    let requests = 0
+    let streams = 0
+    let principal: Option.Option<Principal> = Option.none()
+    let excludeFromAnalytics = false
+
+    // Handshake: a trusted-local peer is authenticated before its first frame.
+    if (accepted.trustedLocal) {
+      const local = yield* Effect.either(authenticator.authenticate(undefined, authPeer))
+      if (Either.isRight(local)) principal = Option.some(local.right)
+    }
+    const acceptedAt = yield* nowNs
+    const times = accepted.times ?? { bootTimeNs: acceptedAt, initTimeNs: acceptedAt, readyTimeNs: acceptedAt }
+    const ready = new Handshake.Ready({
+      boot_time_ns: times.bootTimeNs,
+      init_time_ns: times.initTimeNs,
+      ready_time_ns: times.readyTimeNs,
+      agent_version: limits.agentVersion,
+      protocol: Handshake.PROTOCOL,
+      auth: Option.isSome(principal) ? [] : ["token"]
+    })
+    yield* transport.write(handshakeBytes(range, ready))
+
+    const sendError = (id: number, payload: ProtocolError.ErrorPayload): Effect.Effect<Verdict, TransportError> =>
+      Effect.as(transport.write(errorFrame(id, payload)), "continue" as const)
+    const fatal = (payload: ProtocolError.ErrorPayload): Effect.Effect<Verdict, TransportError> =>
+      Effect.as(transport.write(errorFrame(0, payload)), "close" as const)
+
+    const release = (id: number, active: Active): void => {
+      if (active.released) return
+      active.released = true
+      if (active.kind === "stream") streams--
+      else requests--
+      if (exchanges.get(id) === active) exchanges.delete(id)
+    }
+
+    // Ends an exchange before its handler did: its fiber is interrupted (not awaited) and its id freed.
+    const abort = (id: number, active: Active): void => {
+      release(id, active)
+      const fiber = FiberMap.unsafeGet(fibers, id)
+      if (Option.isSome(fiber)) fiber.value.unsafeInterruptAsFork(fiber.value.id())
+    }
+
+    const peerView = (): Peer => ({ principal, excludeFromAnalytics, listener: accepted.listener })
+
+    const answer = (id: number, active: Active, type: string, exit: Exit.Exit<Outgoing, WireError>) => {
+      if (active.released) return Effect.void
+      const done = () => release(id, active)
+      if (Exit.isSuccess(exit)) {
+        const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, exit.value.type, exit.value.payload)
+        if (Either.isRight(bytes)) return transport.write(bytes.right, done)
+        return Effect.logError(`answer to ${type} cannot be encoded: ${bytes.left}`).pipe(
+          Effect.andThen(transport.write(errorFrame(id, internalPayload), done))
+        )
+      }
+      const failure = Cause.failureOption(exit.cause)
+      if (Option.isSome(failure)) return transport.write(errorFrame(id, wirePayload(failure.value, type)), done)
+      const payload: ProtocolError.ErrorPayload = Cause.isInterruptedOnly(exit.cause)
+        ? { kind: "internal", message: "the exchange was interrupted" }
+        : internalPayload
+      return Effect.logError(`handler of ${type} failed`, exit.cause).pipe(
+        Effect.andThen(transport.write(errorFrame(id, payload), done))
+      )
+    }
+
+    const start = (id: number, type: string, payload: unknown, route: Route) =>
+      Effect.gen(function*() {
+        const followUps = route.kind === "stream" ? yield* Queue.bounded<Outgoing>(limits.maxFollowUps) : undefined
+        const active: Active = { kind: route.kind, followUps, released: false }
+        exchanges.set(id, active)
+        if (route.kind === "stream") streams++
+        else requests++
+        const emit = route.kind === "stream"
+          ? (message: Outgoing): Effect.Effect<void> => {
+            if (active.released) return Effect.interrupt
+            const bytes = encodeMessage(id, 0, message.type, message.payload)
+            if (Either.isLeft(bytes)) return Effect.dieMessage(`${message.type} cannot be encoded: ${bytes.left}`)
+            return Effect.catchAll(transport.write(bytes.right), () => Effect.interrupt)
+          }
+          : (): Effect.Effect<void> => Effect.dieMessage(`${type} is a request: it cannot emit`)
+        const exchange: Exchange = { id, type, payload, peer: peerView(), emit, followUps: followUps ?? requestFollowUps }
+        const run = route.handler(exchange).pipe(
+          Effect.exit,
+          Effect.flatMap((exit) => answer(id, active, type, exit)),
+          // A write that fails means the connection is going away; the scope interrupts the rest.
+          Effect.ignore,
+          Effect.ensuring(Effect.sync(() => release(id, active)))
+        )
+        yield* FiberMap.run(fibers, id, run)
+        return "continue" as const
+      })
+
+    const followUp = (id: number, active: Active, frame: Frame.RawFrame): Effect.Effect<Verdict, TransportError> => {
+      const decoded = Envelope.decodeBody(frame.body)
+      if (Either.isLeft(decoded)) {
+        abort(id, active)
+        return sendError(id, ProtocolError.toErrorPayload(decoded.left))
+      }
+      if (!Queue.unsafeOffer(active.followUps!, { type: decoded.right.t, payload: decoded.right.payload })) {
+        abort(id, active)
+        return sendError(id, { kind: "busy", message: `more than ${limits.maxFollowUps} unread follow-up frames` })
+      }
+      return CONTINUE
+    }
+
+    const hello = (id: number, payload: unknown): Effect.Effect<Verdict, TransportError> => {
+      const decoded = decodeHello(payload)
+      if (Either.isLeft(decoded)) {
+        return sendError(id, {
+          kind: "invalid_payload",
+          message: `invalid auth.hello payload: ${decoded.left.message}`,
+          offending_type: Messages.Type.hello
+        })
+      }
+      return Effect.either(authenticator.authenticate(decoded.right.token, authPeer)).pipe(
+        Effect.flatMap((result) => {
+          if (Either.isLeft(result)) return sendError(id, wirePayload(result.left, Messages.Type.hello))
+          principal = Option.some(result.right)
+          excludeFromAnalytics = decoded.right.excludeFromAnalytics ?? false
+          const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, Messages.Type.welcome, encodeWelcome({ principal: result.right }))
+          return Either.isRight(bytes) ? Effect.as(transport.write(bytes.right), "continue" as const) : sendError(id, internalPayload)
+        })
+      )
+    }
+
+    const dispatch = (id: number, flags: number, body: Uint8Array): Effect.Effect<Verdict, TransportError> => {
+      if (Frame.hasFlag(flags, Frame.FLAG_SHUTDOWN)) {
+        return sendError(id, { kind: "invalid_flags", message: "SHUTDOWN is only valid on id 0" })
+      }
+      const decoded = Envelope.decodeBody(body)
+      if (Either.isLeft(decoded)) return sendError(id, ProtocolError.toErrorPayload(decoded.left))
+      const { payload, t: type } = decoded.right
+      switch (type) {
+        case Messages.Type.ping:
+          return Effect.as(transport.write(Frame.encodeUnsafe({ id, flags: Frame.FLAG_TERMINAL, body: PONG_BODY })), "continue")
+        case Messages.Type.shutdown:
+          return CLOSE
+        case Messages.Type.hello:
+          return hello(id, payload)
+      }
+      if (type.startsWith("core.")) {
+        return sendError(id, { kind: "unsupported_message_type", message: `unsupported message type ${type}`, offending_type: type })
+      }
+      if (Option.isNone(principal)) {
+        return sendError(id, { kind: "unauthenticated", message: "authenticate with auth.hello first" })
+      }
+      const route = router.route(type)
+      if (route === undefined) {
+        return sendError(id, { kind: "unsupported_message_type", message: `unsupported message type ${type}`, offending_type: type })
+      }
+      const opensStream = Frame.hasFlag(flags, Frame.FLAG_SESSION_START)
+      if (route.kind === "stream" && !opensStream) {
+        return sendError(id, { kind: "invalid_flags", message: `${type} opens a stream: set SESSION_START`, offending_type: type })
+      }
+      if (route.kind === "request" && opensStream) {
+        return sendError(id, { kind: "invalid_flags", message: `${type} is a request: SESSION_START is not allowed`, offending_type: type })
+      }
+      if (route.kind === "stream" && streams >= limits.maxStreams) {
+        return sendError(id, { kind: "busy", message: `more than ${limits.maxStreams} open streams`, retryable: true })
+      }
+      if (route.kind === "request" && requests >= limits.maxInFlight) {
+        return sendError(id, { kind: "busy", message: `more than ${limits.maxInFlight} requests in flight`, retryable: true })
+      }
+      return start(id, type, payload, route)
+    }
+
+    const handle = (frame: Frame.RawFrame): Effect.Effect<Verdict, TransportError> => {
+      const { flags, id } = frame
+      if (id === 0) {
+        if (Frame.hasFlag(flags, Frame.FLAG_SHUTDOWN)) return CLOSE
+        return fatal({ kind: "invalid_id", message: "id 0 is reserved for core.shutdown" })
+      }
+      if (!range.contains(id)) {
+        return fatal({ kind: "invalid_id", message: `id ${id} is outside [${range.start}, ${range.endExclusive})` })
+      }
+      if (Frame.ID_FLAGS_SIZE + frame.body.length > limits.maxFrameSize) {
+        return fatal(ProtocolError.toErrorPayload(
+          new ProtocolError.FrameTooLarge({ length: Frame.ID_FLAGS_SIZE + frame.body.length, max: limits.maxFrameSize })
+        ))
+      }
+      const active = exchanges.get(id)
+      if ((flags & ~Frame.KNOWN_FLAGS) !== 0) {
+        if (active !== undefined) abort(id, active)
+        return sendError(id, ProtocolError.toErrorPayload(new ProtocolError.InvalidFlags({ flags })))
+      }
+      if (active !== undefined) {
+        // Frames on an open stream are its follow-ups; anything else on a busy id ends what runs there.
+        if (active.kind === "stream" && (flags & (Frame.FLAG_SESSION_START | Frame.FLAG_SHUTDOWN)) === 0) {
+          return followUp(id, active, frame)
+        }
+        abort(id, active)
+        return sendError(id, { kind: "invalid_id", message: `id ${id} is already in use` })
+      }
+      return dispatch(id, flags, frame.body)
+    }
+
+    for (;;) {
+      const chunk = yield* transport.read
+      if (Option.isNone(chunk)) return
+      const decoded = decoder.push(chunk.value)
+      for (const frame of decoded.frames) {
+        if ((yield* handle(frame)) === "close") return
+      }
+      if (decoded.error !== undefined) {
+        yield* fatal(ProtocolError.toErrorPayload(decoded.error))
+        return
+      }
+    }
+  }).pipe(
+    Effect.scoped,
+    // A transport failure is the peer going away; anything else is a bug, logged, and only this connection ends.
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause) || Option.isSome(Cause.failureOption(cause))
+        ? Effect.void
+        : Effect.logError("connection failed", cause)
+    ),
+    Effect.ensuring(transport.close(limits.closeTimeout))
+  )
+}
