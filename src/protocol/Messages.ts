@@ -11,7 +11,7 @@ import { Schema } from "effect"
 import { Budgets } from "../schema/Budget.js"
 import { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import { SessionEvent, Snapshot } from "../schema/Event.js"
-import { CallbackId, SessionId, TurnId } from "../schema/Ids.js"
+import { CallbackId, InputId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
 import { Principal } from "../schema/Principal.js"
 import { Session } from "../schema/Session.js"
 
@@ -73,7 +73,7 @@ export const SessionPage = Schema.Struct({
 /** `session.send`. */
 export const SessionSend = Schema.Struct({
   sessionId: SessionId,
-  inputId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128)),
+  inputId: InputId,
   text: Schema.String,
   source: Schema.optional(Schema.String),
   mode: Schema.optionalWith(Schema.Literal("queue", "steer"), { default: () => "queue" as const })
@@ -147,7 +147,7 @@ export const CallbackAnswer = Schema.Struct({
   callbackId: CallbackId,
   result: Schema.Unknown,
   turnId: Schema.optional(TurnId),
-  operationId: Schema.optional(Schema.String)
+  operationId: Schema.optional(OperationId)
 })
 
 /** The message types, by name. */

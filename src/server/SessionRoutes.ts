@@ -1,0 +1,443 @@
+/**
+ * The routes of troupe's own message types (PROTOCOL.md, "Message types"):
+ * every one maps onto the `Sessions` API, on behalf of the peer's principal.
+ *
+ * Each handler decodes its payload with the `Messages` schema (a payload that
+ * does not fit is `invalid_payload`, naming the field), calls `Sessions`, and
+ * answers with the payload encoded by the `Messages` schema, so class
+ * instances leave as plain CBOR-able data. Domain errors become `core.error`
+ * kinds; a foreign session is `not_found` exactly like an unknown one, and no
+ * message carries a stack or a store's error.
+ *
+ * `session.events` replays, then follows. History is sent at the client's
+ * pace; live events pass through a bounded buffer, and a subscriber that
+ * lets it fill is ended with `slow_consumer` and the cursor of the last
+ * durable event it was sent, from which it resumes without gap or duplicate.
+ *
+ * @since 0.1.0
+ */
+import { Deferred, Effect, Either, Fiber, Layer, Option, ParseResult, Queue, Schema, Stream } from "effect"
+import * as Messages from "../protocol/Messages.js"
+import type { ErrorKind } from "../protocol/ProtocolError.js"
+import type {
+  Conflict,
+  InvalidInput,
+  SessionBusy,
+  SessionClosed,
+  SessionNotFound,
+  StaleCallback,
+  StoreUnavailable,
+  TurnMismatch
+} from "../schema/Errors.js"
+import type { SessionEvent } from "../schema/Event.js"
+import type { SessionId } from "../schema/Ids.js"
+import type { Principal } from "../schema/Principal.js"
+import { Sessions } from "../services/Sessions.js"
+import { AgentCatalog } from "./AgentCatalog.js"
+import { type Exchange, type Outgoing, type Route, Router, WireError } from "./Router.js"
+
+const { Type } = Messages
+
+/** Tuning of the routes. */
+export interface Options {
+  /**
+   * How many live events a `session.events` subscriber may fall behind before
+   * it is ended with `slow_consumer` (default 1024).
+   */
+  readonly eventBuffer?: number | undefined
+}
+
+/** Every domain error a `Sessions` method can fail with here. */
+type DomainError =
+  | SessionNotFound
+  | Conflict
+  | StaleCallback
+  | TurnMismatch
+  | SessionClosed
+  | SessionBusy
+  | InvalidInput
+  | StoreUnavailable
+
+// Messages echo ids and keys the client sent; this keeps an echoed string from growing a frame.
+const MAX_MESSAGE = 512
+const clip = (text: string) => (text.length <= MAX_MESSAGE ? text : `${text.slice(0, MAX_MESSAGE - 1)}…`)
+
+const wireError = (kind: ErrorKind, message: string, extra: { retryable?: boolean; details?: unknown } = {}) =>
+  new WireError({ kind, message: clip(message), ...extra })
+
+/** The `core.error` a domain error is answered with. Messages hold only what the caller sent or may see. */
+export const toWireError = (error: DomainError): WireError => {
+  switch (error._tag) {
+    case "SessionNotFound":
+      return wireError("not_found", error.message)
+    case "Conflict":
+      return wireError("conflict", error.message, { details: { entity: error.entity, key: error.key } })
+    case "StaleCallback":
+      return wireError("stale_callback", error.message, {
+        details: { callbackId: error.callbackId, reason: error.reason }
+      })
+    case "TurnMismatch":
+      return wireError("turn_mismatch", error.message, {
+        details: { expectedTurnId: error.expectedTurnId, activeTurnId: error.activeTurnId }
+      })
+    case "SessionClosed":
+      return wireError("session_closed", error.message)
+    case "SessionBusy":
+      return wireError("busy", error.message, { details: { activeTurnId: error.activeTurnId } })
+    case "InvalidInput":
+      return wireError("invalid_payload", error.message)
+    case "StoreUnavailable":
+      // The cause is the driver's error: it stays in the server's log.
+      return wireError("internal", "the session store is unavailable; try again", { retryable: true })
+  }
+}
+
+const internal = wireError("internal", "internal error")
+
+/** The first issue of a payload that does not fit its schema, as `field: problem`. */
+const invalidPayload = (type: string, error: ParseResult.ParseError) => {
+  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const where = issue === undefined || issue.path.length === 0 ? "" : `${issue.path.map(String).join(".")}: `
+  return wireError("invalid_payload", `invalid ${type} payload: ${where}${issue?.message ?? "does not fit"}`)
+}
+
+const decoder = <A, I>(schema: Schema.Schema<A, I>) => {
+  const decode = Schema.decodeUnknown(schema)
+  return (exchange: Exchange) =>
+    decode(exchange.payload).pipe(Effect.mapError((error) => invalidPayload(exchange.type, error)))
+}
+
+/**
+ * A copy without members whose value is `undefined`. Encoding keeps an optional
+ * field that was set to `undefined` (as records built in memory have them), and
+ * CBOR would carry it as simple value 23, which a peer's `Option` need not read;
+ * the SQL stores drop such fields, so this also makes the answer the same on every store.
+ */
+const withoutUndefined = (value: unknown): unknown => {
+  if (typeof value !== "object" || value === null || value instanceof Uint8Array) return value
+  if (Array.isArray(value)) return value.map(withoutUndefined)
+  // `fromEntries` defines properties, so a `__proto__` key stays a plain key.
+  return Object.fromEntries(
+    Object.entries(value).flatMap(([key, item]) => (item === undefined ? [] : [[key, withoutUndefined(item)]]))
+  )
+}
+
+/** The answer `type` with `value` encoded by its schema; a value our own code built always encodes. */
+const answerer = <A, I>(type: string, schema: Schema.Schema<A, I>) => {
+  const encode = Schema.encode(schema)
+  return (value: A): Effect.Effect<Outgoing> =>
+    encode(value).pipe(
+      Effect.map((payload): Outgoing => ({ type, payload: withoutUndefined(payload) })),
+      Effect.orDie
+    )
+}
+
+const principalOf = (exchange: Exchange): Effect.Effect<Principal, WireError> =>
+  Option.match(exchange.peer.principal, {
+    onNone: () => Effect.fail(wireError("unauthenticated", "authenticate with auth.hello first")),
+    onSome: Effect.succeed
+  })
+
+/**
+ * Whether a value survives the store's JSON unchanged: CBOR also carries byte
+ * strings, bigints beyond 2^53 and non-finite floats, which JSON would turn
+ * into something else or refuse with a throw.
+ */
+const isJson = (value: unknown): boolean => {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return true
+    case "number":
+      return Number.isFinite(value)
+    case "object":
+      if (value === null) return true
+      if (Array.isArray(value)) return value.every((item) => item !== undefined && isJson(item))
+      // A member that is undefined is dropped by JSON, as an absent one.
+      return Object.getPrototypeOf(value) === Object.prototype &&
+        Object.values(value).every((item) => item === undefined || isJson(item))
+    default:
+      return false
+  }
+}
+
+const JsonData = Schema.Unknown.pipe(
+  Schema.filter(isJson, {
+    message: () => "expected JSON data (no byte strings, integers beyond 2^53, or non-finite numbers)"
+  })
+)
+
+// Local tightenings of the Messages schemas: `Sessions` stores metadata and answers as JSON, so what
+// would only fail (or throw) inside it is refused as a bad payload.
+const SessionCreate = Schema.Struct({
+  ...Messages.SessionCreate.fields,
+  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: JsonData }))
+})
+const SessionSend = Messages.SessionSend
+const CallbackAnswer = Schema.Struct({ ...Messages.CallbackAnswer.fields, result: JsonData })
+
+/** Runs a route body: domain errors become their kinds, defects become `internal` (logged, never sent). */
+const guard = (
+  type: string,
+  body: (exchange: Exchange) => Effect.Effect<Outgoing, DomainError | WireError>
+) =>
+(exchange: Exchange): Effect.Effect<Outgoing, WireError> =>
+  body(exchange).pipe(
+    Effect.mapError((error) => (error._tag === "WireError" ? error : toWireError(error))),
+    Effect.catchAllDefect((defect) =>
+      Effect.zipRight(
+        Effect.logError("a session route failed").pipe(Effect.annotateLogs({ type, defect })),
+        Effect.fail(internal)
+      )
+    ),
+    Effect.withSpan(`SessionRoutes ${type}`, { attributes: { "troupe.exchange": exchange.id } })
+  )
+
+/** What ends an event stream early, whatever is still buffered. */
+type Stop = "cancelled" | "slow_consumer"
+
+/** What the producer of an event stream hands the emitter, in order. */
+type Item =
+  | { readonly _tag: "event"; readonly event: SessionEvent }
+  | { readonly _tag: "end"; readonly reason: "done" | "closed" }
+  | { readonly _tag: "failed"; readonly error: DomainError }
+  | { readonly _tag: "died" }
+
+/** Sets `stop` when the client sends `cancelType` on this exchange; other follow-ups are ignored. */
+const watchCancel = <A>(exchange: Exchange, cancelType: string, stop: Deferred.Deferred<A>, value: A) =>
+  Effect.forkScoped(Effect.gen(function*() {
+    for (;;) {
+      const frame = yield* Queue.take(exchange.followUps)
+      if (frame.type === cancelType) return yield* Deferred.succeed(stop, value)
+    }
+  }))
+
+/** Builds the routes over the `Sessions` and `AgentCatalog` in context. */
+export const make = (options: Options = {}): Effect.Effect<Router["Type"], never, Sessions | AgentCatalog> =>
+  Effect.gen(function*() {
+    const sessions = yield* Sessions
+    const catalog = yield* AgentCatalog
+    const eventBuffer = Math.max(1, options.eventBuffer ?? 1024)
+
+    const decodeEmpty = decoder(Messages.Empty)
+    const decodeCreate = decoder(SessionCreate)
+    const decodeRef = decoder(Messages.SessionRef)
+    const decodeList = decoder(Messages.SessionList)
+    const decodeSend = decoder(SessionSend)
+    const decodeInterrupt = decoder(Messages.SessionInterrupt)
+    const decodeRename = decoder(Messages.SessionRename)
+    const decodeArchive = decoder(Messages.SessionArchive)
+    const decodeEvents = decoder(Messages.SessionEvents)
+    const decodeProvide = decoder(Messages.CallbackProvide)
+    const decodeAnswer = decoder(CallbackAnswer)
+
+    const agentPage = answerer(Type.agentPage, Messages.AgentPage)
+    const created = answerer(Type.sessionCreated, Messages.SessionCreated)
+    const summary = answerer(Type.sessionSummary, Messages.SessionSummary)
+    const page = answerer(Type.sessionPage, Messages.SessionPage)
+    const accepted = answerer(Type.sessionAccepted, Messages.SessionAccepted)
+    const interrupted = answerer(Type.sessionInterrupted, Messages.SessionInterrupted)
+    const snapshot = answerer(Type.sessionSnapshot, Messages.SessionSnapshot)
+    const eventFrame = answerer(Type.sessionEvent, Messages.SessionEventFrame)
+    const eventsEnd = answerer(Type.sessionEventsEnd, Messages.SessionEventsEnd)
+    const callbackOpen = answerer(Type.callbackOpen, Messages.CallbackOpen)
+    const provideEnd = answerer(Type.callbackProvideEnd, Messages.CallbackProvideEnd)
+    const callbackAccepted = answerer(Type.callbackAccepted, Messages.Empty)
+
+    /** A request whose payload names a session and whose answer is its summary. */
+    const control = <A extends { readonly sessionId: SessionId }>(
+      decode: (exchange: Exchange) => Effect.Effect<A, WireError>,
+      act: (principal: Principal, request: A) => ReturnType<typeof sessions.close>
+    ) =>
+    (exchange: Exchange) =>
+      Effect.gen(function*() {
+        const principal = yield* principalOf(exchange)
+        const request = yield* decode(exchange)
+        return yield* summary({ session: yield* act(principal, request) })
+      })
+
+    const events = (exchange: Exchange) =>
+      Effect.scoped(Effect.gen(function*() {
+        const principal = yield* principalOf(exchange)
+        const request = yield* decodeEvents(exchange)
+        const sessionId = request.sessionId
+        const after = request.after ?? 0
+        const items = yield* Queue.bounded<Item>(eventBuffer)
+        const stop = yield* Deferred.make<Stop>()
+        yield* watchCancel(exchange, Type.sessionEventsCancel, stop, "cancelled" as const)
+
+        // The producer reads the session's events into `items`; `produced` is the last durable cursor it queued.
+        let produced = after
+        const queue = (event: SessionEvent) => {
+          if (event._tag === "durable") produced = event.cursor
+          return Queue.offer(items, { _tag: "event", event })
+        }
+        // History waits for room: the client reads it at its own pace, holding nothing live meanwhile.
+        const replay = Effect.suspend(() =>
+          Stream.runForEach(sessions.events(principal, sessionId, { after: produced, follow: false }), queue)
+        )
+        let closed = false
+        // Live events never wait: one that finds the buffer full ends the subscriber.
+        const follow = Effect.suspend(() =>
+          Stream.runForEachWhile(
+            sessions.events(principal, sessionId, { after: produced, follow: true, volatile: request.volatile ?? false }),
+            (event) =>
+              Effect.gen(function*() {
+                if ((yield* Queue.size(items)) >= eventBuffer) {
+                  yield* Deferred.succeed(stop, "slow_consumer")
+                  return false
+                }
+                yield* queue(event)
+                closed = event._tag === "durable" && event.record._tag === "closed"
+                return !closed
+              })
+          )
+        )
+        const produce = Effect.gen(function*() {
+          yield* replay
+          if (request.follow === false) return yield* Queue.offer(items, { _tag: "end", reason: "done" })
+          if ((yield* sessions.get(principal, sessionId)).status !== "closed") yield* follow
+          else closed = true
+          if (!closed) return
+          // A closed session writes nothing more, bar the records committed with or just after the close.
+          yield* replay
+          yield* Queue.offer(items, { _tag: "end", reason: "closed" })
+        }).pipe(
+          Effect.catchAll((error) => Queue.offer(items, { _tag: "failed", error })),
+          Effect.catchAllDefect((defect) =>
+            Effect.zipRight(
+              Effect.logError("a session event stream failed").pipe(Effect.annotateLogs({ sessionId, defect })),
+              Queue.offer(items, { _tag: "died" })
+            )
+          )
+        )
+        yield* Effect.forkScoped(produce)
+
+        // The emitter: `emitted` is the cursor of the last durable event actually sent.
+        let emitted = after
+        const end = (reason: typeof Messages.EventsEndReason.Type) => eventsEnd({ reason, cursor: emitted })
+        for (;;) {
+          if (yield* Deferred.isDone(stop)) return yield* end(yield* Deferred.await(stop))
+          const next = yield* Effect.raceFirst(
+            Effect.map(Queue.take(items), Either.right),
+            Effect.map(Deferred.await(stop), Either.left)
+          )
+          // An item taken as `stop` won is dropped, which is fine: the stream ends with the cursor actually sent.
+          if (Either.isLeft(next)) return yield* end(next.left)
+          const item = next.right
+          switch (item._tag) {
+            case "event": {
+              const event = item.event
+              yield* exchange.emit(
+                yield* eventFrame(event._tag === "durable" ? { cursor: event.cursor, event } : { event })
+              )
+              if (event._tag === "durable") emitted = event.cursor
+              break
+            }
+            case "end":
+              return yield* end(item.reason)
+            case "failed":
+              return yield* Effect.fail(item.error)
+            case "died":
+              return yield* Effect.fail(internal)
+          }
+        }
+      }))
+
+    const provide = (exchange: Exchange) =>
+      Effect.scoped(Effect.gen(function*() {
+        const principal = yield* principalOf(exchange)
+        const request = yield* decodeProvide(exchange)
+        const cancelled = yield* Deferred.make<void>()
+        yield* watchCancel(exchange, Type.callbackProvideCancel, cancelled, undefined)
+        // The client answers with `callback.answer`, a request of its own; `None` leaves the callback open
+        // (and offers it to providers further up the session tree).
+        const provider = yield* Effect.forkScoped(
+          sessions.provideCallbacks(principal, request.sessionId, request.kinds, (callback) =>
+            Effect.flatMap(callbackOpen({ callback }), exchange.emit).pipe(Effect.as(Option.none())))
+        )
+        // The provider runs until it fails (an unknown session) or the client cancels; the scope withdraws it.
+        yield* Effect.raceFirst(Fiber.join(provider), Deferred.await(cancelled))
+        return yield* provideEnd({ reason: "cancelled" })
+      }))
+
+    const routes: ReadonlyArray<readonly [string, Route["kind"], (exchange: Exchange) => Effect.Effect<Outgoing, DomainError | WireError>]> = [
+      [Type.agentList, "request", (exchange) =>
+        Effect.gen(function*() {
+          yield* principalOf(exchange)
+          yield* decodeEmpty(exchange)
+          return yield* agentPage({
+            items: catalog.list.map((agent) => ({ name: agent.name, description: agent.description }))
+          })
+        })],
+      [Type.sessionCreate, "request", (exchange) =>
+        Effect.gen(function*() {
+          const principal = yield* principalOf(exchange)
+          const request = yield* decodeCreate(exchange)
+          const agent = yield* Option.match(catalog.get(request.agent), {
+            onNone: () => Effect.fail(wireError("not_found", `unknown agent ${request.agent}`)),
+            onSome: Effect.succeed
+          })
+          const session = yield* sessions.create(principal, {
+            agent,
+            title: request.title,
+            idempotencyKey: request.idempotencyKey,
+            budgets: request.budgets,
+            metadata: request.metadata
+          })
+          return yield* created({ session })
+        })],
+      [Type.sessionGet, "request", control(decodeRef, (principal, { sessionId }) => sessions.get(principal, sessionId))],
+      [Type.sessionList, "request", (exchange) =>
+        Effect.gen(function*() {
+          const principal = yield* principalOf(exchange)
+          const request = yield* decodeList(exchange)
+          return yield* page(yield* sessions.list(principal, request))
+        })],
+      [Type.sessionSend, "request", (exchange) =>
+        Effect.gen(function*() {
+          const principal = yield* principalOf(exchange)
+          const request = yield* decodeSend(exchange)
+          const answer = yield* sessions.send(principal, request.sessionId, request)
+          return yield* accepted(answer)
+        })],
+      [Type.sessionInterrupt, "request", (exchange) =>
+        Effect.gen(function*() {
+          const principal = yield* principalOf(exchange)
+          const request = yield* decodeInterrupt(exchange)
+          const outcome = yield* sessions.interrupt(principal, request.sessionId, request.expectedTurnId, request.reason)
+          return yield* interrupted(outcome)
+        })],
+      [Type.sessionRename, "request", control(decodeRename, (principal, r) => sessions.rename(principal, r.sessionId, r.title))],
+      [Type.sessionArchive, "request", control(decodeArchive, (principal, r) => sessions.archive(principal, r.sessionId, r.archived))],
+      [Type.sessionClose, "request", control(decodeRef, (principal, r) => sessions.close(principal, r.sessionId))],
+      [Type.sessionSnapshot, "request", (exchange) =>
+        Effect.gen(function*() {
+          const principal = yield* principalOf(exchange)
+          const request = yield* decodeRef(exchange)
+          const current = yield* sessions.snapshot(principal, request.sessionId)
+          return yield* snapshot({ snapshot: current, cursor: current.cursor })
+        })],
+      [Type.sessionEvents, "stream", events],
+      [Type.callbackProvide, "stream", provide],
+      [Type.callbackAnswer, "request", (exchange) =>
+        Effect.gen(function*() {
+          const principal = yield* principalOf(exchange)
+          const request = yield* decodeAnswer(exchange)
+          yield* sessions.answerCallback(principal, request.sessionId, request)
+          return yield* callbackAccepted({})
+        })]
+    ]
+    // A Map, not an object: a type such as "constructor" must not find a route on a prototype.
+    const table = new Map<string, Route>(
+      routes.map(([type, kind, body]) => [type, { kind, handler: guard(type, body) }])
+    )
+    return Router.of({ route: (type) => table.get(type) })
+  })
+
+/** The routes with the default tuning. */
+export const layer: Layer.Layer<Router, never, Sessions | AgentCatalog> = Layer.effect(Router, make())
+
+/** The routes with the given tuning. */
+export const layerWith = (options: Options): Layer.Layer<Router, never, Sessions | AgentCatalog> =>
+  Layer.effect(Router, make(options))
