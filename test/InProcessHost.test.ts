@@ -287,4 +287,28 @@ describe("InProcessHost", () => {
       )
     }
   })
+
+  it.effect("drain waits for busy turns to finish or park, up to its grace period", () =>
+    Effect.gen(function*() {
+      const model = yield* gatedModel()
+      return yield* Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const host = yield* SessionHost
+        const me = principal()
+        // Nothing busy: drained at once.
+        assert.isTrue(yield* host.drain("1 second"))
+        const session = yield* sessions.create(me, { agent: agent() })
+        const accepted = yield* sessions.send(me, session.id, { text: "slow" })
+        const call = yield* Queue.take(model.held)
+        // A turn inside a model call is busy: the grace period runs out.
+        const draining = yield* Effect.fork(host.drain("5 seconds"))
+        yield* TestClock.adjust("5 seconds")
+        assert.isFalse(yield* Fiber.join(draining))
+        // Once it finishes, the host drains.
+        const again = yield* Effect.fork(host.drain("5 seconds"))
+        yield* call.release("done")
+        yield* sessions.awaitTurn(me, session.id, accepted.turnId!)
+        assert.isTrue(yield* Fiber.join(again))
+      }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer })))
+    }))
 })

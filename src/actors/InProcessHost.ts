@@ -68,7 +68,8 @@ export const make = (options: Options = {}) =>
     }
     const liveBuffer = options.liveBuffer ?? 256
     const actors = yield* FiberSet.make<void>()
-    const slots = yield* Effect.makeSemaphore(options.maxBusyActors ?? 64)
+    const maxBusy = options.maxBusyActors ?? 64
+    const slots = yield* Effect.makeSemaphore(maxBusy)
     const entries = new Map<SessionId, Queue.Queue<void>>()
     const lock = yield* Effect.makeSemaphore(1)
     const waiters = new Map<SessionId, Map<InputId, Array<Waiter>>>()
@@ -232,6 +233,12 @@ export const make = (options: Options = {}) =>
           )
           return Deferred.await(waiter)
         }),
+      // Holding every busy slot at once means no actor is busy.
+      drain: (grace) =>
+        slots.withPermits(maxBusy)(Effect.void).pipe(
+          Effect.timeoutOption(grace),
+          Effect.map((done) => done._tag === "Some")
+        ),
       running: Effect.sync(() => [...entries.keys()])
     })
   })

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Data, type Effect, type Queue, type Scope } from "effect"
+import { Context, Data, type Duration, type Effect, type Queue, type Scope } from "effect"
 import type { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
 import type { SessionEvent } from "../schema/Event.js"
 import type { InputId, SessionId, TurnId } from "../schema/Ids.js"
@@ -53,6 +53,13 @@ export class SessionHost extends Context.Tag("troupe/SessionHost")<
      * waits for the `turn_ended` record an actor of this host commits.
      */
     readonly turnEnded: (turnId: TurnId) => Effect.Effect<Effect.Effect<TurnEnded>, never, Scope.Scope>
+    /**
+     * Waits, at most `grace`, until no turn here is busy: every running turn
+     * finished or parked (on a callback, or waiting for the user). A daemon
+     * shutting down calls it after it stops accepting work, then closes the
+     * host: parked turns resume on the next start. True if it got there in time.
+     */
+    readonly drain: (grace: Duration.DurationInput) => Effect.Effect<boolean>
     /** The sessions whose actors run here now. */
     readonly running: Effect.Effect<ReadonlyArray<SessionId>>
   }
