@@ -1,22 +1,20 @@
-import { Effect } from "effect"
-import { Agent, ModelRef } from "../src/schema/Agent.js"
-import { Principal } from "../src/schema/Principal.js"
-import { Sessions } from "../src/services/Sessions.js"
-import * as Troupe from "../src/Troupe.js"
+import { NodeRuntime } from "@effect/platform-node"
+import { Console, Effect } from "effect"
+import { Agent, Principal, Sessions, Troupe } from "troupe"
 
-const principal = new Principal({
+const principal = new Principal.Principal({
   customerId: "00000000-0000-4000-8000-000000000001",
   organizationId: "00000000-0000-4000-8000-000000000002",
   workspaceId: "00000000-0000-4000-8000-000000000003"
 })
+const agent = new Agent.Agent({ name: "demo", instructions: "Be brief.", model: new Agent.ModelRef({ name: "scripted" }) })
 
 const program = Effect.gen(function*() {
-  const sessions = yield* Sessions
-  const agent = new Agent({ name: "demo", instructions: "Be brief.", model: new ModelRef({ name: "scripted" }) })
+  const sessions = yield* Sessions.Sessions
   const session = yield* sessions.create(principal, { agent })
   const accepted = yield* sessions.send(principal, session.id, { text: "hello" })
   const result = yield* sessions.awaitTurn(principal, session.id, accepted.turnId!)
-  console.log(result.output, result.usage.totalTokens)
+  yield* Console.log(result.output, result.usage.totalTokens)
 })
 
-Effect.runPromise(program.pipe(Effect.provide(Troupe.layerSqlite({ filename: ":memory:" }))))
+program.pipe(Effect.provide(Troupe.layerSqlite({ filename: ":memory:" })), NodeRuntime.runMain)

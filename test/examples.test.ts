@@ -4,7 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
@@ -31,6 +31,37 @@ describe("examples", () => {
     const { stdout } = await example("embedding.ts", [], home)
     assert.match(stdout, /^You said: hello \d+\n$/)
   }, 60_000)
+
+  it("agent-tools approves staging, denies production through a provider, and stops a turn on its budget", async () => {
+    const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
+    const { stdout } = await example("agent-tools.ts", [], home)
+    assert.strictEqual(stdout, [
+      "> Ship it to staging.",
+      `  [approval] deploy {"env":"staging"}: approve`,
+      "  [deploy] running for staging",
+      "  completed: Deployed to https://staging.example.com. (modelCalls=2 toolCalls=1)",
+      "> Now production.",
+      `  [approval] deploy {"env":"production"}: deny`,
+      "  completed: I may not deploy to production. (modelCalls=2 toolCalls=1)",
+      "> Staging again, without tools.",
+      "  failed: budget toolCalls exhausted (limit 0, observed 1)",
+      ""
+    ].join("\n"))
+  }, 60_000)
+
+  it("test-layers (the README's test example) passes its assertions", async () => {
+    const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
+    const { stdout } = await example("test-layers.ts", [], home)
+    assert.strictEqual(stdout, "ok\n")
+  }, 60_000)
+
+  it("the README shows embedding.ts and test-layers.ts verbatim", () => {
+    const readme = readFileSync("README.md", "utf8")
+    for (const name of ["embedding.ts", "test-layers.ts"]) {
+      const source = readFileSync(join("examples", name), "utf8")
+      assert.include(readme, "```ts\n" + source + "```\n", `README.md must show examples/${name} as it is`)
+    }
+  })
 
   it("store-by-hand commits a turn, and store-embedding lists it from the same file", async () => {
     const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
