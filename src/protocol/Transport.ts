@@ -34,7 +34,9 @@ export interface Transport {
    * `onWritten` runs synchronously right after the bytes are handed to the
    * stream (before any other fiber can run), e.g. to free a correlation id
    * exactly when its terminal frame leaves. Interrupting a waiting write drops
-   * it whole: bytes are never half-written.
+   * it whole: bytes are never half-written. For speed, bytes that need not
+   * wait are handed over when `write` is called, not when its effect runs:
+   * sequence a write after another effect with a thunk (`andThen(() => write(…))`).
    */
   readonly write: (bytes: Uint8Array, onWritten?: () => void) => Effect.Effect<void, TransportError>
   /**

@@ -27,6 +27,8 @@ import * as Messages from "../protocol/Messages.js"
 import * as ProtocolError from "../protocol/ProtocolError.js"
 import type { Transport, TransportError } from "../protocol/Transport.js"
 import type { Principal } from "../schema/Principal.js"
+import * as ProductEvent from "../schema/ProductEvent.js"
+import * as Telemetry from "../services/Telemetry.js"
 import { type AuthPeer, Authenticator } from "./Authenticator.js"
 import { type Exchange, type Outgoing, type Peer, type Route, Router, WireError } from "./Router.js"
 
@@ -181,6 +183,10 @@ export const serve = (
   return Effect.gen(function*() {
     const router = yield* Router
     const authenticator = yield* Authenticator
+    // Optional: a server without telemetry reports nothing.
+    const telemetry = yield* Effect.serviceOption(Telemetry.Telemetry)
+    const report = (event: ProductEvent.ProductEvent, excluded: boolean): Effect.Effect<void> =>
+      Option.isSome(telemetry) ? Telemetry.withExcluded(telemetry.value.emit(event), excluded) : Effect.void
     const fibers = yield* FiberMap.make<number>()
     const requestFollowUps = yield* Queue.bounded<Outgoing>(1)
     const authPeer: AuthPeer = { listener: accepted.listener, trustedLocal: accepted.trustedLocal }
@@ -238,7 +244,7 @@ export const serve = (
         const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, exit.value.type, exit.value.payload)
         if (Either.isRight(bytes)) return transport.write(bytes.right, done)
         return Effect.logError(`answer to ${type} cannot be encoded: ${bytes.left}`).pipe(
-          Effect.andThen(transport.write(errorFrame(id, internalPayload), done))
+          Effect.andThen(() => transport.write(errorFrame(id, internalPayload), done))
         )
       }
       const failure = Cause.failureOption(exit.cause)
@@ -247,7 +253,7 @@ export const serve = (
         ? { kind: "internal", message: "the exchange was interrupted" }
         : internalPayload
       return Effect.logError(`handler of ${type} failed`, exit.cause).pipe(
-        Effect.andThen(transport.write(errorFrame(id, payload), done))
+        Effect.andThen(() => transport.write(errorFrame(id, payload), done))
       )
     }
 
@@ -268,6 +274,8 @@ export const serve = (
           : (): Effect.Effect<void> => Effect.dieMessage(`${type} is a request: it cannot emit`)
         const exchange: Exchange = { id, type, payload, peer: peerView(), emit, followUps: followUps ?? requestFollowUps }
         const run = route.handler(exchange).pipe(
+          // Product events this exchange causes (and the commands it submits) carry the peer's preference.
+          Telemetry.withExcluded(exchange.peer.excludeFromAnalytics),
           Effect.exit,
           Effect.flatMap((exit) => answer(id, active, type, exit)),
           // A write that fails means the connection is going away; the scope interrupts the rest.
@@ -294,15 +302,24 @@ export const serve = (
     const hello = (id: number, payload: unknown): Effect.Effect<Verdict, TransportError> => {
       const decoded = decodeHello(payload)
       if (Either.isLeft(decoded)) {
-        return sendError(id, {
+        return report(ProductEvent.failure("auth.failed", "invalid_input"), excludeFromAnalytics).pipe(
+          // A thunk: `transport.write` writes when called, and the report comes first.
+          Effect.andThen(() => sendError(id, {
           kind: "invalid_payload",
           message: `invalid auth.hello payload: ${decoded.left.message}`,
           offending_type: Messages.Type.hello
-        })
+        }))
+        )
       }
       return Effect.either(authenticator.authenticate(decoded.right.token, authPeer)).pipe(
         Effect.flatMap((result) => {
-          if (Either.isLeft(result)) return sendError(id, wirePayload(result.left, Messages.Type.hello))
+          if (Either.isLeft(result)) {
+            // A refused hello changes nothing; its report is excluded if it asks, or if the connection already is.
+            const excluded = (decoded.right.excludeFromAnalytics ?? false) || excludeFromAnalytics
+            return report(ProductEvent.failure("auth.failed", ProductEvent.categoryOf(result.left)), excluded).pipe(
+              Effect.andThen(() => sendError(id, wirePayload(result.left, Messages.Type.hello)))
+            )
+          }
           principal = Option.some(result.right)
           excludeFromAnalytics = decoded.right.excludeFromAnalytics ?? false
           const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, Messages.Type.welcome, encodeWelcome({ principal: result.right }))

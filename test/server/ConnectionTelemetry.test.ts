@@ -1,0 +1,99 @@
+/**
+ * Product telemetry caused over the wire: a daemon (session routes over the
+ * test runtime) with `LogTelemetry` writing to a temp file. A client that says
+ * `excludeFromAnalytics: true` in `auth.hello` has its events written with
+ * `excluded: true`, through the turn its message starts; another client's are
+ * not excluded; a refused hello is `auth.failed`.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
+import * as SessionClient from "../../src/client/SessionClient.js"
+import * as LogTelemetry from "../../src/layers/LogTelemetry.js"
+import * as AgentCatalog from "../../src/server/AgentCatalog.js"
+import * as Authenticator from "../../src/server/Authenticator.js"
+import { Router } from "../../src/server/Router.js"
+import * as Server from "../../src/server/Server.js"
+import * as SessionRoutes from "../../src/server/SessionRoutes.js"
+import { Sessions } from "../../src/services/Sessions.js"
+import * as Troupe from "../../src/Troupe.js"
+import { agent, principal } from "../support/fixtures.js"
+import * as H from "./harness.js"
+
+const TOKEN_QUIET = "token-quiet"
+const TOKEN_LOUD = "token-loud"
+
+/** The product events written so far, without their times. */
+const lines = (path: string): ReadonlyArray<Record<string, unknown>> =>
+  readFileSync(path, "utf8").split("\n").filter((line) => line.length > 0).map((line) => {
+    const { at: _at, ...event } = JSON.parse(line) as Record<string, unknown>
+    return event
+  })
+
+describe("Connection telemetry", () => {
+  it.live("events caused by an excluded connection are excluded; a refused hello is auth.failed", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = yield* H.tempDir
+      const file = join(dir, "telemetry.jsonl")
+      const path = join(dir, "agent.sock")
+      const quiet = principal("quiet")
+      const loud = principal("loud")
+      const runtime = Troupe.layerTest({ telemetry: LogTelemetry.layer({ path: file }) })
+      const routes = SessionRoutes.layer.pipe(Layer.provide(AgentCatalog.layer([agent("echo")])))
+      const app = Layer.provideMerge(
+        Layer.mergeAll(routes, Authenticator.layerStatic({ [TOKEN_QUIET]: quiet, [TOKEN_LOUD]: loud })),
+        runtime
+      )
+      const context = yield* Layer.build(Layer.provideMerge(Server.layer({ unix: { path, trustedLocal: false } }), app))
+      const sessions = yield* Effect.provide(Sessions, context)
+
+      const excluded = yield* SessionClient.connect(path, { token: TOKEN_QUIET, excludeFromAnalytics: true, reconnect: false })
+      const first = yield* excluded.create({ agent: "echo" })
+      const sent = yield* excluded.send(first.id, { text: "hi" })
+      yield* sessions.awaitTurn(quiet, first.id, sent.turnId!)
+
+      const included = yield* SessionClient.connect(path, { token: TOKEN_LOUD, reconnect: false })
+      yield* included.create({ agent: "echo" })
+
+      const refused = yield* Effect.flip(SessionClient.connect(path, { token: "wrong", reconnect: false }))
+      assert.strictEqual(refused._tag, "ServerError")
+
+      const events = lines(file)
+      assert.deepStrictEqual(events.map((event) => [event["event"], event["excluded"]]), [
+        ["session.started", true],
+        ["turn.ended", true],
+        ["session.started", false],
+        ["auth.failed", false]
+      ])
+      assert.deepStrictEqual(events[3], { event: "auth.failed", category: "unauthenticated", status: 401, excluded: false })
+    })))
+
+  it.live("a refused hello is excluded if it asks or its connection is; an ill-shaped hello is auth.failed invalid_input", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = yield* H.tempDir
+      const file = join(dir, "telemetry.jsonl")
+      const path = join(dir, "agent.sock")
+      yield* Layer.build(
+        Server.layer({ unix: { path, trustedLocal: false } }).pipe(
+          Layer.provide(Layer.mergeAll(
+            Layer.succeed(Router, H.routerOf({})),
+            H.tokenAuth,
+            LogTelemetry.layer({ path: file })
+          ))
+        )
+      )
+      const peer = yield* H.rawConnect({ path })
+      const quiet = yield* peer.exchange(1, 0, "auth.hello", { token: "wrong", excludeFromAnalytics: true })
+      const shapeless = yield* peer.exchange(2, 0, "auth.hello", { token: 42 })
+      const welcome = yield* peer.exchange(3, 0, "auth.hello", { token: H.TOKEN, excludeFromAnalytics: true })
+      const loud = yield* peer.exchange(4, 0, "auth.hello", { token: "wrong" })
+      assert.deepStrictEqual([quiet.t, shapeless.t, welcome.t, loud.t], ["core.error", "core.error", "auth.welcome", "core.error"])
+      assert.deepStrictEqual(lines(file), [
+        { event: "auth.failed", category: "unauthenticated", status: 401, excluded: true },
+        { event: "auth.failed", category: "invalid_input", status: 400, excluded: false },
+        // The connection is excluded since its welcome: a later hello it sends is reported excluded, flag or not.
+        { event: "auth.failed", category: "unauthenticated", status: 401, excluded: true }
+      ])
+    })))
+})
