@@ -1,0 +1,109 @@
+/**
+ * How the client commands (`troupe sessions …`, `troupe agents`) reach a
+ * running daemon: `--name NAME` (default `default`), `--socket PATH` or
+ * `--tcp HOST:PORT`, with `--token` (or `TROUPE_TOKEN`) when the listener
+ * is not trusted-local. A client run with `TROUPE_TELEMETRY_ENABLED=false`
+ * asks the daemon to keep the events it causes out of analytics.
+ *
+ * Failures become exit codes: a daemon that cannot be reached is 3, a
+ * request it refuses (`core.error`) is 4.
+ *
+ * @since 0.1.0
+ */
+import { Options } from "@effect/cli"
+import { Config, Effect, Option, Redacted, type Scope } from "effect"
+import * as AgentClient from "../client/AgentClient.js"
+import * as SessionClient from "../client/SessionClient.js"
+import * as Telemetry from "../services/Telemetry.js"
+import * as Address from "./Address.js"
+import * as ExitCode from "./ExitCode.js"
+
+/** The options every client command takes. */
+export const options = {
+  name: Address.name,
+  socket: Address.socket,
+  tcp: Address.tcp,
+  token: Options.redacted("token").pipe(
+    Options.withPseudoName("TOKEN"),
+    Options.withDescription("The token to authenticate with (default: $TROUPE_TOKEN; none is needed on the local socket)."),
+    Options.withFallbackConfig(Config.redacted("TROUPE_TOKEN")),
+    Options.optional
+  )
+}
+
+/** What the connection options parse to. */
+export interface ConnectOptions {
+  readonly name: Option.Option<string>
+  readonly socket: Option.Option<string>
+  readonly tcp: Option.Option<Address.HostPort>
+  readonly token: Option.Option<Redacted.Redacted>
+}
+
+/** Anything connecting or calling can fail with. */
+export type ClientFailure = AgentClient.ConnectFailure | SessionClient.SessionClientError
+
+/** The exit a client error causes, with a one-line message. */
+export const failure = (error: ClientFailure, address: string): ExitCode.CliFailure => {
+  switch (error._tag) {
+    case "ConnectError":
+      return ExitCode.unreachable(
+        error.reason === "ENOENT" || error.reason === "ECONNREFUSED"
+          ? `no daemon is listening on ${address} (${error.reason}); start one with \`troupe serve\``
+          : error.message
+      )
+    case "HandshakeError":
+    case "Refused":
+      return ExitCode.unreachable(error.message)
+    case "Closed":
+      return ExitCode.unreachable(`the daemon at ${address} closed the connection (${error.reason})`)
+    case "ServerError":
+      return ExitCode.refused(
+        `${error.kind}: ${error.message}${error.kind === "unauthenticated" ? " (give --token or set TROUPE_TOKEN)" : ""}`
+      )
+    case "UnexpectedAnswer":
+      return new ExitCode.CliFailure({ code: ExitCode.ExitCode.Internal, message: error.message })
+    case "IdRangeExhausted":
+    case "InvalidFrame":
+      return new ExitCode.CliFailure({ code: ExitCode.ExitCode.Internal, message: error.message })
+  }
+}
+
+/** A connected client, and the address it reached (for messages). */
+export interface Connected {
+  readonly client: SessionClient.SessionClient
+  readonly address: string
+  /** Maps a failure of a call on this client to its exit. */
+  readonly fail: (error: SessionClient.SessionClientError) => ExitCode.CliFailure
+}
+
+/** Connects (and authenticates when a token is given) for the life of the scope. */
+export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.CliFailure, Scope.Scope> =>
+  Effect.gen(function*() {
+    const unix = yield* Address.unixPath(o)
+    if (Option.isSome(unix) && Option.isSome(o.tcp)) {
+      return yield* Effect.fail(ExitCode.usage("give one of --name, --socket and --tcp"))
+    }
+    const enabled = yield* Telemetry.enabled.pipe(Effect.orElseSucceed(() => true))
+    const token = Option.map(o.token, Redacted.value)
+    const connectOptions = { timeout: "5 seconds" } as const
+    let address: string
+    let connection: Effect.Effect<AgentClient.Connection, AgentClient.ConnectFailure, Scope.Scope>
+    if (Option.isSome(o.tcp)) {
+      const { host, port } = o.tcp.value
+      address = `tcp:${host.includes(":") ? `[${host}]` : host}:${port}`
+      connection = AgentClient.makeTcp(host, port, connectOptions)
+    } else {
+      const path = Option.isSome(unix) ? unix.value : yield* Address.socketOf(Address.DEFAULT_NAME)
+      address = `unix:${path}`
+      connection = AgentClient.make(path, connectOptions)
+    }
+    const client = SessionClient.make(yield* connection.pipe(Effect.mapError((error) => failure(error, address))))
+    if (Option.isSome(token) || !enabled) {
+      yield* client.hello({
+        client: "troupe-cli",
+        ...(Option.isSome(token) ? { token: token.value } : {}),
+        ...(enabled ? {} : { excludeFromAnalytics: true })
+      }).pipe(Effect.mapError((error) => failure(error, address)))
+    }
+    return { client, address, fail: (error) => failure(error, address) }
+  })

@@ -1,0 +1,83 @@
+/**
+ * `--model`: which model layer answers.
+ *
+ * - `auto` (default): the OpenAI-compatible model when one is configured
+ *   (`TROUPE_MODEL_BASE_URL` or `TROUPE_MODEL` set; see docs/models.md), else
+ *   the scripted model with the built-in demo agent, and a one-line note.
+ * - `scripted`: the scripted model, whatever the environment says.
+ * - `openai-compatible`: the OpenAI-compatible model from the environment
+ *   (`TROUPE_MODEL_BASE_URL`, `TROUPE_MODEL_API_KEY`, `TROUPE_MODEL`, …).
+ *
+ * @since 0.1.0
+ */
+import { Options } from "@effect/cli"
+import { Config, type ConfigError, Effect, type Layer, Option } from "effect"
+import * as OpenAiCompatibleModel from "../layers/OpenAiCompatibleModel.js"
+import * as ScriptedModel from "../layers/ScriptedModel.js"
+import type { Agent } from "../schema/Agent.js"
+import type { ModelKind } from "../schema/ProductEvent.js"
+import type { Model } from "../services/Model.js"
+import type { Toolkit } from "../services/Toolkit.js"
+import * as DemoAgent from "./DemoAgent.js"
+
+/** What `--model` may say. */
+export type Choice = "auto" | "scripted" | "openai-compatible"
+
+/** The `--model` option. */
+export const option: Options.Options<Choice> = Options.choice("model", ["auto", "scripted", "openai-compatible"]).pipe(
+  Options.withDescription(
+    "The model: auto (OpenAI-compatible when TROUPE_MODEL_BASE_URL or TROUPE_MODEL is set, else scripted), scripted, or openai-compatible."
+  ),
+  Options.withDefault("auto" as const)
+)
+
+/** The model chosen, with the agent served when no agents file is given. */
+export interface Resolved {
+  readonly kind: ModelKind
+  readonly layer: Layer.Layer<Model>
+  /** The built-in agent that fits this model. */
+  readonly builtIn: Agent
+  /** The server tools of the built-in agent. */
+  readonly tools: Layer.Layer<Toolkit>
+  /** How to describe the model in one line (never holds the API key). */
+  readonly description: string
+  /** Said once on stderr when the scripted model stands in for an unconfigured one. */
+  readonly note: Option.Option<string>
+}
+
+/** Whether the environment names an OpenAI-compatible model. */
+export const configured: Config.Config<boolean> = Config.all([
+  Config.option(Config.nonEmptyString("TROUPE_MODEL_BASE_URL")),
+  Config.option(Config.nonEmptyString("TROUPE_MODEL"))
+]).pipe(Config.map(([baseUrl, model]) => Option.isSome(baseUrl) || Option.isSome(model)))
+
+const scripted = (note: Option.Option<string>): Resolved => ({
+  kind: "scripted",
+  layer: ScriptedModel.layer(DemoAgent.scripts),
+  builtIn: DemoAgent.demo,
+  tools: DemoAgent.toolkit,
+  description: "scripted",
+  note
+})
+
+/** Resolves `--model` against the environment; a malformed model variable is a `ConfigError`. */
+export const resolve = (choice: Choice): Effect.Effect<Resolved, ConfigError.ConfigError> =>
+  Effect.gen(function*() {
+    if (choice === "scripted") return scripted(Option.none())
+    if (choice === "auto" && !(yield* configured)) {
+      return scripted(Option.some(
+        "no model configured (set TROUPE_MODEL_BASE_URL and TROUPE_MODEL, see docs/models.md): using the built-in demo agent on the scripted model"
+      ))
+    }
+    const options = yield* OpenAiCompatibleModel.config
+    return {
+      kind: "openai_compatible",
+      layer: OpenAiCompatibleModel.layer(options),
+      builtIn: DemoAgent.assistant,
+      tools: DemoAgent.toolkit,
+      description: `openai-compatible ${options.baseUrl ?? OpenAiCompatibleModel.defaultBaseUrl}${
+        options.model === undefined ? "" : ` (${options.model})`
+      }`,
+      note: Option.none()
+    } satisfies Resolved
+  })

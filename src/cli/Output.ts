@@ -1,0 +1,165 @@
+/**
+ * Where the program writes, and how. Results go to stdout; notes, progress
+ * and logs go to stderr, so that `troupe run "…" > answer.txt` keeps only the
+ * answer and `troupe serve --stdio` keeps stdout for the protocol.
+ *
+ * - A status line (a spinner and a label) is drawn only when stderr is a
+ *   terminal, and never in JSON mode: on a pipe, progress prints nothing.
+ * - Colours only on a terminal, and never with `NO_COLOR` set or `TERM=dumb`.
+ * - JSON mode writes one JSON value per line on stdout and nothing else there.
+ *
+ * @since 0.1.0
+ */
+import { type Console, Duration, Effect, Logger, Schedule, type Scope } from "effect"
+
+/** Whether a stream is a terminal. */
+const isTty = (stream: NodeJS.WriteStream): boolean => stream.isTTY === true
+
+/** Whether stdout is a terminal. */
+export const stdoutIsTty = (): boolean => isTty(process.stdout)
+
+/** Whether stderr is a terminal. */
+export const stderrIsTty = (): boolean => isTty(process.stderr)
+
+/** Whether stdin is a terminal (interactive questions need one). */
+export const stdinIsTty = (): boolean => process.stdin.isTTY === true
+
+/** Whether colours may be written to a stream. */
+export const colours = (stream: NodeJS.WriteStream): boolean =>
+  isTty(stream) && (process.env["NO_COLOR"] ?? "") === "" && process.env["TERM"] !== "dumb"
+
+// eslint-disable-next-line no-control-regex
+const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g
+
+/** Text without ANSI escape sequences. */
+export const stripAnsi = (text: string): string => text.replace(ANSI, "")
+
+/**
+ * Runs `self` with a `Console` that strips colours from what goes to a stream
+ * that may not have them (`--help` and usage errors printed into a pipe).
+ */
+export const withPlainConsole = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.consoleWith((base) => {
+    const plain = (stream: NodeJS.WriteStream) => (args: ReadonlyArray<unknown>) =>
+      colours(stream) ? args : args.map((arg) => (typeof arg === "string" ? stripAnsi(arg) : arg))
+    const forOut = plain(process.stdout)
+    const forErr = plain(process.stderr)
+    const console: Console.Console = {
+      ...base,
+      log: (...args) => base.log(...forOut(args)),
+      info: (...args) => base.info(...forOut(args)),
+      error: (...args) => base.error(...forErr(args)),
+      warn: (...args) => base.warn(...forErr(args))
+    }
+    return Effect.withConsole(self, console)
+  })
+
+/** Effect's logger, writing to stderr (stdout may carry results or the protocol). */
+export const stderrLogger = Logger.replace(
+  Logger.defaultLogger,
+  Logger.prettyLogger({ stderr: true, colors: colours(process.stderr), mode: "tty" })
+)
+
+const paint = (code: string) => (text: string, stream: NodeJS.WriteStream = process.stderr) =>
+  colours(stream) ? `\x1b[${code}m${text}\x1b[0m` : text
+
+/** Dim text (on a terminal). */
+export const dim = paint("2")
+/** Bold text (on a terminal). */
+export const bold = paint("1")
+/** Green text (on a terminal). */
+export const green = paint("32")
+/** Red text (on a terminal). */
+export const red = paint("31")
+/** Yellow text (on a terminal). */
+export const yellow = paint("33")
+
+/** How one command writes. */
+export interface Output {
+  /** JSON mode: only `json` writes to stdout. */
+  readonly json: boolean
+  /** Writes text to stdout as it comes (no newline added); ignored in JSON mode. */
+  readonly text: (text: string) => Effect.Effect<void>
+  /** Writes one line to stdout; ignored in JSON mode. */
+  readonly line: (text: string) => Effect.Effect<void>
+  /** Writes one line to stderr, first ending a line of stdout text left open on the same terminal. */
+  readonly note: (text: string) => Effect.Effect<void>
+  /** Writes one value as a JSON line to stdout (JSON mode and plain mode alike). */
+  readonly jsonLine: (value: unknown) => Effect.Effect<void>
+  /** Shows a status line with a spinner on a terminal (`undefined` hides it); nothing on a pipe or in JSON mode. */
+  readonly status: (label: string | undefined) => Effect.Effect<void>
+  /** Ends a line of stdout text left open, so what follows starts on a new line. */
+  readonly endLine: Effect.Effect<void>
+}
+
+const FRAMES = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+
+/** Builds the writer of one command; the spinner's fiber lives as long as the scope. */
+export const make = (options: { readonly json: boolean }): Effect.Effect<Output, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const { json } = options
+    const spinning = !json && stderrIsTty()
+    // Do stdout and stderr land on the same screen? Then a note must not cut a line of stdout text.
+    const shared = stdoutIsTty() && stderrIsTty()
+    let openLine = false
+    let label: string | undefined
+    let drawn = false
+    let frame = 0
+
+    const erase = () => {
+      if (drawn) process.stderr.write("\r\x1b[2K")
+      drawn = false
+    }
+    const draw = () => {
+      // A status line drawn after open stdout text would overwrite it.
+      if (!spinning || label === undefined || (shared && openLine)) return
+      process.stderr.write(`\r\x1b[2K${dim(`${FRAMES[frame++ % FRAMES.length]} ${label}`)}`)
+      drawn = true
+    }
+    const endLine = Effect.sync(() => {
+      if (openLine) process.stdout.write("\n")
+      openLine = false
+    })
+
+    if (spinning) {
+      yield* Effect.sync(draw).pipe(
+        Effect.repeat(Schedule.spaced(Duration.millis(80))),
+        Effect.forkScoped
+      )
+      yield* Effect.addFinalizer(() => Effect.sync(erase))
+    }
+
+    return {
+      json,
+      text: (text) =>
+        json || text.length === 0 ? Effect.void : Effect.sync(() => {
+          erase()
+          process.stdout.write(text)
+          openLine = !text.endsWith("\n")
+        }),
+      line: (text) =>
+        json ? Effect.void : Effect.sync(() => {
+          erase()
+          if (openLine) process.stdout.write("\n")
+          process.stdout.write(`${text}\n`)
+          openLine = false
+        }),
+      note: (text) =>
+        Effect.sync(() => {
+          erase()
+          if (shared && openLine) {
+            process.stdout.write("\n")
+            openLine = false
+          }
+          process.stderr.write(`${text}\n`)
+        }),
+      jsonLine: (value) => Effect.sync(() => void process.stdout.write(`${JSON.stringify(value)}\n`)),
+      status: (next) =>
+        Effect.sync(() => {
+          label = next
+          if (next === undefined) erase()
+          else draw()
+        }),
+      endLine
+    } satisfies Output
+  })

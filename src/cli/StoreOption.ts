@@ -1,0 +1,123 @@
+/**
+ * `--store`: where sessions are kept.
+ *
+ * - `sqlite:PATH`: a SQLite file (created, with its directory, when missing);
+ *   `sqlite::memory:` for a private in-memory database.
+ * - `postgres:URL` (or the URL itself, `postgres://…` / `postgresql://…`).
+ * - `memory`: an in-process store, gone when the process exits.
+ *
+ * The default is `sqlite:$TROUPE_HOME/troupe.db` (`~/.troupe/troupe.db`).
+ *
+ * @since 0.1.0
+ */
+import { HelpDoc, Options, ValidationError } from "@effect/cli"
+import { type ConfigError, Effect, Either, Layer, Option } from "effect"
+import { mkdirSync } from "node:fs"
+import { dirname, join, resolve } from "node:path"
+import * as MemorySessionStore from "../layers/MemorySessionStore.js"
+import * as PgSessionStore from "../layers/PgSessionStore.js"
+import * as SqliteSessionStore from "../layers/SqliteSessionStore.js"
+import * as Naming from "../protocol/Naming.js"
+import { StoreUnavailable } from "../schema/Errors.js"
+import type { StoreKind } from "../schema/ProductEvent.js"
+import type { SessionStore } from "../services/SessionStore.js"
+
+/** A parsed `--store` value. */
+export type Store =
+  | { readonly kind: "memory" }
+  | { readonly kind: "sqlite"; readonly filename: string }
+  | { readonly kind: "postgres"; readonly url: string }
+
+const FORMS = "expected sqlite:PATH, postgres:URL or memory"
+
+/** Parses a `--store` value, or says why it is not one. */
+export const parse = (text: string): Either.Either<Store, string> => {
+  const value = text.trim()
+  if (value === "memory") return Either.right({ kind: "memory" })
+  if (value.startsWith("sqlite:")) {
+    const filename = value.slice("sqlite:".length)
+    if (filename === "") return Either.left(`sqlite: needs a path (${FORMS})`)
+    return Either.right({ kind: "sqlite", filename: filename === ":memory:" ? filename : resolve(filename) })
+  }
+  const url = value.startsWith("postgres:") && !value.startsWith("postgres://") ? value.slice("postgres:".length) : value
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
+    try {
+      new URL(url)
+    } catch {
+      return Either.left(`${redact(url)} is not a valid URL`)
+    }
+    return Either.right({ kind: "postgres", url })
+  }
+  return Either.left(`${JSON.stringify(value.slice(0, 64))}: ${FORMS}`)
+}
+
+/** A URL with its password replaced, fit for messages. */
+const redact = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password !== "") parsed.password = "***"
+    return parsed.toString()
+  } catch {
+    return "postgres:…"
+  }
+}
+
+/** The store as a user would write it, without a password. */
+export const describe = (store: Store): string => {
+  switch (store.kind) {
+    case "memory":
+      return "memory"
+    case "sqlite":
+      return `sqlite:${store.filename}`
+    case "postgres":
+      return `postgres:${redact(store.url)}`
+  }
+}
+
+/** The store's kind, as `daemon.started` reports it. */
+export const kindOf = (store: Store): StoreKind => store.kind
+
+/** The default store: `sqlite:$TROUPE_HOME/troupe.db`. */
+export const defaultStore: Effect.Effect<Store, ConfigError.ConfigError> = Effect.map(
+  Naming.home,
+  (home) => ({ kind: "sqlite", filename: join(resolve(home), "troupe.db") })
+)
+
+/** The `--store` value, or the default. */
+export const resolveStore = (given: Option.Option<Store>): Effect.Effect<Store, ConfigError.ConfigError> =>
+  Option.match(given, { onNone: () => defaultStore, onSome: Effect.succeed })
+
+/** The store layer; a SQLite file's directory is created first. */
+export const layer = (store: Store): Layer.Layer<SessionStore, StoreUnavailable> => {
+  switch (store.kind) {
+    case "memory":
+      return MemorySessionStore.layer
+    case "postgres":
+      return PgSessionStore.layer({ url: store.url })
+    case "sqlite":
+      return Layer.unwrapEffect(
+        Effect.try({
+          try: () => {
+            if (store.filename !== ":memory:") mkdirSync(dirname(store.filename), { recursive: true })
+            return SqliteSessionStore.layer({ filename: store.filename })
+          },
+          catch: (cause) => new StoreUnavailable({ operation: "open", cause })
+        })
+      )
+  }
+}
+
+/** The `--store` option. */
+export const option: Options.Options<Option.Option<Store>> = Options.text("store").pipe(
+  Options.withPseudoName("STORE"),
+  Options.withDescription(
+    "Where sessions are kept: sqlite:PATH, postgres:URL or memory (default: sqlite:$TROUPE_HOME/troupe.db)."
+  ),
+  Options.mapEffect((text) =>
+    Either.match(parse(text), {
+      onLeft: (reason) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--store: ${reason}`))),
+      onRight: Effect.succeed
+    })
+  ),
+  Options.optional
+)

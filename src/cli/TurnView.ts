@@ -1,0 +1,112 @@
+/**
+ * Shows one turn as it happens, from the session's events: the assistant's
+ * text streamed to stdout, tool calls (`→ name(args)`) and their results
+ * (`← result`) on stderr, a status line while the model thinks or a tool runs,
+ * and the outcome with the usage at the end. In JSON mode every event is
+ * printed as a JSON line instead, and nothing else goes to stdout.
+ *
+ * Used by `troupe run` (in-process events) and `troupe sessions send --wait`
+ * (events from the daemon).
+ *
+ * @since 0.1.0
+ */
+import { Effect, Option } from "effect"
+import type { SessionEvent } from "../schema/Event.js"
+import type { TurnId } from "../schema/Ids.js"
+import type { CallbackOpened, TurnEnded } from "../schema/Record.js"
+import * as EventFormat from "./EventFormat.js"
+import * as Output from "./Output.js"
+
+/** Which turn to show: the first one to start, or the one a message (by input id) or a known turn id started. */
+export type Watch =
+  | { readonly _tag: "first" }
+  | { readonly _tag: "input"; readonly inputId: string }
+  | { readonly _tag: "turn"; readonly turnId: TurnId }
+
+/** Shows events; `onEvent` answers the turn's end once it comes. */
+export interface TurnView {
+  readonly onEvent: (event: SessionEvent) => Effect.Effect<Option.Option<TurnEnded>>
+}
+
+/** A view of one turn; `onCallback` says something about a callback the turn opened (or nothing). */
+export const make = (
+  out: Output.Output,
+  watch: Watch,
+  onCallback: (opened: CallbackOpened) => Option.Option<string> = () => Option.none()
+): TurnView => {
+  let turnId: TurnId | undefined = watch._tag === "turn" ? watch.turnId : undefined
+  let streamed = false
+  const tools = new Set<string>()
+
+  const ours = (id: TurnId) => turnId !== undefined && id === turnId
+
+  const onEvent = (event: SessionEvent): Effect.Effect<Option.Option<TurnEnded>> =>
+    Effect.gen(function*() {
+      if (out.json) yield* out.jsonLine(EventFormat.toJson(event))
+      if (event._tag === "assistant_delta") {
+        if (!ours(event.turnId)) return Option.none()
+        streamed = true
+        yield* out.status(undefined)
+        yield* out.text(event.text)
+        return Option.none()
+      }
+      const record = event.record
+      switch (record._tag) {
+        case "turn_started": {
+          const matches = watch._tag === "first" ? turnId === undefined : watch._tag === "input"
+            ? record.inputId === watch.inputId
+            : record.turnId === watch.turnId
+          if (matches) {
+            turnId = record.turnId
+            yield* out.status("thinking")
+          }
+          return Option.none()
+        }
+        case "operation_started": {
+          if (!ours(record.turnId) || out.json) return Option.none()
+          if (record.kind !== "tool") {
+            yield* out.status("thinking")
+            return Option.none()
+          }
+          tools.add(record.operationId)
+          yield* out.note(EventFormat.toolCall(record.name, EventFormat.argumentsOf(record.input)))
+          yield* out.status(`running ${record.name}`)
+          return Option.none()
+        }
+        case "operation_completed": {
+          if (!tools.delete(record.operationId) || out.json) return Option.none()
+          const result = EventFormat.clip(
+            typeof record.output === "string" ? record.output : JSON.stringify(record.output) ?? "",
+            200
+          )
+          yield* out.note(Output.dim(`← ${record.isError ? "error: " : ""}${result}`))
+          yield* out.status("thinking")
+          return Option.none()
+        }
+        case "callback_opened": {
+          if (!ours(record.turnId) || out.json) return Option.none()
+          const said = onCallback(record)
+          if (Option.isSome(said)) {
+            yield* out.status(undefined)
+            yield* out.note(said.value)
+          }
+          return Option.none()
+        }
+        case "turn_ended": {
+          if (!ours(record.turnId)) return Option.none()
+          yield* out.status(undefined)
+          if (!out.json) {
+            // Deltas are volatile: a subscriber that joined late saw none, but the output is in the record.
+            if (!streamed && record.output !== undefined) yield* out.text(record.output)
+            yield* out.endLine
+            yield* out.note(`${EventFormat.outcome(record)} · ${EventFormat.usage(record.usage)}`)
+          }
+          return Option.some(record)
+        }
+        default:
+          return Option.none()
+      }
+    })
+
+  return { onEvent }
+}
