@@ -220,6 +220,18 @@ describe("Sessions", () => {
           assert.strictEqual(error.what, "inputId")
         }
         assert.strictEqual((yield* logOf(session.id)).length, 1)
+        // Run options are checked too, given as plain data.
+        const error = yield* failure(
+          sessions.send(me, session.id, { text: "hi", run: { budgets: { toolCalls: -1 } } }),
+          "InvalidInput"
+        )
+        assert.strictEqual(error.what, "run options")
+        yield* failure(sessions.send(me, session.id, { text: "hi", run: { settings: { temperature: 7 } } }), "InvalidInput")
+        assert.strictEqual((yield* logOf(session.id)).length, 1)
+        // Well-formed plain run options are taken.
+        const accepted = yield* sessions.send(me, session.id, { text: "hi", run: { budgets: { totalTokens: 0 } } })
+        const exhausted = yield* failure(sessions.awaitTurn(me, session.id, accepted.turnId!), "BudgetExhausted")
+        assert.strictEqual(exhausted.dimension, "totalTokens")
       }).pipe(Effect.provide(Troupe.layerTest())))
 
     it.effect("a retried send with the same inputId is not sent twice", () =>

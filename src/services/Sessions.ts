@@ -62,7 +62,7 @@ export interface SendOptions {
   readonly inputId?: string | undefined
   readonly source?: string | undefined
   /** Overrides for the turn this message starts: permissions, model settings, budgets. */
-  readonly run?: ConstructorParameters<typeof RunOptions>[0] | undefined
+  readonly run?: typeof RunOptions.Encoded | RunOptions | undefined
 }
 
 /** An answer to an open callback. */
@@ -172,6 +172,12 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
     ) => Stream.Stream<SessionEvent, Lookup>
   }
 >() {}
+
+/** Run options from plain data or a `RunOptions`; out-of-range values are `InvalidInput`, never a crash. */
+const decodeRun = (run: unknown) =>
+  Schema.decodeUnknown(RunOptions)(run instanceof RunOptions ? Schema.encodeSync(RunOptions)(run) : run).pipe(
+    Effect.mapError((error) => new InvalidInput({ what: "run options", reason: error.message }))
+  )
 
 const sameWorkspace = (a: Principal, b: Principal) => a.workspaceId.toLowerCase() === b.workspaceId.toLowerCase()
 
@@ -395,7 +401,7 @@ export const make = Effect.gen(function*() {
             inputId,
             text: options.text,
             source: options.source,
-            run: options.run === undefined ? undefined : new RunOptions(options.run),
+            run: options.run === undefined ? undefined : yield* decodeRun(options.run),
             // Events the turn causes keep the caller's analytics preference.
             excludeFromAnalytics: (yield* Telemetry.isExcluded) ? true : undefined
           }, true)
