@@ -14,16 +14,34 @@
  *   a `Some` result is sent with `callback.answer` (an answer someone else
  *   beat is dropped, as an in-process provider's is).
  *
+ * A client made by `connect` (or `connectTcp`, `connectNamed`) owns its
+ * connection and knows how to open another: same address, same hello. When
+ * the connection drops, event streams subscribe again on a new connection
+ * with `after` = the last durable cursor they delivered (no gap, no
+ * duplicate), providers register again, and the next request reconnects;
+ * attempts follow `reconnectSchedule` (exponential, capped, bounded). A
+ * request caught by the drop is sent again on the new connection when that
+ * is harmless (reads, `rename`, `archive`, `send` under its input id,
+ * `create` with an idempotency key); `create` without one, `close`,
+ * `interrupt` and `answerCallback` fail with `Closed` instead, since they may
+ * or may not have taken effect. A client made by `make` over a caller's
+ * connection never reconnects.
+ *
+ * The Promise API (`connectPromise`, `connectTcpPromise`,
+ * `connectNamedPromise`) wraps the same client in a `PromiseClient`.
+ *
  * Like the raw tier, this module speaks the wire only: it imports the codec
  * and the schemas, never the runtime.
  *
  * @since 0.1.0
  */
-import { Effect, Either, Option, Schema, type Scope, Stream } from "effect"
+import { Cause, Chunk, Duration, Effect, Either, ExecutionStrategy, Exit, Fiber, Option, Schedule, Schema, Scope, Stream } from "effect"
 import * as Envelope from "../protocol/Envelope.js"
 import * as Frame from "../protocol/Frame.js"
 import * as Messages from "../protocol/Messages.js"
+import * as Naming from "../protocol/Naming.js"
 import * as ProtocolError from "../protocol/ProtocolError.js"
+import type { InvalidName } from "../protocol/ProtocolError.js"
 import type { Budgets } from "../schema/Budget.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import type { Snapshot } from "../schema/Event.js"
@@ -193,31 +211,94 @@ const answerAs = <A, I>(request: string, type: string, schema: Schema.Schema<A, 
       ? payloadAs(request, body, schema)
       : Effect.fail(new UnexpectedAnswer({ request, reason: `expected ${type}, got ${body.t}` })))
 
-/** The typed API over an open connection. */
-export const make = (connection: AgentClient.Connection): SessionClient => {
+/**
+ * One connection of a client: calls go to `connection` until it drops. `dead`
+ * is set once the connection has closed, whoever closed it.
+ */
+interface Link {
+  readonly connection: AgentClient.Connection
+  dead: boolean
+  /** Closes the connection and everything opened for it. */
+  readonly release: Effect.Effect<void>
+}
+
+/** Where a client's calls go, and how it replaces a connection that dropped. */
+interface Source {
+  /** The connection calls use now; `connection` of the client. */
+  readonly current: () => Link
+  /** The current link, or a new one when it is dead and the client can reconnect. */
+  readonly live: Effect.Effect<Link, SessionClientError>
+  /**
+   * Called after `dropped` failed a call with `error`: a new link (the one
+   * another caller already made, or a fresh one), or `error` itself when the
+   * client cannot reconnect.
+   */
+  readonly renew: (dropped: Link, error: AgentClient.Closed) => Effect.Effect<Link, SessionClientError>
+}
+
+/** A link over a connection someone else owns. */
+const fixedLink = (connection: AgentClient.Connection): Link => ({ connection, dead: false, release: Effect.void })
+
+/** A source that never reconnects. */
+const fixedSource = (link: Link): Source => ({
+  current: () => link,
+  live: Effect.succeed(link),
+  renew: (_, error) => Effect.fail(error)
+})
+
+/** A failure of the handler given to `provideCallbacks`, kept apart from the client's own errors. */
+class HandlerFailure<E> {
+  constructor(readonly error: E) {}
+}
+
+const isClosed = (error: unknown): error is AgentClient.Closed => error instanceof AgentClient.Closed
+
+/** The typed API over a source of connections. */
+const build = (source: Source): SessionClient => {
+  /**
+   * One request. A `repeatable` one (reading, setting a value, or carrying an
+   * idempotency key) that fails because the connection dropped is sent once
+   * more on a new connection; any other fails with `Closed`, since it may or
+   * may not have taken effect.
+   */
   const call = <A, I, B, J>(
     type: string,
     schema: Schema.Schema<A, I>,
     value: A,
     answerType: string,
-    answer: Schema.Schema<B, J>
+    answer: Schema.Schema<B, J>,
+    repeatable = true
   ): Effect.Effect<B, SessionClientError> =>
     bodyOf(type, schema, value).pipe(
-      Effect.flatMap((body) => connection.request(0, body)),
+      Effect.flatMap((body) =>
+        Effect.flatMap(source.live, (link) =>
+          repeatable
+            ? link.connection.request(0, body).pipe(
+              Effect.catchIf(isClosed, (error) =>
+                Effect.flatMap(source.renew(link, error), (renewed) => renewed.connection.request(0, body)))
+            )
+            : link.connection.request(0, body))
+      ),
       Effect.flatMap(answerAs(type, answerType, answer))
     )
 
-  const summary = <A, I>(type: string, schema: Schema.Schema<A, I>, value: A) =>
-    Effect.map(call(type, schema, value, Type.sessionSummary, Messages.SessionSummary), (answer) => answer.session)
+  const summary = <A, I>(type: string, schema: Schema.Schema<A, I>, value: A, repeatable = true) =>
+    Effect.map(call(type, schema, value, Type.sessionSummary, Messages.SessionSummary, repeatable), (answer) => answer.session)
 
   /**
-   * Opens a stream exchange in the current scope; `pull` gives its next frame
-   * (`None` after the TERMINAL one). When the scope closes before the TERMINAL
-   * frame was pulled, `cancelType` is sent on its id. (A TERMINAL frame that
-   * arrived but was not pulled frees the id early; ids are handed out round
-   * the whole range, so it is not reused before the range wraps.)
+   * Opens a stream exchange on `connection` in the current scope; `pull` gives
+   * its next frame (`None` after the TERMINAL one). When the scope closes
+   * before the TERMINAL frame was pulled, `cancelType` is sent on its id. (A
+   * TERMINAL frame that arrived but was not pulled frees the id early; ids are
+   * handed out round the whole range, so it is not reused before the range wraps.)
    */
-  const openStream = <A, I>(type: string, schema: Schema.Schema<A, I>, value: A, cancelType: string) =>
+  const openStream = <A, I>(
+    connection: AgentClient.Connection,
+    type: string,
+    schema: Schema.Schema<A, I>,
+    value: A,
+    cancelType: string
+  ) =>
     Effect.gen(function*() {
       const body = yield* bodyOf(type, schema, value)
       let ended = false
@@ -240,14 +321,17 @@ export const make = (connection: AgentClient.Connection): SessionClient => {
       Effect.flatMap(Effect.mapError(pull, Option.some), Option.match({ onNone: () => Effect.fail(Option.none()), onSome: Effect.succeed }))
     )
 
-  /** One `session.events` exchange: its frames, then the end. */
-  type Item = { readonly _tag: "event"; readonly frame: EventFrame } | {
-    readonly _tag: "end"
-    readonly end: typeof Messages.SessionEventsEnd.Type
-  }
-  const subscription = (request: typeof Messages.SessionEvents.Type): Stream.Stream<Item, SessionClientError> =>
+  /** One `session.events` exchange: its frames, then the end; or `dropped` when its connection went away. */
+  type Item =
+    | { readonly _tag: "event"; readonly frame: EventFrame }
+    | { readonly _tag: "end"; readonly end: typeof Messages.SessionEventsEnd.Type }
+    | { readonly _tag: "dropped"; readonly error: AgentClient.Closed }
+  const subscription = (
+    connection: AgentClient.Connection,
+    request: typeof Messages.SessionEvents.Type
+  ): Stream.Stream<Item, SessionClientError> =>
     Stream.unwrapScoped(Effect.gen(function*() {
-      const pull = yield* openStream(Type.sessionEvents, Messages.SessionEvents, request, Type.sessionEventsCancel)
+      const pull = yield* openStream(connection, Type.sessionEvents, Messages.SessionEvents, request, Type.sessionEventsCancel)
       return framesOf(pull).pipe(
         Stream.mapEffect((frame) =>
           Effect.flatMap(read(Type.sessionEvents, frame), (body): Effect.Effect<Item, UnexpectedAnswer> => {
@@ -261,21 +345,32 @@ export const make = (connection: AgentClient.Connection): SessionClient => {
           })
         )
       )
-    }))
+    })).pipe(
+      // Frames already received are delivered first: the pull drains the stream's buffer before it fails.
+      Stream.catchAll((error) => isClosed(error) ? Stream.succeed<Item>({ _tag: "dropped", error }) : Stream.fail(error))
+    )
 
-  const events = (sessionId: SessionId, options: EventOptions = {}): Stream.Stream<EventFrame, SessionClientError> => {
-    const from = (after: number | undefined): Stream.Stream<EventFrame, SessionClientError> =>
-      subscription({ sessionId, after, volatile: options.volatile, follow: options.follow }).pipe(
-        Stream.flatMap((item) =>
-          item._tag === "event"
-            ? Stream.succeed(item.frame)
-            : item.end.reason === "slow_consumer"
-            ? from(item.end.cursor)
-            : Stream.empty
-        )
-      )
-    return from(options.after)
-  }
+  const events = (sessionId: SessionId, options: EventOptions = {}): Stream.Stream<EventFrame, SessionClientError> =>
+    Stream.suspend(() => {
+      // The cursor of the last durable event handed on: where a new subscription starts.
+      let last = options.after
+      const from = (after: number | undefined): Stream.Stream<EventFrame, SessionClientError> =>
+        Stream.unwrap(Effect.map(source.live, (link) =>
+          subscription(link.connection, { sessionId, after, volatile: options.volatile, follow: options.follow }).pipe(
+            Stream.flatMap((item): Stream.Stream<EventFrame, SessionClientError> => {
+              switch (item._tag) {
+                case "event":
+                  if (item.frame.cursor !== undefined) last = item.frame.cursor
+                  return Stream.succeed(item.frame)
+                case "end":
+                  return item.end.reason === "slow_consumer" ? from(item.end.cursor) : Stream.empty
+                case "dropped":
+                  return Stream.unwrap(Effect.as(source.renew(link, item.error), Stream.suspend(() => from(last))))
+              }
+            })
+          )))
+      return from(options.after)
+    })
 
   const answerCallback = (sessionId: SessionId, answer: AnswerOptions) =>
     Effect.asVoid(call(
@@ -283,12 +378,20 @@ export const make = (connection: AgentClient.Connection): SessionClient => {
       Messages.CallbackAnswer,
       { sessionId, ...answer },
       Type.callbackAccepted,
-      Messages.Empty
+      Messages.Empty,
+      false
     ))
 
-  const provideCallbacks = <E>(sessionId: SessionId, kinds: ReadonlyArray<CallbackKind>, handler: Handler<E>) =>
+  /** Serves callbacks over one connection until the server ends the exchange. */
+  const provideOnce = <E>(
+    link: Link,
+    sessionId: SessionId,
+    kinds: ReadonlyArray<CallbackKind>,
+    handler: Handler<E>
+  ): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
     Effect.scoped(Effect.gen(function*() {
       const pull = yield* openStream(
+        link.connection,
         Type.callbackProvide,
         Messages.CallbackProvide,
         { sessionId, kinds },
@@ -303,7 +406,7 @@ export const make = (connection: AgentClient.Connection): SessionClient => {
           return yield* new UnexpectedAnswer({ request: Type.callbackProvide, reason: `got ${body.t}` })
         }
         const { callback } = yield* payloadAs(Type.callbackProvide, body, Messages.CallbackOpen)
-        const result = yield* handler(callback)
+        const result = yield* Effect.mapError(handler(callback), (error) => new HandlerFailure(error))
         if (Option.isNone(result)) continue
         yield* answerCallback(callback.sessionId, {
           callbackId: callback.callbackId,
@@ -320,15 +423,37 @@ export const make = (connection: AgentClient.Connection): SessionClient => {
       }
     }))
 
+  const provideCallbacks = <E>(sessionId: SessionId, kinds: ReadonlyArray<CallbackKind>, handler: Handler<E>) => {
+    // After a drop the provider registers again; the server offers it the callbacks still open.
+    const serve = (link: Link): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
+      provideOnce(link, sessionId, kinds, handler).pipe(
+        Effect.catchIf(isClosed, (error) => Effect.flatMap(source.renew(link, error), serve))
+      )
+    return Effect.flatMap(source.live, serve).pipe(
+      Effect.catchAll((error): Effect.Effect<never, E | SessionClientError> =>
+        Effect.fail(error instanceof HandlerFailure ? error.error as E : error as SessionClientError)
+      )
+    )
+  }
+
   return {
-    connection,
+    get connection() {
+      return source.current().connection
+    },
     hello: (options = {}) =>
       Effect.map(call(Type.hello, Messages.AuthHello, options, Type.welcome, Messages.AuthWelcome), (w) => w.principal),
     ping: Effect.asVoid(call(Type.ping, Messages.Empty, {}, Type.pong, Messages.Empty)),
     agents: Effect.map(call(Type.agentList, Messages.Empty, {}, Type.agentPage, Messages.AgentPage), (page) => page.items),
     create: (options) =>
       Effect.map(
-        call(Type.sessionCreate, Messages.SessionCreate, options, Type.sessionCreated, Messages.SessionCreated),
+        call(
+          Type.sessionCreate,
+          Messages.SessionCreate,
+          options,
+          Type.sessionCreated,
+          Messages.SessionCreated,
+          options.idempotencyKey !== undefined
+        ),
         (answer) => answer.session
       ),
     get: (sessionId) => summary(Type.sessionGet, Messages.SessionRef, { sessionId }),
@@ -351,11 +476,12 @@ export const make = (connection: AgentClient.Connection): SessionClient => {
         Messages.SessionInterrupt,
         { sessionId, expectedTurnId, ...(reason === undefined ? {} : { reason }) },
         Type.sessionInterrupted,
-        Messages.SessionInterrupted
+        Messages.SessionInterrupted,
+        false
       ),
     rename: (sessionId, title) => summary(Type.sessionRename, Messages.SessionRename, { sessionId, title }),
     archive: (sessionId, archived) => summary(Type.sessionArchive, Messages.SessionArchive, { sessionId, archived }),
-    close: (sessionId) => summary(Type.sessionClose, Messages.SessionRef, { sessionId }),
+    close: (sessionId) => summary(Type.sessionClose, Messages.SessionRef, { sessionId }, false),
     snapshot: (sessionId) =>
       Effect.map(
         call(Type.sessionSnapshot, Messages.SessionRef, { sessionId }, Type.sessionSnapshot, Messages.SessionSnapshot),
@@ -367,6 +493,26 @@ export const make = (connection: AgentClient.Connection): SessionClient => {
   }
 }
 
+/** The typed API over an open connection. It never reconnects: the connection is the caller's. */
+export const make = (connection: AgentClient.Connection): SessionClient => build(fixedSource(fixedLink(connection)))
+
+/** How a client made by `connect` replaces a connection that dropped. */
+export interface ReconnectOptions {
+  /** Connection attempts per drop before giving up (default 10). */
+  readonly attempts?: number | undefined
+  /** The delay before the second attempt; it doubles with each further one (default 100 ms). */
+  readonly initialDelay?: Duration.DurationInput | undefined
+  /** The longest delay between two attempts (default 5 s). */
+  readonly maxDelay?: Duration.DurationInput | undefined
+}
+
+/** The defaults of `ReconnectOptions`. */
+export const reconnectDefaults = {
+  attempts: 10,
+  initialDelay: Duration.millis(100),
+  maxDelay: Duration.seconds(5)
+} as const
+
 /** Connection settings, plus the token to authenticate with (none: the listener must be trusted-local). */
 export interface ConnectOptions extends AgentClient.ConnectOptions {
   readonly token?: string | undefined
@@ -374,21 +520,352 @@ export interface ConnectOptions extends AgentClient.ConnectOptions {
   readonly client?: string | undefined
   /** Asks the daemon to keep the product events this connection causes out of analytics. */
   readonly excludeFromAnalytics?: boolean | undefined
+  /** How to reconnect after the connection drops (`false`: never; the default: `reconnectDefaults`). */
+  readonly reconnect?: ReconnectOptions | false | undefined
 }
 
-/** Connects to a unix socket and authenticates when given a token: a scoped `SessionClient`. */
+/**
+ * The delays between connection attempts: exponential from `initialDelay`,
+ * capped at `maxDelay`, jittered (so clients of a restarted daemon do not
+ * come back in step), for at most `attempts` attempts in all.
+ */
+export const reconnectSchedule = (options: ReconnectOptions = {}): Schedule.Schedule<unknown> =>
+  Schedule.exponential(options.initialDelay ?? reconnectDefaults.initialDelay, 2).pipe(
+    Schedule.union(Schedule.spaced(options.maxDelay ?? reconnectDefaults.maxDelay)),
+    Schedule.jittered,
+    Schedule.intersect(Schedule.recurs(Math.max(0, (options.attempts ?? reconnectDefaults.attempts) - 1)))
+  )
+
+/** Failures worth another attempt: the daemon is away, restarting, or at its connection limit. */
+const transient = (error: AgentClient.ConnectFailure | SessionClientError): boolean => {
+  switch (error._tag) {
+    case "ConnectError":
+    case "HandshakeError":
+    case "Closed":
+      return true
+    case "Refused":
+      return error.kind === "busy"
+    case "ServerError":
+      return error.retryable === true
+    default:
+      return false
+  }
+}
+
+/** Opens connections with `open` (and says hello on each when `options` ask for it), reconnecting as `options` say. */
+const connectWith = (
+  open: Effect.Effect<AgentClient.Connection, AgentClient.ConnectFailure, Scope.Scope>,
+  options: ConnectOptions
+): Effect.Effect<SessionClient, AgentClient.ConnectFailure | SessionClientError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const hello: typeof Messages.AuthHello.Type | undefined =
+      options.token !== undefined || options.excludeFromAnalytics !== undefined || options.client !== undefined
+        ? {
+          ...(options.token === undefined ? {} : { token: options.token }),
+          ...(options.client === undefined ? {} : { client: options.client }),
+          ...(options.excludeFromAnalytics === undefined ? {} : { excludeFromAnalytics: options.excludeFromAnalytics })
+        }
+        : undefined
+
+    // One connection in a scope of its own, authenticated; a failure closes what was opened.
+    const dial: Effect.Effect<Link, AgentClient.ConnectFailure | SessionClientError> = Effect.uninterruptibleMask(
+      (restore) =>
+        Effect.gen(function*() {
+          const scope = yield* Scope.make()
+          return yield* restore(Effect.gen(function*() {
+            const connection = yield* Scope.extend(open, scope)
+            if (hello !== undefined) yield* make(connection).hello(hello)
+            const link: Link = { connection, dead: false, release: Scope.close(scope, Exit.void) }
+            yield* Effect.forkIn(
+              Effect.andThen(connection.closed, Effect.sync(() => {
+                link.dead = true
+              })),
+              scope
+            )
+            return link
+          })).pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
+        })
+    )
+
+    let current = yield* dial
+    let shuttingDown = false
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        shuttingDown = true
+        return current.release
+      })
+    )
+    if (options.reconnect === false) return build(fixedSource(current))
+
+    const schedule = reconnectSchedule(options.reconnect)
+    const lock = yield* Effect.makeSemaphore(1)
+    const renew = (dropped: Link, error: AgentClient.Closed): Effect.Effect<Link, SessionClientError> =>
+      lock.withPermits(1)(Effect.suspend(() => {
+        // Another caller saw the same drop and has already reconnected.
+        if (current !== dropped) return Effect.succeed(current)
+        if (shuttingDown) return Effect.fail(error)
+        return Effect.gen(function*() {
+          yield* dropped.release
+          const link = yield* dial.pipe(
+            Effect.retry({ schedule, while: (failure) => !shuttingDown && transient(failure) }),
+            Effect.catchAll((failure): Effect.Effect<never, SessionClientError> =>
+              failure._tag === "ConnectError" || failure._tag === "HandshakeError" || failure._tag === "Refused"
+                ? Effect.fail(new AgentClient.Closed({ reason: `${error.reason}; reconnecting failed: ${failure.message}` }))
+                : Effect.fail(failure)
+            )
+          )
+          if (shuttingDown) {
+            yield* link.release
+            return yield* Effect.fail(error)
+          }
+          current = link
+          return link
+        })
+      }))
+    return build({
+      current: () => current,
+      live: Effect.suspend(() =>
+        current.dead ? renew(current, new AgentClient.Closed({ reason: "the connection dropped" })) : Effect.succeed(current)
+      ),
+      renew
+    })
+  })
+
+/**
+ * Connects to a unix socket and authenticates when given a token: a scoped
+ * `SessionClient`. When the connection drops, the next call (and every open
+ * event stream or callback provider) connects again with the same options,
+ * retrying with `reconnectSchedule`.
+ */
 export const connect = (
   path: string,
   options: ConnectOptions = {}
 ): Effect.Effect<SessionClient, AgentClient.ConnectFailure | SessionClientError, Scope.Scope> =>
-  Effect.gen(function*() {
-    const client = make(yield* AgentClient.make(path, options))
-    if (options.token !== undefined || options.excludeFromAnalytics !== undefined || options.client !== undefined) {
-      yield* client.hello({
-        ...(options.token === undefined ? {} : { token: options.token }),
-        ...(options.client === undefined ? {} : { client: options.client }),
-        ...(options.excludeFromAnalytics === undefined ? {} : { excludeFromAnalytics: options.excludeFromAnalytics })
-      })
-    }
-    return client
+  connectWith(AgentClient.make(path, options), options)
+
+/** `connect` over TCP. */
+export const connectTcp = (
+  host: string,
+  port: number,
+  options: ConnectOptions = {}
+): Effect.Effect<SessionClient, AgentClient.ConnectFailure | SessionClientError, Scope.Scope> =>
+  connectWith(AgentClient.makeTcp(host, port, options), options)
+
+/** `connect` to the daemon named `name` (see `Naming.socketPath`). */
+export const connectNamed = (
+  name: string,
+  options: ConnectOptions = {}
+): Effect.Effect<SessionClient, AgentClient.ConnectFailure | InvalidName | SessionClientError, Scope.Scope> =>
+  Effect.flatMap(
+    Naming.socketPath(name).pipe(
+      Effect.catchTag("ConfigError", (error) => Effect.fail(new AgentClient.ConnectError({ address: name, reason: error.message })))
+    ),
+    (path) => connect(path, options)
+  )
+
+// ---- Promise API ----
+
+/** Runs an effect for the Promise API, rejecting with the typed error itself rather than a wrapper. */
+const runPromise = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
+  Effect.runPromiseExit(effect).then((exit) => {
+    if (Exit.isSuccess(exit)) return exit.value
+    throw Cause.squash(exit.cause)
   })
+
+/** A callback handler for the Promise API: a result answers, `undefined` leaves the callback to others. */
+export type PromiseHandler = (callback: PendingCallback) => unknown | Promise<unknown>
+
+/**
+ * An event subscription of the Promise API: an async iterator of `EventFrame`
+ * that resumes by itself as `events` does. Leaving early (`break`, `close()`)
+ * sends `session.events.cancel`.
+ */
+export class EventIterator implements AsyncIterableIterator<EventFrame> {
+  private buffer: ReadonlyArray<EventFrame> = []
+  private index = 0
+  private finished = false
+
+  /** @internal */
+  constructor(
+    private readonly pull: Effect.Effect<Chunk.Chunk<EventFrame>, Option.Option<SessionClientError>>,
+    private readonly scope: Scope.CloseableScope
+  ) {}
+
+  /** The next event; rejects with the stream's error (`ServerError`, `Closed`, …). */
+  async next(): Promise<IteratorResult<EventFrame>> {
+    while (this.index >= this.buffer.length) {
+      if (this.finished) return { done: true, value: undefined }
+      const exit = await Effect.runPromiseExit(this.pull)
+      if (Exit.isSuccess(exit)) {
+        this.buffer = Chunk.toReadonlyArray(exit.value)
+        this.index = 0
+        continue
+      }
+      await this.close()
+      const failure = Cause.failureOption(exit.cause)
+      if (Option.isSome(failure)) {
+        if (Option.isNone(failure.value)) return { done: true, value: undefined }
+        throw failure.value.value
+      }
+      throw Cause.squash(exit.cause)
+    }
+    return { done: false, value: this.buffer[this.index++]! }
+  }
+
+  /** Stops the iteration (a `break` out of `for await` calls this). */
+  async return(): Promise<IteratorResult<EventFrame>> {
+    await this.close()
+    return { done: true, value: undefined }
+  }
+
+  /** Ends the subscription. Idempotent. */
+  close(): Promise<void> {
+    this.finished = true
+    this.buffer = []
+    this.index = 0
+    return runPromise(Scope.close(this.scope, Exit.void))
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<EventFrame> {
+    return this
+  }
+}
+
+/** A callback provider of the Promise API. */
+export class CallbackProvider {
+  /** Settles when the provider stops: resolves after `stop()` or when the server ends it, rejects with its error. */
+  readonly done: Promise<void>
+
+  /** @internal */
+  constructor(private readonly fiber: Fiber.RuntimeFiber<void, unknown>) {
+    this.done = runPromise(Effect.flatMap(Fiber.await(fiber), (exit) =>
+      Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause) ? Effect.failCause(exit.cause) : Effect.void
+    ))
+  }
+
+  /** Withdraws the provider (`callback.provide.cancel`). */
+  stop(): Promise<void> {
+    return runPromise(Effect.asVoid(Fiber.interrupt(this.fiber)))
+  }
+}
+
+/**
+ * The Promise API of `SessionClient`, for plain TypeScript: the same
+ * operations returning promises, `events` as an async iterator, and
+ * `provideCallbacks` with an async handler. It reconnects as the Effect API
+ * does. `disconnect()` when done (a session is closed with `close(sessionId)`).
+ */
+export class PromiseClient {
+  private constructor(
+    /** The Effect API of this same client. */
+    readonly client: SessionClient,
+    private readonly scope: Scope.CloseableScope
+  ) {}
+
+  /** @internal */
+  static open<E>(effect: Effect.Effect<SessionClient, E, Scope.Scope>): Promise<PromiseClient> {
+    return runPromise(Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const client = yield* Scope.extend(effect, scope).pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
+      return new PromiseClient(client, scope)
+    }))
+  }
+
+  /** Where it is connected now (`unix:<path>` or `tcp:<host>:<port>`). */
+  get address(): string {
+    return this.client.connection.address
+  }
+
+  /** Authenticates the connection (`auth.hello`); `connect*Promise` does it when given a token. */
+  hello(options: typeof Messages.AuthHello.Type = {}): Promise<Principal> {
+    return runPromise(this.client.hello(options))
+  }
+
+  ping(): Promise<void> {
+    return runPromise(this.client.ping)
+  }
+
+  /** The agents the daemon serves. */
+  agents(): Promise<ReadonlyArray<AgentInfo>> {
+    return runPromise(this.client.agents)
+  }
+
+  create(options: CreateOptions): Promise<Session> {
+    return runPromise(this.client.create(options))
+  }
+
+  get(sessionId: SessionId): Promise<Session> {
+    return runPromise(this.client.get(sessionId))
+  }
+
+  list(options?: ListOptions): Promise<SessionPage> {
+    return runPromise(this.client.list(options))
+  }
+
+  send(sessionId: SessionId, options: SendOptions): Promise<Accepted> {
+    return runPromise(this.client.send(sessionId, options))
+  }
+
+  /** Interrupts exactly `expectedTurnId`; another running turn is `turn_mismatch`. */
+  interrupt(sessionId: SessionId, expectedTurnId: TurnId, reason?: string): Promise<Interrupted> {
+    return runPromise(this.client.interrupt(sessionId, expectedTurnId, reason))
+  }
+
+  rename(sessionId: SessionId, title: string): Promise<Session> {
+    return runPromise(this.client.rename(sessionId, title))
+  }
+
+  archive(sessionId: SessionId, archived: boolean): Promise<Session> {
+    return runPromise(this.client.archive(sessionId, archived))
+  }
+
+  /** Closes the session (not the connection: that is `disconnect`). */
+  close(sessionId: SessionId): Promise<Session> {
+    return runPromise(this.client.close(sessionId))
+  }
+
+  /** The session with its cursor and pending work. */
+  snapshot(sessionId: SessionId): Promise<Snapshot> {
+    return runPromise(this.client.snapshot(sessionId))
+  }
+
+  /** The session's events after `options.after`, then live ones, as an async iterator. */
+  events(sessionId: SessionId, options?: EventOptions): Promise<EventIterator> {
+    const stream = this.client.events(sessionId, options)
+    return runPromise(Effect.gen(this, function*() {
+      const scope = yield* Scope.fork(this.scope, ExecutionStrategy.sequential)
+      const pull = yield* Scope.extend(Stream.toPull(stream), scope)
+      return new EventIterator(pull, scope)
+    }))
+  }
+
+  answerCallback(sessionId: SessionId, answer: AnswerOptions): Promise<void> {
+    return runPromise(this.client.answerCallback(sessionId, answer))
+  }
+
+  /** Serves callbacks of `kinds` in the session's tree with `handler` until `stop()`. */
+  provideCallbacks(sessionId: SessionId, kinds: ReadonlyArray<CallbackKind>, handler: PromiseHandler): CallbackProvider {
+    const provider = this.client.provideCallbacks(sessionId, kinds, (callback) =>
+      Effect.tryPromise({ try: async () => handler(callback), catch: (error) => error }).pipe(
+        Effect.map((result) => (result === undefined ? Option.none() : Option.some(result)))
+      ))
+    return new CallbackProvider(Effect.runSync(Effect.forkIn(provider, this.scope)))
+  }
+
+  /** Closes the connection, every event iterator and every provider of this client. Idempotent. */
+  disconnect(): Promise<void> {
+    return runPromise(Scope.close(this.scope, Exit.void))
+  }
+}
+
+/** Connects to a unix socket (Promise API); see `connect`. */
+export const connectPromise = (path: string, options?: ConnectOptions): Promise<PromiseClient> =>
+  PromiseClient.open(connect(path, options))
+
+/** Connects over TCP (Promise API); see `connect`. */
+export const connectTcpPromise = (host: string, port: number, options?: ConnectOptions): Promise<PromiseClient> =>
+  PromiseClient.open(connectTcp(host, port, options))
+
+/** Connects to the daemon named `name` (Promise API); see `connect`. */
+export const connectNamedPromise = (name: string, options?: ConnectOptions): Promise<PromiseClient> =>
+  PromiseClient.open(connectNamed(name, options))

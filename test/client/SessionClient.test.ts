@@ -6,11 +6,13 @@
  * automatic resume after `slow_consumer`) and callbacks served by the client.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Context, Deferred, Effect, Fiber, Layer, Option, Ref, type Scope, Stream } from "effect"
+import { Chunk, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Ref, Schedule, Scope, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as AgentClient from "../../src/client/AgentClient.js"
 import * as SessionClient from "../../src/client/SessionClient.js"
+import type { SessionEvent } from "../../src/schema/Event.js"
 import * as Messages from "../../src/protocol/Messages.js"
 import type * as ScriptedModel from "../../src/layers/ScriptedModel.js"
 import { makeSessionId, makeTurnId } from "../../src/schema/Ids.js"
@@ -34,6 +36,8 @@ const SCRIPTS: ScriptedModel.Scripts = {
     talker: [LONG]
   }
 }
+
+const isTurnEnd = (event: SessionEvent) => event._tag === "durable" && event.record._tag === "turn_ended"
 
 const TOKEN_A = "token-a"
 const TOKEN_B = "token-b"
@@ -73,8 +77,20 @@ const daemon = (runs: Ref.Ref<number>, eventBuffer?: number) =>
       Layer.mergeAll(routes, Authenticator.layerStatic({ [TOKEN_A]: a, [TOKEN_B]: b })),
       runtime
     )
-    const context = yield* Layer.build(Layer.provideMerge(Server.layer({ unix: { path, trustedLocal: false } }), app))
-    return { path, a, b, ends, sessions: Context.get(context, Sessions) }
+    // The runtime outlives the server, so that the daemon's listener can stop and start again over the same sessions.
+    const context = yield* Layer.build(app)
+    let listening: Scope.CloseableScope | undefined
+    /** Starts the listener on `path`. */
+    const start = Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      yield* Layer.buildWithScope(Server.layer({ unix: { path, trustedLocal: false } }), scope).pipe(Effect.provide(context))
+      listening = scope
+    })
+    /** Stops the listener: every connection is closed and the socket file removed. */
+    const stop = Effect.suspend(() => (listening === undefined ? Effect.void : Scope.close(listening, Exit.void)))
+    yield* start
+    yield* Effect.addFinalizer(() => stop)
+    return { path, a, b, ends, sessions: Context.get(context, Sessions), start, stop }
   })
 
 const connect = (path: string, token?: string): Effect.Effect<SessionClient.SessionClient, unknown, Scope.Scope> =>
@@ -226,4 +242,162 @@ describe("SessionClient", () => {
       const last = frames.at(-1)!.event
       assert.isTrue(last._tag === "durable" && last.record._tag === "turn_ended" && last.record.output === LONG)
     })))
+
+  describe("reconnecting", () => {
+    const fast = { initialDelay: "10 millis", maxDelay: "50 millis" } as const
+
+    it.live("a daemon that restarts: the event stream resumes from its cursor, requests reconnect", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { a, path, sessions, start, stop } = yield* daemon(yield* Ref.make(0))
+        const client = yield* SessionClient.connect(path, { token: TOKEN_A, reconnect: { ...fast, attempts: 100 } })
+        const session = yield* client.create({ agent: "talker" })
+        const first = client.connection
+        const firstTurn = yield* Deferred.make<void>()
+        let ended = 0
+        const reader = yield* client.events(session.id).pipe(
+          Stream.tap(({ event }) => isTurnEnd(event) && ++ended === 1 ? Deferred.succeed(firstTurn, undefined) : Effect.void),
+          Stream.takeUntil(({ event }) => isTurnEnd(event) && ended === 2),
+          Stream.runCollect,
+          Effect.fork
+        )
+        const one = yield* client.send(session.id, { text: "one" })
+        yield* sessions.awaitTurn(a, session.id, one.turnId!)
+        yield* Deferred.await(firstTurn)
+
+        // The daemon goes away (its socket file too) and comes back on the same path.
+        yield* stop
+        yield* Effect.sleep("100 millis")
+        yield* start
+        const two = yield* client.send(session.id, { text: "two" })
+        yield* sessions.awaitTurn(a, session.id, two.turnId!)
+        const frames = Chunk.toReadonlyArray(yield* Fiber.join(reader))
+        const cursors = frames.flatMap(({ cursor }) => (cursor === undefined ? [] : [cursor]))
+        assert.deepStrictEqual(cursors, Array.from({ length: cursors.length }, (_, i) => i + 1), "every durable event once")
+        assert.strictEqual(frames.filter(({ event }) => isTurnEnd(event)).length, 2)
+        assert.notStrictEqual(client.connection, first, "a new connection")
+        assert.strictEqual((yield* client.get(session.id)).status, "idle")
+      })))
+
+    it.live("a daemon that stays away: streams and requests fail with Closed after the bounded attempts", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { path, stop } = yield* daemon(yield* Ref.make(0))
+        const client = yield* SessionClient.connect(path, { token: TOKEN_A, reconnect: { ...fast, attempts: 3 } })
+        const session = yield* client.create({ agent: "talker" })
+        const reader = yield* Effect.fork(Stream.runDrain(client.events(session.id)))
+        yield* Effect.sleep("50 millis")
+        yield* stop
+        const error = yield* Effect.flip(Fiber.join(reader))
+        assert.strictEqual(error._tag, "Closed")
+        assert.match((error as { reason: string }).reason, /reconnecting failed: cannot connect to unix:.*ENOENT/)
+        const later = yield* Effect.flip(client.get(session.id))
+        assert.strictEqual(later._tag, "Closed")
+      })))
+
+    it.live("reconnect: false, and a client made over a caller's connection, never reconnect", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { path, start, stop } = yield* daemon(yield* Ref.make(0))
+        const once = yield* SessionClient.connect(path, { token: TOKEN_A, reconnect: false })
+        const raw = SessionClient.make(yield* AgentClient.make(path))
+        yield* raw.hello({ token: TOKEN_A })
+        const session = yield* once.create({ agent: "talker" })
+        const streams = yield* Effect.fork(Effect.all([
+          Effect.flip(Stream.runDrain(once.events(session.id))),
+          Effect.flip(Stream.runDrain(raw.events(session.id)))
+        ], { concurrency: 2 }))
+        yield* Effect.sleep("50 millis")
+        yield* stop
+        yield* start
+        const [fromOnce, fromRaw] = yield* Fiber.join(streams)
+        assert.deepStrictEqual([fromOnce._tag, fromRaw._tag], ["Closed", "Closed"])
+        assert.strictEqual((yield* Effect.flip(once.get(session.id)))._tag, "Closed")
+      })))
+
+    it.live("reconnectSchedule: exponential, capped at maxDelay (with jitter), `attempts` connection attempts in all", () =>
+      Effect.gen(function*() {
+        const schedule = SessionClient.reconnectSchedule({ initialDelay: "100 millis", maxDelay: "1 second", attempts: 8 })
+        const delays = Chunk.toReadonlyArray(yield* Schedule.run(Schedule.delays(schedule), 0, Chunk.range(1, 7)))
+        const nominal = [100, 200, 400, 800, 1000, 1000, 1000]
+        delays.map(Duration.toMillis).forEach((ms, i) => {
+          assert.isAtLeast(ms, nominal[i]! * 0.8 - 1, `wait ${i}`)
+          assert.isAtMost(ms, nominal[i]! * 1.2 + 1, `wait ${i}`)
+        })
+        // Counted where it is used: a retry of a connection that keeps failing.
+        let attempts = 0
+        yield* Effect.flip(Effect.retry(
+          Effect.suspend(() => Effect.fail(++attempts)),
+          SessionClient.reconnectSchedule({ initialDelay: "1 millis", maxDelay: "2 millis", attempts: 8 })
+        ))
+        assert.strictEqual(attempts, 8)
+      }))
+  })
+
+  describe("Promise API", () => {
+    it.live("connectPromise: requests, events as an async iterator, a provider with an async handler, disconnect", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const runs = yield* Ref.make(0)
+        const { a, path, sessions } = yield* daemon(runs)
+        const client = yield* Effect.promise(() => SessionClient.connectPromise(path, { token: TOKEN_A, timeout: "5 seconds" }))
+        const result = yield* Effect.promise(async () => {
+          await client.ping()
+          const agents = await client.agents()
+          const session = await client.create({ agent: "worker", title: "deploys" })
+          const refused = await client.create({ agent: "nobody" }).then(() => undefined, (error: unknown) => error)
+          const asked: Array<string> = []
+          const provider = client.provideCallbacks(session.id, ["approval"], async (callback) => {
+            asked.push(callback.request.toolName)
+            return { decision: "approve" }
+          })
+          const events = await client.events(session.id)
+          const accepted = await client.send(session.id, { text: "ship it" })
+          const kinds: Array<string> = []
+          for await (const { event } of events) {
+            if (event._tag === "durable") kinds.push(event.record._tag)
+            if (isTurnEnd(event)) break
+          }
+          await provider.stop()
+          await provider.done
+          const renamed = await client.rename(session.id, "renamed")
+          const page = await client.list()
+          return { accepted, agents, asked, kinds, page, refused, renamed, session }
+        })
+        assert.deepStrictEqual(result.agents.map((agent) => agent.name), ["worker", "talker"])
+        assert.instanceOf(result.refused, SessionClient.ServerError)
+        assert.strictEqual((result.refused as SessionClient.ServerError).kind, "not_found")
+        assert.deepStrictEqual(result.asked, ["deploy"])
+        assert.includeMembers(result.kinds, ["turn_started", "callback_opened", "callback_resolved", "turn_ended"])
+        assert.strictEqual(result.renamed.title, "renamed")
+        assert.deepStrictEqual(result.page.items.map((s) => s.id), [result.session.id])
+        const turn = yield* sessions.awaitTurn(a, result.session.id, result.accepted.turnId!)
+        assert.strictEqual(turn.output, "done")
+        assert.strictEqual(yield* Ref.get(runs), 1)
+
+        // After disconnect, calls reject with Closed; disconnecting again is harmless.
+        yield* Effect.promise(() => client.disconnect())
+        const closed = yield* Effect.promise(() => client.get(result.session.id).then(() => undefined, (error: unknown) => error))
+        assert.instanceOf(closed, AgentClient.Closed)
+        yield* Effect.promise(() => client.disconnect())
+      })))
+
+    it.live("an event iterator ends after a replay (follow: false) and rejects with the stream's error", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { path } = yield* daemon(yield* Ref.make(0))
+        const owner = yield* Effect.promise(() => SessionClient.connectPromise(path, { token: TOKEN_A }))
+        const other = yield* Effect.promise(() => SessionClient.connectPromise(path, { token: TOKEN_B }))
+        const outcome = yield* Effect.promise(async () => {
+          const session = await owner.create({ agent: "talker" })
+          const cursors: Array<number | undefined> = []
+          for await (const frame of await owner.events(session.id, { follow: false })) cursors.push(frame.cursor)
+          const foreign = await other.events(session.id)
+          const error = await foreign.next().then(() => undefined, (error: unknown) => error)
+          const after = await foreign.next()
+          await owner.disconnect()
+          await other.disconnect()
+          return { after, cursors, error }
+        })
+        assert.deepStrictEqual(outcome.cursors, [1])
+        assert.instanceOf(outcome.error, SessionClient.ServerError)
+        assert.strictEqual((outcome.error as SessionClient.ServerError).kind, "not_found")
+        assert.isTrue(outcome.after.done)
+      })))
+  })
 })
