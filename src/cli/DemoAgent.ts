@@ -4,7 +4,7 @@
  * - With no model configured: `demo`, on the scripted model, so everything
  *   works offline. It has one server tool, `word_count`: each turn asks for
  *   it on the user's text, runs it, and answers
- *   `You said: <text> (<n> words)`, streamed word by word.
+ *   `You said: <text> (<n> words)` (`1 word`), streamed word by word.
  * - With an OpenAI-compatible model configured: `assistant`, a plain
  *   assistant on the deployment's default model (`TROUPE_MODEL`), without tools.
  *
@@ -60,7 +60,7 @@ export const scripts: ScriptedModel.Scripts = {
     if (request.agentName !== demo.name) return `You said: ${asked}`
     const last = request.messages[request.messages.length - 1]
     return last?.role === "tool"
-      ? `You said: ${asked} (${last.content} words)`
+      ? `You said: ${asked} (${last.content} ${last.content === "1" ? "word" : "words"})`
       : { toolCalls: [{ id: "call-1", name: wordCount.name, arguments: JSON.stringify({ text: asked }) }] }
   }
 }

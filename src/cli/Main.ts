@@ -11,7 +11,7 @@
  * @since 0.1.0
  */
 import { Command, HelpDoc, ValidationError } from "@effect/cli"
-import { NodeContext } from "@effect/platform-node"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
 import * as ExitCode from "./ExitCode.js"
 import * as Output from "./Output.js"

@@ -12,8 +12,6 @@
  */
 import { Options } from "@effect/cli"
 import { Config, type ConfigError, Effect, type Layer, Option } from "effect"
-import * as OpenAiCompatibleModel from "../layers/OpenAiCompatibleModel.js"
-import * as ScriptedModel from "../layers/ScriptedModel.js"
 import type { Agent } from "../schema/Agent.js"
 import type { ModelKind } from "../schema/ProductEvent.js"
 import type { Model } from "../services/Model.js"
@@ -51,24 +49,27 @@ export const configured: Config.Config<boolean> = Config.all([
   Config.option(Config.nonEmptyString("TROUPE_MODEL"))
 ]).pipe(Config.map(([baseUrl, model]) => Option.isSome(baseUrl) || Option.isSome(model)))
 
-const scripted = (note: Option.Option<string>): Resolved => ({
-  kind: "scripted",
-  layer: ScriptedModel.layer(DemoAgent.scripts),
-  builtIn: DemoAgent.demo,
-  tools: DemoAgent.toolkit,
-  description: "scripted",
-  note
-})
+const scripted = (note: Option.Option<string>): Effect.Effect<Resolved> =>
+  Effect.map(Effect.promise(() => import("../layers/ScriptedModel.js")), (ScriptedModel) => ({
+    kind: "scripted",
+    layer: ScriptedModel.layer(DemoAgent.scripts),
+    builtIn: DemoAgent.demo,
+    tools: DemoAgent.toolkit,
+    description: "scripted",
+    note
+  }))
 
 /** Resolves `--model` against the environment; a malformed model variable is a `ConfigError`. */
 export const resolve = (choice: Choice): Effect.Effect<Resolved, ConfigError.ConfigError> =>
   Effect.gen(function*() {
-    if (choice === "scripted") return scripted(Option.none())
+    if (choice === "scripted") return yield* scripted(Option.none())
     if (choice === "auto" && !(yield* configured)) {
-      return scripted(Option.some(
+      return yield* scripted(Option.some(
         "no model configured (set TROUPE_MODEL_BASE_URL and TROUPE_MODEL, see docs/models.md): using the built-in demo agent on the scripted model"
       ))
     }
+    // Loaded here: the client commands never need an HTTP client.
+    const OpenAiCompatibleModel = yield* Effect.promise(() => import("../layers/OpenAiCompatibleModel.js"))
     const options = yield* OpenAiCompatibleModel.config
     return {
       kind: "openai_compatible",

@@ -14,9 +14,6 @@ import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import { type ConfigError, Effect, Either, Layer, Option } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
-import * as MemorySessionStore from "../layers/MemorySessionStore.js"
-import * as PgSessionStore from "../layers/PgSessionStore.js"
-import * as SqliteSessionStore from "../layers/SqliteSessionStore.js"
 import * as Naming from "../protocol/Naming.js"
 import { StoreUnavailable } from "../schema/Errors.js"
 import type { StoreKind } from "../schema/ProductEvent.js"
@@ -87,22 +84,31 @@ export const defaultStore: Effect.Effect<Store, ConfigError.ConfigError> = Effec
 export const resolveStore = (given: Option.Option<Store>): Effect.Effect<Store, ConfigError.ConfigError> =>
   Option.match(given, { onNone: () => defaultStore, onSome: Effect.succeed })
 
-/** The store layer; a SQLite file's directory is created first. */
+/**
+ * The store layer; a SQLite file's directory is created first. Drivers are
+ * loaded only when a store is opened: the client commands never need them.
+ */
 export const layer = (store: Store): Layer.Layer<SessionStore, StoreUnavailable> => {
   switch (store.kind) {
     case "memory":
-      return MemorySessionStore.layer
+      return Layer.unwrapEffect(Effect.promise(() => import("../layers/MemorySessionStore.js")).pipe(
+        Effect.map((module) => module.layer)
+      ))
     case "postgres":
-      return PgSessionStore.layer({ url: store.url })
+      return Layer.unwrapEffect(Effect.promise(() => import("../layers/PgSessionStore.js")).pipe(
+        Effect.map((module) => module.layer({ url: store.url }))
+      ))
     case "sqlite":
       return Layer.unwrapEffect(
         Effect.try({
           try: () => {
             if (store.filename !== ":memory:") mkdirSync(dirname(store.filename), { recursive: true })
-            return SqliteSessionStore.layer({ filename: store.filename })
           },
           catch: (cause) => new StoreUnavailable({ operation: "open", cause })
-        })
+        }).pipe(
+          Effect.zipRight(Effect.promise(() => import("../layers/SqliteSessionStore.js"))),
+          Effect.map((module) => module.layer({ filename: store.filename }))
+        )
       )
   }
 }

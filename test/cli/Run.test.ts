@@ -1,0 +1,86 @@
+/**
+ * `troupe run "PROMPT"` end to end: the real program against the local
+ * OpenAI-compatible test server (streamed text on stdout, the outcome and
+ * usage on stderr, exit 0), a failing model (exit 1), approvals answered by
+ * `--approve none` for an agent from an agents file, and the offline demo
+ * with `--json` (JSON lines, and nothing else, on stdout).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { ExitCode } from "../../src/cli/ExitCode.js"
+import * as OpenAiServer from "../support/openAiServer.js"
+import { envFor, jsonLines, tempDir, troupe } from "./harness.js"
+
+const { chunk, sse } = OpenAiServer
+
+const AGENTS = {
+  agents: [{
+    name: "careful",
+    instructions: "Ask before deleting.",
+    model: "gpt-test",
+    tools: [{ name: "delete_file", description: "Deletes a file.", parameters: { type: "object", properties: { path: { type: "string" } } } }],
+    permissions: { rules: { delete_file: "ask" } }
+  }]
+}
+
+describe("troupe run", () => {
+  it.scopedLive("streams a model's answer, shows tool calls and approvals, prints usage; fails with exit 1", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir
+      const store = ["--store", `sqlite:${join(home, "t.db")}`]
+      // One server per run, so the order in which concurrent runs call their model does not matter.
+      const answering = yield* OpenAiServer.make
+      yield* answering.enqueue(
+        sse([chunk.role(), chunk.text("Hello"), chunk.text(", "), chunk.text("world."), chunk.finish("stop"), chunk.usage(12, 3)])
+      )
+      const failing = yield* OpenAiServer.make
+      yield* failing.enqueue(OpenAiServer.error(401, "Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
+      const asking = yield* OpenAiServer.make
+      yield* asking.enqueue(
+        sse([chunk.role(), chunk.toolCall(0, { id: "call_1", name: "delete_file", arguments: "{\"path\":\"a.txt\"}" }), chunk.finish("tool_calls"), chunk.usage(20, 6)]),
+        sse([chunk.role(), chunk.text("I did not delete it."), chunk.finish("stop"), chunk.usage(30, 6)])
+      )
+      const agentsFile = join(home, "agents.json")
+      writeFileSync(agentsFile, JSON.stringify(AGENTS))
+      const envOf = (server: OpenAiServer.OpenAiServer) =>
+        envFor(home, { TROUPE_MODEL_BASE_URL: server.baseUrl, TROUPE_MODEL: "gpt-test", TROUPE_MODEL_API_KEY: "sk-test" })
+
+      const [answered, failed, denied, offline] = yield* Effect.all([
+        troupe(["run", ...store, "Say hello."], envOf(answering)),
+        troupe(["run", ...store, "Say hello."], envOf(failing)),
+        troupe(["run", ...store, "--agents", agentsFile, "--approve", "none", "Delete a.txt"], envOf(asking)),
+        troupe(["run", "--store", `sqlite:${join(home, "offline.db")}`, "--json", "count my words"], envFor(home))
+      ], { concurrency: "unbounded" })
+
+      assert.strictEqual(answered.code, 0, answered.stderr)
+      assert.strictEqual(answered.stdout, "Hello, world.\n")
+      assert.include(answered.stderr, "✓ completed · 1 model call · 0 tool calls · 15 tokens (12 in, 3 out)")
+      const [request] = yield* answering.requests
+      const body = request!.body as { model: string; messages: ReadonlyArray<{ role: string; content: string }> }
+      assert.strictEqual(body.model, "gpt-test")
+      assert.deepStrictEqual(body.messages.at(-1), { role: "user", content: "Say hello." })
+      assert.strictEqual(request!.headers.authorization, "Bearer sk-test")
+
+      assert.strictEqual(failed.code, ExitCode.TurnFailed)
+      assert.strictEqual(failed.stdout, "")
+      assert.include(failed.stderr, "✗ failed (model_error): HTTP 401: Incorrect API key provided")
+
+      assert.strictEqual(denied.code, 0, denied.stderr)
+      assert.strictEqual(denied.stdout, "I did not delete it.\n")
+      assert.include(denied.stderr, "→ delete_file({\"path\":\"a.txt\"})")
+      assert.include(denied.stderr, "← error: ")
+      const second = (yield* asking.requests)[1]!.body as { messages: ReadonlyArray<{ role: string; content: string }> }
+      const toolMessage = second.messages.find((message) => message.role === "tool")
+      assert.include(toolMessage?.content, "denied by the user: denied by --approve none")
+
+      // Offline, the built-in demo agent; --json keeps stdout to JSON lines only.
+      assert.strictEqual(offline.code, 0, offline.stderr)
+      const events = jsonLines(offline.stdout) as ReadonlyArray<{ _tag: string; record?: { _tag: string; output?: string } }>
+      assert.strictEqual(events[0]?.record?._tag, "session_created")
+      assert.isTrue(events.some((event) => event._tag === "assistant_delta"))
+      const last = events.at(-1)!
+      assert.deepStrictEqual([last.record?._tag, last.record?.output], ["turn_ended", "You said: count my words (3 words)"])
+    }), 60_000)
+})

@@ -1,0 +1,115 @@
+/**
+ * `troupe serve` end to end: the real program on a temporary socket, driven
+ * by `troupe sessions …` (also real processes) and by `SessionClient`. The
+ * daemon runs with telemetry disabled but a log file configured: nothing may
+ * be written. Unreachable daemons and malformed ids are documented exits.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option, Stream } from "effect"
+import { existsSync } from "node:fs"
+import { join } from "node:path"
+import * as SessionClient from "../../src/client/SessionClient.js"
+import { type SessionId } from "../../src/schema/Ids.js"
+import { ExitCode } from "../../src/cli/ExitCode.js"
+import { envFor, jsonLines, ok, serve, tempDir, troupe } from "./harness.js"
+
+describe("troupe serve", () => {
+  it.scopedLive("serves sessions to `troupe sessions …` and to SessionClient, and stops on SIGTERM with exit 0", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir
+      const socket = join(home, "d.sock")
+      const telemetryFile = join(home, "telemetry.jsonl")
+      // Disabled wins over a configured log layer: nothing may be written.
+      const env = envFor(home, { TROUPE_TELEMETRY: "log", TROUPE_TELEMETRY_FILE: telemetryFile })
+      const daemon = yield* serve(["--socket", socket, "--store", `sqlite:${join(home, "t.db")}`], env)
+      assert.include(daemon.stderr(), `troupe: listening on unix:${socket}`)
+      assert.include(daemon.stderr(), "no model configured")
+      const at = ["--socket", socket]
+
+      const [agents, created] = yield* Effect.all([
+        ok(["agents", ...at, "--json"], env),
+        ok(["sessions", "create", ...at, "--title", "first"], env)
+      ], { concurrency: "unbounded" })
+      assert.deepStrictEqual(jsonLines(agents.stdout).map((agent) => (agent as { name: string }).name), ["demo"])
+      const id = created.stdout.trim() as SessionId
+      assert.match(id, /^ses_[0-9A-Z]{26}$/)
+
+      // A message and its turn, shown until it ends.
+      const sent = yield* ok(["sessions", "send", ...at, id, "count these four words", "--wait"], env)
+      assert.strictEqual(sent.stdout.trim(), "You said: count these four words (4 words)")
+      assert.include(sent.stderr, "→ word_count(")
+      assert.include(sent.stderr, "✓ completed · 2 model calls · 1 tool call")
+
+      const [list, show, events, renamed] = yield* Effect.all([
+        ok(["sessions", "list", ...at], env),
+        ok(["sessions", "show", ...at, id], env),
+        ok(["sessions", "events", ...at, id, "--json"], env),
+        ok(["sessions", "rename", ...at, id, "renamed"], env)
+      ], { concurrency: "unbounded" })
+      assert.match(list.stdout, new RegExp(`^ID +STATUS +UPDATED +AGENT +TITLE\\n${id} +idle +[0-9: -]+ +demo +(first|renamed)\\n$`))
+      assert.match(show.stdout, new RegExp(`session +${id}`))
+      assert.match(show.stdout, /status +idle/)
+      const tags = jsonLines(events.stdout).map((event) => (event as { record: { _tag: string } }).record._tag)
+      assert.deepStrictEqual(tags, [
+        "session_created",
+        "turn_started",
+        "operation_started",
+        "operation_completed",
+        "operation_started",
+        "operation_completed",
+        "operation_started",
+        "operation_completed",
+        "turn_ended"
+      ])
+      assert.include(renamed.stdout, "renamed")
+
+      // The typed client sees the same daemon: the session the CLI made, and one of its own.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const client = yield* SessionClient.connect(socket)
+        const seen = yield* client.get(id)
+        assert.strictEqual(seen.title, "renamed")
+        const session = yield* client.create({ agent: "demo" })
+        const accepted = yield* client.send(session.id, { text: "two words" })
+        assert.strictEqual(accepted.disposition, "started")
+        const end = yield* client.events(session.id).pipe(
+          Stream.filter((frame) => frame.event._tag === "durable" && frame.event.record._tag === "turn_ended"),
+          Stream.runHead
+        )
+        assert.isTrue(Option.isSome(end))
+        const record = (end as Option.Some<SessionClient.EventFrame>).value.event
+        assert.strictEqual(record._tag === "durable" && record.record._tag === "turn_ended" && record.record.output, "You said: two words (2 words)")
+      })).pipe(Effect.orDie)
+
+      const closed = yield* ok(["sessions", "close", ...at, id, "--json"], env)
+      assert.strictEqual((jsonLines(closed.stdout)[0] as { status: string }).status, "closed")
+      const refused = yield* troupe(["sessions", "send", ...at, id, "again"], env)
+      assert.strictEqual(refused.code, ExitCode.Refused)
+      assert.include(refused.stderr, "troupe: session_closed")
+
+      const stopped = yield* daemon.stop("SIGTERM")
+      assert.strictEqual(stopped.code, 0, stopped.stderr)
+      assert.include(stopped.stderr, "troupe: stopping (SIGTERM)")
+      assert.isFalse(existsSync(socket), "the socket file is removed")
+      assert.isFalse(existsSync(telemetryFile), "telemetry disabled writes nothing")
+    }), 60_000)
+
+  it.scopedLive("refuses a second daemon on a live socket (exit 5); unreachable daemons and malformed ids are documented exits", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir
+      const socket = join(home, "d.sock")
+      const env = envFor(home)
+      const first = yield* serve(["--socket", socket, "--store", "memory"], env)
+      const [second, badId, unreachable] = yield* Effect.all([
+        troupe(["serve", "--socket", socket, "--store", "memory"], env),
+        troupe(["sessions", "show", "--socket", socket, "ses_nope"], env),
+        troupe(["sessions", "list", "--socket", join(home, "none.sock")], env)
+      ], { concurrency: "unbounded" })
+      assert.strictEqual(unreachable.code, ExitCode.Unreachable)
+      assert.match(unreachable.stderr, /^troupe: no daemon is listening on unix:.*none\.sock \(ENOENT\); start one with `troupe serve`\n$/)
+      assert.strictEqual(second.code, ExitCode.StartFailed)
+      assert.strictEqual(second.stderr.trim().split("\n").at(-1), `troupe: unix:${socket} is in use by a running daemon`)
+      assert.strictEqual(badId.code, ExitCode.Usage)
+      assert.include(badId.stderr, "is not a valid id")
+      assert.strictEqual((yield* first.stop("SIGINT")).code, 0)
+    }))
+})
