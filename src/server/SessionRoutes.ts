@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, Either, Fiber, Layer, Option, ParseResult, Queue, Schema, Stream } from "effect"
+import { Chunk, Deferred, Effect, Either, Fiber, Layer, Option, ParseResult, Queue, Schema, Stream } from "effect"
 import * as Messages from "../protocol/Messages.js"
 import type { ErrorKind } from "../protocol/ProtocolError.js"
 import type {
@@ -115,21 +115,49 @@ const decoder = <A, I>(schema: Schema.Schema<A, I>) => {
  */
 const withoutUndefined = (value: unknown): unknown => {
   if (typeof value !== "object" || value === null || value instanceof Uint8Array) return value
-  if (Array.isArray(value)) return value.map(withoutUndefined)
-  // `fromEntries` defines properties, so a `__proto__` key stays a plain key.
-  return Object.fromEntries(
-    Object.entries(value).flatMap(([key, item]) => (item === undefined ? [] : [[key, withoutUndefined(item)]]))
-  )
+  if (Array.isArray(value)) {
+    // Copied only if an element changes: most answers have nothing to drop, and this runs once per streamed event.
+    let copy: Array<unknown> | undefined
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i]
+      const cleaned = withoutUndefined(item)
+      if (cleaned !== item && copy === undefined) copy = value.slice(0, i)
+      if (copy !== undefined) copy.push(cleaned)
+    }
+    return copy ?? value
+  }
+  const proto = Object.getPrototypeOf(value)
+  let copy: Record<string, unknown> | undefined = proto === Object.prototype || proto === null ? undefined : {}
+  const keys = Object.keys(value)
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!
+    const item: unknown = (value as Record<string, unknown>)[key]
+    const cleaned = item === undefined ? undefined : withoutUndefined(item)
+    if (copy === undefined && (item === undefined || cleaned !== item)) {
+      copy = {}
+      for (let j = 0; j < i; j++) define(copy, keys[j]!, (value as Record<string, unknown>)[keys[j]!])
+    }
+    if (copy !== undefined && item !== undefined) define(copy, key, cleaned)
+  }
+  return copy ?? value
+}
+
+// A plain assignment to `__proto__` would set the prototype: that key is defined as a property, as `fromEntries` does.
+const define = (target: Record<string, unknown>, key: string, value: unknown): void => {
+  if (key === "__proto__") Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
+  else target[key] = value
 }
 
 /** The answer `type` with `value` encoded by its schema; a value our own code built always encodes. */
 const answerer = <A, I>(type: string, schema: Schema.Schema<A, I>) => {
-  const encode = Schema.encode(schema)
-  return (value: A): Effect.Effect<Outgoing> =>
-    encode(value).pipe(
-      Effect.map((payload): Outgoing => ({ type, payload: withoutUndefined(payload) })),
-      Effect.orDie
-    )
+  // The synchronous encoder: no Effect per answer, which counts once per event on a replay.
+  const encode = Schema.encodeEither(schema)
+  return (value: A): Effect.Effect<Outgoing> => {
+    const payload = encode(value)
+    return Either.isRight(payload)
+      ? Effect.succeed({ type, payload: withoutUndefined(payload.right) })
+      : Effect.die(payload.left)
+  }
 }
 
 const principalOf = (exchange: Exchange): Effect.Effect<Principal, WireError> =>
@@ -273,8 +301,19 @@ export const make = (options: Options = {}): Effect.Effect<Router["Type"], never
           return Queue.offer(items, { _tag: "event", event })
         }
         // History waits for room: the client reads it at its own pace, holding nothing live meanwhile.
+        // A page of the log at a time: one offer per chunk, not per event.
         const replay = Effect.suspend(() =>
-          Stream.runForEach(sessions.events(principal, sessionId, { after: produced, follow: false }), queue)
+          Stream.runForEachChunk(
+            sessions.events(principal, sessionId, { after: produced, follow: false }),
+            (chunk) => {
+              const batch: Array<Item> = []
+              for (const event of chunk) {
+                if (event._tag === "durable") produced = event.cursor
+                batch.push({ _tag: "event", event })
+              }
+              return Queue.offerAll(items, batch)
+            }
+          )
         )
         let closed = false
         // Live events never wait: one that finds the buffer full ends the subscriber.
@@ -317,29 +356,38 @@ export const make = (options: Options = {}): Effect.Effect<Router["Type"], never
         let emitted = after
         const end = (reason: typeof Messages.EventsEndReason.Type) => eventsEnd({ reason, cursor: emitted })
         for (;;) {
-          if (yield* Deferred.isDone(stop)) return yield* end(yield* Deferred.await(stop))
-          const next = yield* Effect.raceFirst(
-            Effect.map(Queue.take(items), Either.right),
-            Effect.map(Deferred.await(stop), Either.left)
-          )
-          // An item taken as `stop` won is dropped, which is fine: the stream ends with the cursor actually sent.
-          if (Either.isLeft(next)) return yield* end(next.left)
-          const item = next.right
-          switch (item._tag) {
-            case "event": {
-              const event = item.event
-              yield* exchange.emit(
-                yield* eventFrame(event._tag === "durable" ? { cursor: event.cursor, event } : { event })
-              )
-              if (event._tag === "durable") emitted = event.cursor
-              break
+          // Everything buffered is taken at once; only an empty buffer is waited on, racing `stop`
+          // (a race forks two fibers: too dear per event on a replay).
+          let batch = yield* Queue.takeAll(items)
+          if (Chunk.isEmpty(batch)) {
+            if (yield* Deferred.isDone(stop)) return yield* end(yield* Deferred.await(stop))
+            const next = yield* Effect.raceFirst(
+              Effect.map(Queue.take(items), Either.right),
+              Effect.map(Deferred.await(stop), Either.left)
+            )
+            // An item taken as `stop` won is dropped, which is fine: the stream ends with the cursor actually sent.
+            if (Either.isLeft(next)) return yield* end(next.left)
+            batch = Chunk.of(next.right)
+          }
+          for (const item of batch) {
+            // A stop preempts what is still buffered: checked before every frame, as an emit may have waited.
+            if (yield* Deferred.isDone(stop)) return yield* end(yield* Deferred.await(stop))
+            switch (item._tag) {
+              case "event": {
+                const event = item.event
+                yield* exchange.emit(
+                  yield* eventFrame(event._tag === "durable" ? { cursor: event.cursor, event } : { event })
+                )
+                if (event._tag === "durable") emitted = event.cursor
+                break
+              }
+              case "end":
+                return yield* end(item.reason)
+              case "failed":
+                return yield* Effect.fail(item.error)
+              case "died":
+                return yield* Effect.fail(internal)
             }
-            case "end":
-              return yield* end(item.reason)
-            case "failed":
-              return yield* Effect.fail(item.error)
-            case "died":
-              return yield* Effect.fail(internal)
           }
         }
       }))
