@@ -148,6 +148,18 @@ const define = (target: Record<string, unknown>, key: string, value: unknown): v
   else target[key] = value
 }
 
+/**
+ * The payload of a `session.event` frame: `Messages.SessionEventFrame` encoded,
+ * without the schema walk. Events and record bodies are plain JSON data (no
+ * transformations: `Record.toJsonText` relies on the same, and
+ * test/schema.test.ts holds every record type to it), so their own fields are
+ * their encoded form; `withoutUndefined` turns the class instances into plain
+ * objects. test/server/SessionRoutes.test.ts holds this equal to the schema's
+ * encoding for every event kind. A replay sends one per event.
+ */
+export const eventFramePayload = (event: SessionEvent): unknown =>
+  withoutUndefined(event._tag === "durable" ? { cursor: event.cursor, event } : { event })
+
 /** The answer `type` with `value` encoded by its schema; a value our own code built always encodes. */
 const answerer = <A, I>(type: string, schema: Schema.Schema<A, I>) => {
   // The synchronous encoder: no Effect per answer, which counts once per event on a replay.
@@ -266,7 +278,6 @@ export const make = (options: Options = {}): Effect.Effect<Router["Type"], never
     const accepted = answerer(Type.sessionAccepted, Messages.SessionAccepted)
     const interrupted = answerer(Type.sessionInterrupted, Messages.SessionInterrupted)
     const snapshot = answerer(Type.sessionSnapshot, Messages.SessionSnapshot)
-    const eventFrame = answerer(Type.sessionEvent, Messages.SessionEventFrame)
     const eventsEnd = answerer(Type.sessionEventsEnd, Messages.SessionEventsEnd)
     const callbackOpen = answerer(Type.callbackOpen, Messages.CallbackOpen)
     const provideEnd = answerer(Type.callbackProvideEnd, Messages.CallbackProvideEnd)
@@ -375,9 +386,7 @@ export const make = (options: Options = {}): Effect.Effect<Router["Type"], never
             switch (item._tag) {
               case "event": {
                 const event = item.event
-                yield* exchange.emit(
-                  yield* eventFrame(event._tag === "durable" ? { cursor: event.cursor, event } : { event })
-                )
+                yield* exchange.emit({ type: Type.sessionEvent, payload: eventFramePayload(event) })
                 if (event._tag === "durable") emitted = event.cursor
                 break
               }

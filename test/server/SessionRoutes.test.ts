@@ -26,7 +26,12 @@ import {
   StoreUnavailable,
   TurnMismatch
 } from "../../src/schema/Errors.js"
-import { makeCallbackId, makeSessionId, makeTurnId, type SessionId } from "../../src/schema/Ids.js"
+import { Usage } from "../../src/schema/Budget.js"
+import { AssistantDelta, Durable, type SessionEvent } from "../../src/schema/Event.js"
+import { InputId, makeCallbackId, makeOperationId, makeSessionId, makeTurnId, type SessionId } from "../../src/schema/Ids.js"
+import * as Record from "../../src/schema/Record.js"
+import { RecordBody } from "../../src/schema/Record.js"
+import { RunOptions } from "../../src/schema/Run.js"
 import type { Principal } from "../../src/schema/Principal.js"
 import * as AgentCatalog from "../../src/server/AgentCatalog.js"
 import { type Exchange, type Outgoing, Router, WireError } from "../../src/server/Router.js"
@@ -737,6 +742,57 @@ describe("SessionRoutes", () => {
   })
 
   describe("session.events", () => {
+    it.effect("an event's frame payload is the schema's encoding, for every record type and for deltas", () =>
+      Effect.gen(function*() {
+        const turnId = yield* makeTurnId
+        const operationId = yield* makeOperationId
+        const callbackId = yield* makeCallbackId
+        const sessionId = yield* makeSessionId
+        const inputId = InputId.make("in-1")
+        const usage = new Usage({ ...Usage.zero, inputTokens: 3, toolCallsByName: { echo: 1 } })
+        const bodies: ReadonlyArray<RecordBody> = [
+          new Record.SessionCreated({ agentName: "a", parentId: null, title: "t" }),
+          // Optional members set to undefined, as records built in memory have them.
+          new Record.TurnStarted({ turnId, inputId, text: "hi", run: undefined, excludeFromAnalytics: undefined }),
+          new Record.TurnStarted({ turnId, inputId, text: "hi", run: new RunOptions({ permissions: { default: "ask", rules: { echo: "allow" } } }), excludeFromAnalytics: true }),
+          new Record.TurnEnded({
+            turnId,
+            outcome: "failed",
+            output: undefined,
+            failureCode: "budget_exhausted",
+            failure: { dimension: "toolCalls", limit: 1, observed: 2, nested: [{ deep: [1, null, "x"] }] },
+            usage
+          }),
+          new Record.InputApplied({ inputId, kind: "steer", turnId }),
+          new Record.OperationStarted({ operationId, turnId, kind: "tool", name: "echo", input: { x: [1, "2"] } }),
+          new Record.OperationCompleted({ operationId, turnId, output: "ok", isError: false }),
+          new Record.OperationUnknown({ operationId, turnId }),
+          new Record.CallbackOpened({ callbackId, turnId, operationId, kind: "approval", request: { tool: "echo" } }),
+          new Record.CallbackResolved({ callbackId, turnId, resolution: "answered", result: { approved: true } }),
+          new Record.ChildSpawned({ childSessionId: sessionId, agentName: "b", alias: null }),
+          new Record.ChildResultRecorded({ childSessionId: sessionId, turnId, outcome: "completed", output: "done" }),
+          new Record.Renamed({ title: "new" }),
+          new Record.Archived({ archived: true }),
+          new Record.Closed({})
+        ]
+        assert.strictEqual(new Set(bodies.map((body) => body._tag)).size, RecordBody.members.length)
+        const events: ReadonlyArray<SessionEvent> = [
+          ...bodies.map((record, i) => new Durable({ sessionId, cursor: i + 1, at: NOW + i, record })),
+          new AssistantDelta({ sessionId, turnId, text: "hel" })
+        ]
+        const encode = Schema.encodeSync(Messages.SessionEventFrame)
+        for (const event of events) {
+          const payload = SessionRoutes.eventFramePayload(event)
+          const where = event._tag === "durable" ? event.record._tag : event._tag
+          assertPlain(payload, where)
+          const frame = event._tag === "durable" ? { cursor: event.cursor, event } : { event }
+          assert.deepStrictEqual(payload, plain(encode(frame)), where)
+          // A peer reads it back as the same event (undefined members are absent, as they are in the schema's encoding).
+          const read = overTheWire({ type: Type.sessionEvent, payload }, Messages.SessionEventFrame)
+          assert.deepStrictEqual(plain(encode(read)), payload, where)
+        }
+      }))
+
     it.effect("follow: false replays the log after the cursor and ends with done at the head", () =>
       withRoutes(() =>
         Effect.gen(function*() {
