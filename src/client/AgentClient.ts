@@ -24,6 +24,7 @@
  */
 import {
   Cause,
+  Chunk,
   Deferred,
   Duration,
   Effect,
@@ -135,18 +136,27 @@ export class AgentStream implements AsyncIterableIterator<RawFrame> {
   /** Its frames, ending after the TERMINAL one. Consume either this or the iterator, once. */
   readonly frames: Stream.Stream<RawFrame, ClientError>
 
+  /**
+   * Every frame buffered, waiting for one when there is none; an empty chunk
+   * after the TERMINAL one (or after `close`). A consumer that takes frames in
+   * bulk pays per chunk, not per frame.
+   */
+  readonly pullChunk: Effect.Effect<Chunk.Chunk<RawFrame>, ClientError>
+
   constructor(
     /** The correlation id; pass it to `send` for follow-up frames. */
     readonly id: number,
     /** The next frame, `None` after the TERMINAL one (or after `close`). */
     readonly pull: Effect.Effect<Option.Option<RawFrame>, ClientError>,
     /** Stops delivering frames; the id stays reserved until the server ends the exchange. */
-    readonly cancel: Effect.Effect<void>
+    readonly cancel: Effect.Effect<void>,
+    pullChunk?: Effect.Effect<Chunk.Chunk<RawFrame>, ClientError>
   ) {
-    this.frames = Stream.repeatEffectOption(
+    this.pullChunk = pullChunk ?? Effect.map(pull, Option.match({ onNone: () => Chunk.empty(), onSome: Chunk.of }))
+    this.frames = Stream.repeatEffectChunkOption(
       Effect.flatMap(
-        Effect.mapError(pull, Option.some),
-        Option.match({ onNone: () => Effect.fail(Option.none()), onSome: Effect.succeed })
+        Effect.mapError(this.pullChunk, Option.some),
+        (chunk) => (Chunk.isEmpty(chunk) ? Effect.fail(Option.none()) : Effect.succeed(chunk))
       )
     )
   }
@@ -365,7 +375,9 @@ const open = (
         if (!entry.answered) answer(entry, Exit.succeed(frame))
         return Effect.void
       }
-      return entry.done ? Effect.void : Queue.offer(entry.frames, frame)
+      // Straight in while there is room; only a full buffer makes the reader wait (backpressure).
+      if (entry.done || Queue.unsafeOffer(entry.frames, frame)) return Effect.void
+      return Queue.offer(entry.frames, frame)
     }
 
     const reader = Effect.gen(function*() {
@@ -454,12 +466,28 @@ const open = (
             })
           )
         })
+        const pullChunk = Effect.suspend((): Effect.Effect<Chunk.Chunk<RawFrame>, ClientError> => {
+          if (entry.done) return Effect.succeed(Chunk.empty())
+          return Queue.takeAll(entry.frames).pipe(
+            Effect.flatMap((chunk) =>
+              Chunk.isEmpty(chunk)
+                ? Effect.map(Effect.raceFirst(Queue.take(entry.frames), Deferred.await(entry.failure)), Chunk.of)
+                : Effect.succeed(chunk)
+            ),
+            Effect.map((chunk) => {
+              const end = Chunk.findFirstIndex(chunk, (frame) => Frame.hasFlag(frame.flags, Frame.FLAG_TERMINAL))
+              if (Option.isNone(end)) return chunk
+              entry.done = true
+              return Chunk.take(chunk, end.value + 1)
+            })
+          )
+        })
         const cancel = Effect.suspend(() => {
           entry.done = true
           // Frees a reader waiting for room in this stream's buffer; later frames are dropped.
           return Queue.takeAll(entry.frames)
         })
-        return new AgentStream(id, pull, Effect.asVoid(cancel))
+        return new AgentStream(id, pull, Effect.asVoid(cancel), pullChunk)
       })
 
     const send = (id: number, flags: number, body: Uint8Array): Effect.Effect<void, ClientError> =>

@@ -35,7 +35,22 @@
  *
  * @since 0.1.0
  */
-import { Cause, Chunk, Duration, Effect, Either, ExecutionStrategy, Exit, Fiber, Option, Schedule, Schema, Scope, Stream } from "effect"
+import {
+  Cause,
+  Chunk,
+  Duration,
+  Effect,
+  Either,
+  ExecutionStrategy,
+  Exit,
+  Fiber,
+  Option,
+  type ParseResult,
+  Schedule,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
 import * as Envelope from "../protocol/Envelope.js"
 import * as Frame from "../protocol/Frame.js"
 import * as Messages from "../protocol/Messages.js"
@@ -186,17 +201,20 @@ const bodyOf = <A, I>(type: string, schema: Schema.Schema<A, I>, value: A) =>
 
 const decodeError = Schema.decodeUnknownEither(ProtocolError.ErrorPayload)
 
+/** `read`, synchronously. */
+const readEither = (request: string, frame: AgentClient.RawFrame): Either.Either<Envelope.Body, ServerError | UnexpectedAnswer> => {
+  const body = Envelope.decodeBody(frame.body)
+  if (Either.isLeft(body)) return Either.left(new UnexpectedAnswer({ request, reason: body.left.message }))
+  if (body.right.t !== Type.error) return Either.right(body.right)
+  const error = decodeError(body.right.payload)
+  if (Either.isLeft(error)) return Either.left(new UnexpectedAnswer({ request, reason: "a core.error of an unknown form" }))
+  const { offending_type, ...fields } = error.right
+  return Either.left(new ServerError({ ...fields, ...(offending_type === undefined ? {} : { offendingType: offending_type }) }))
+}
+
 /** The type and payload of a frame received on an exchange of `request`; `core.error` is a `ServerError`. */
-const read = (request: string, frame: AgentClient.RawFrame) =>
-  Effect.suspend((): Effect.Effect<Envelope.Body, ServerError | UnexpectedAnswer> => {
-    const body = Envelope.decodeBody(frame.body)
-    if (Either.isLeft(body)) return Effect.fail(new UnexpectedAnswer({ request, reason: body.left.message }))
-    if (body.right.t !== Type.error) return Effect.succeed(body.right)
-    const error = decodeError(body.right.payload)
-    if (Either.isLeft(error)) return Effect.fail(new UnexpectedAnswer({ request, reason: "a core.error of an unknown form" }))
-    const { offending_type, ...fields } = error.right
-    return Effect.fail(new ServerError({ ...fields, ...(offending_type === undefined ? {} : { offendingType: offending_type }) }))
-  })
+const read = (request: string, frame: AgentClient.RawFrame): Effect.Effect<Envelope.Body, ServerError | UnexpectedAnswer> =>
+  Effect.suspend(() => readEither(request, frame))
 
 /** A payload as `schema`, or `UnexpectedAnswer`. */
 const payloadAs = <A, I>(request: string, body: Envelope.Body, schema: Schema.Schema<A, I>) =>
@@ -246,6 +264,21 @@ const fixedSource = (link: Link): Source => ({
   renew: (_, error) => Effect.fail(error)
 })
 
+/** Why an event subscription must start again: the server ended it as a slow consumer, or its connection dropped. */
+class Resume {
+  constructor(
+    readonly why:
+      | { readonly _tag: "slow_consumer"; readonly cursor: number }
+      | { readonly _tag: "dropped"; readonly error: AgentClient.Closed }
+  ) {}
+}
+
+const decodeEventFrame = Schema.decodeUnknownEither(Messages.SessionEventFrame)
+const decodeEventsEnd = Schema.decodeUnknownEither(Messages.SessionEventsEnd)
+
+const unexpected = (request: string, type: string, error: ParseResult.ParseError) =>
+  new UnexpectedAnswer({ request, reason: `${type}: ${error.message}` })
+
 /** A failure of the handler given to `provideCallbacks`, kept apart from the client's own errors. */
 class HandlerFailure<E> {
   constructor(readonly error: E) {}
@@ -287,7 +320,8 @@ const build = (source: Source): SessionClient => {
 
   /**
    * Opens a stream exchange on `connection` in the current scope; `pull` gives
-   * its next frame (`None` after the TERMINAL one). When the scope closes
+   * its next frame (`None` after the TERMINAL one), `pullChunk` every frame
+   * buffered (empty after the TERMINAL one). When the scope closes
    * before the TERMINAL frame was pulled, `cancelType` is sent on its id. (A
    * TERMINAL frame that arrived but was not pulled frees the id early; ids are
    * handed out round the whole range, so it is not reused before the range wraps.)
@@ -310,45 +344,63 @@ const build = (source: Source): SessionClient => {
             stream.cancel
           )
       )
-      return Effect.tap(stream.pull, (frame) => {
-        if (Option.isSome(frame) && Frame.hasFlag(frame.value.flags, Frame.FLAG_TERMINAL)) ended = true
-      })
+      return {
+        pull: Effect.tap(stream.pull, (frame) => {
+          if (Option.isSome(frame) && Frame.hasFlag(frame.value.flags, Frame.FLAG_TERMINAL)) ended = true
+        }),
+        pullChunk: Effect.tap(stream.pullChunk, (frames) => {
+          const lastFrame = Chunk.last(frames)
+          if (Option.isSome(lastFrame) && Frame.hasFlag(lastFrame.value.flags, Frame.FLAG_TERMINAL)) ended = true
+        })
+      }
     })
 
-  /** The frames of `pull` as a stream, ending after the TERMINAL one. */
-  const framesOf = (pull: Effect.Effect<Option.Option<AgentClient.RawFrame>, AgentClient.ClientError>) =>
-    Stream.repeatEffectOption(
-      Effect.flatMap(Effect.mapError(pull, Option.some), Option.match({ onNone: () => Effect.fail(Option.none()), onSome: Effect.succeed }))
-    )
-
-  /** One `session.events` exchange: its frames, then the end; or `dropped` when its connection went away. */
-  type Item =
-    | { readonly _tag: "event"; readonly frame: EventFrame }
-    | { readonly _tag: "end"; readonly end: typeof Messages.SessionEventsEnd.Type }
-    | { readonly _tag: "dropped"; readonly error: AgentClient.Closed }
+  /**
+   * One `session.events` exchange on `connection`: its events, a chunk at a
+   * time (events arrive by the thousand on a replay). It ends after
+   * `session.events.end`; a `slow_consumer` end, or the connection dropping,
+   * fails it with a `Resume` the caller acts on.
+   */
   const subscription = (
     connection: AgentClient.Connection,
     request: typeof Messages.SessionEvents.Type
-  ): Stream.Stream<Item, SessionClientError> =>
+  ): Stream.Stream<EventFrame, SessionClientError | Resume> =>
     Stream.unwrapScoped(Effect.gen(function*() {
-      const pull = yield* openStream(connection, Type.sessionEvents, Messages.SessionEvents, request, Type.sessionEventsCancel)
-      return framesOf(pull).pipe(
-        Stream.mapEffect((frame) =>
-          Effect.flatMap(read(Type.sessionEvents, frame), (body): Effect.Effect<Item, UnexpectedAnswer> => {
-            if (body.t === Type.sessionEvent) {
-              return Effect.map(payloadAs(Type.sessionEvents, body, Messages.SessionEventFrame), (frame) => ({ _tag: "event", frame }))
+      const stream = yield* openStream(connection, Type.sessionEvents, Messages.SessionEvents, request, Type.sessionEventsCancel)
+      let ended: Resume | "done" | undefined
+      const fail = (error: SessionClientError | Resume) => Effect.fail(Option.some(error))
+      const next = Effect.suspend((): Effect.Effect<Chunk.Chunk<EventFrame>, Option.Option<SessionClientError | Resume>> => {
+        if (ended === "done") return Effect.fail(Option.none())
+        if (ended !== undefined) return fail(ended)
+        return stream.pullChunk.pipe(
+          // Frames already received come first: the buffer is drained before the drop is reported.
+          Effect.mapError((error) => Option.some(isClosed(error) ? new Resume({ _tag: "dropped", error }) : error)),
+          Effect.flatMap((frames) => {
+            if (Chunk.isEmpty(frames)) return Effect.fail(Option.none())
+            const events: Array<EventFrame> = []
+            for (const frame of frames) {
+              const body = readEither(Type.sessionEvents, frame)
+              if (Either.isLeft(body)) return fail(body.left)
+              if (body.right.t === Type.sessionEvent) {
+                const event = decodeEventFrame(body.right.payload)
+                if (Either.isLeft(event)) return fail(unexpected(Type.sessionEvents, body.right.t, event.left))
+                events.push(event.right)
+                continue
+              }
+              if (body.right.t !== Type.sessionEventsEnd) {
+                return fail(new UnexpectedAnswer({ request: Type.sessionEvents, reason: `got ${body.right.t}` }))
+              }
+              const end = decodeEventsEnd(body.right.payload)
+              if (Either.isLeft(end)) return fail(unexpected(Type.sessionEvents, body.right.t, end.left))
+              ended = end.right.reason === "slow_consumer" ? new Resume({ _tag: "slow_consumer", cursor: end.right.cursor }) : "done"
+              break
             }
-            if (body.t === Type.sessionEventsEnd) {
-              return Effect.map(payloadAs(Type.sessionEvents, body, Messages.SessionEventsEnd), (end) => ({ _tag: "end", end }))
-            }
-            return Effect.fail(new UnexpectedAnswer({ request: Type.sessionEvents, reason: `got ${body.t}` }))
+            return Effect.succeed(Chunk.unsafeFromArray(events))
           })
         )
-      )
-    })).pipe(
-      // Frames already received are delivered first: the pull drains the stream's buffer before it fails.
-      Stream.catchAll((error) => isClosed(error) ? Stream.succeed<Item>({ _tag: "dropped", error }) : Stream.fail(error))
-    )
+      })
+      return Stream.repeatEffectChunkOption(next)
+    }))
 
   const events = (sessionId: SessionId, options: EventOptions = {}): Stream.Stream<EventFrame, SessionClientError> =>
     Stream.suspend(() => {
@@ -357,16 +409,16 @@ const build = (source: Source): SessionClient => {
       const from = (after: number | undefined): Stream.Stream<EventFrame, SessionClientError> =>
         Stream.unwrap(Effect.map(source.live, (link) =>
           subscription(link.connection, { sessionId, after, volatile: options.volatile, follow: options.follow }).pipe(
-            Stream.flatMap((item): Stream.Stream<EventFrame, SessionClientError> => {
-              switch (item._tag) {
-                case "event":
-                  if (item.frame.cursor !== undefined) last = item.frame.cursor
-                  return Stream.succeed(item.frame)
-                case "end":
-                  return item.end.reason === "slow_consumer" ? from(item.end.cursor) : Stream.empty
-                case "dropped":
-                  return Stream.unwrap(Effect.as(source.renew(link, item.error), Stream.suspend(() => from(last))))
-              }
+            Stream.mapChunks((chunk) => {
+              for (const frame of chunk) if (frame.cursor !== undefined) last = frame.cursor
+              return chunk
+            }),
+            Stream.catchAll((error): Stream.Stream<EventFrame, SessionClientError> => {
+              if (!(error instanceof Resume)) return Stream.fail(error)
+              const why = error.why
+              return why._tag === "slow_consumer"
+                ? from(why.cursor)
+                : Stream.unwrap(Effect.as(source.renew(link, why.error), Stream.suspend(() => from(last))))
             })
           )))
       return from(options.after)
@@ -390,7 +442,7 @@ const build = (source: Source): SessionClient => {
     handler: Handler<E>
   ): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
     Effect.scoped(Effect.gen(function*() {
-      const pull = yield* openStream(
+      const { pull } = yield* openStream(
         link.connection,
         Type.callbackProvide,
         Messages.CallbackProvide,
