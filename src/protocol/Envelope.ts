@@ -22,12 +22,47 @@ export interface Body {
   readonly payload: unknown
 }
 
+/** The shortest-form CBOR head of `major` with argument `n` (a length below 2^32). */
+const head = (major: number, n: number): Uint8Array => {
+  const m = major << 5
+  if (n < 24) return Uint8Array.of(m | n)
+  if (n < 0x100) return Uint8Array.of(m | 24, n)
+  if (n < 0x10000) return Uint8Array.of(m | 25, n >> 8, n & 0xff)
+  return Uint8Array.of(m | 26, (n >>> 24) & 0xff, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
+}
+
+const textEncoder = new TextEncoder()
+
+// `{ "v": 7, "t": type, "p": ` up to the byte string's head, per type: message types are few.
+const prefixes = new Map<string, Uint8Array>()
+const MAX_PREFIXES = 256
+const prefixOf = (type: string): Uint8Array => {
+  let prefix = prefixes.get(type)
+  if (prefix === undefined) {
+    const t = textEncoder.encode(type)
+    prefix = Buffer.concat([
+      Uint8Array.of(0xa3, 0x61, 0x76, GENERATION, 0x61, 0x74),
+      head(3, t.length),
+      t,
+      Uint8Array.of(0x61, 0x70)
+    ])
+    if (prefixes.size < MAX_PREFIXES) prefixes.set(type, prefix)
+  }
+  return prefix
+}
+
 const encodeWith = (type: string, payload: unknown): Uint8Array | string => {
   const p = Cbor.encode(payload)
   if (Either.isLeft(p)) return p.left
-  // Key order v, t, p as in the vectors; the Encoder never fails on a number, a string and bytes.
-  const body = Cbor.encode({ v: GENERATION, t: type, p: p.right })
-  return Either.isLeft(body) ? body.left : body.right
+  // The envelope is written by hand, byte for byte what the Encoder writes for `{ v, t, p }` in that key
+  // order (the vectors hold it): the payload is copied once, and not walked a second time.
+  const prefix = prefixOf(type)
+  const bytesHead = head(2, p.right.length)
+  const body = new Uint8Array(prefix.length + bytesHead.length + p.right.length)
+  body.set(prefix, 0)
+  body.set(bytesHead, prefix.length)
+  body.set(p.right, prefix.length + bytesHead.length)
+  return body
 }
 
 /** The body bytes for a message, or `InvalidPayload` if the payload has no CBOR form peers accept. */

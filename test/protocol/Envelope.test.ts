@@ -356,6 +356,23 @@ describe("Envelope.decodeBody", () => {
   )
 
   it.prop(
+    "the hand-written envelope is byte for byte the CBOR encoder's { v, t, p }, for types and payloads of every head size",
+    {
+      type: fc.oneof(fc.string({ maxLength: 40 }), fc.string({ minLength: 20, maxLength: 300 }), fc.fullUnicodeString({ maxLength: 30 })),
+      payload: fc.oneof(
+        fc.jsonValue({ maxDepth: 4 }),
+        fc.integer({ min: 0, max: 70_000 }).map((n) => "x".repeat(n)),
+        fc.uint8Array({ maxLength: 300 })
+      )
+    },
+    ({ payload, type }) => {
+      const p = Either.getOrThrow(Cbor.encode(payload))
+      assert.strictEqual(hex(body(type, payload)), hex(Either.getOrThrow(Cbor.encode({ v: 7, t: type, p }))))
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
+
+  it.prop(
     "any bytes as a body decode to a value or a typed error, never a throw",
     { bytes: fc.uint8Array({ maxLength: 200 }) },
     ({ bytes }) => {
