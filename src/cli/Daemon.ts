@@ -116,6 +116,8 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
         })
       }
       if (Option.isSome(model.note)) yield* out.note(`troupe: ${model.note.value}`)
+      const missing = ModelOption.missingDefault(model, agents)
+      if (Option.isSome(missing)) yield* out.note(`troupe: warning: ${missing.value}; their turns will fail`)
 
       const runtime = yield* Layer.build(
         Troupe.layer(StoreOption.layer(store), {

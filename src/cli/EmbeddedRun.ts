@@ -89,6 +89,8 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
       ? yield* AgentsFile.load(o.agents.value).pipe(Effect.mapError((error) => ExitCode.usage(error.message)))
       : [model.builtIn]
     const agent = yield* pickAgent(agents, o.agent)
+    const missing = ModelOption.missingDefault(model, [agent])
+    if (Option.isSome(missing)) return yield* Effect.fail(ExitCode.usage(missing.value))
     if (Option.isSome(model.note) && !o.json) yield* out.note(`troupe: ${model.note.value}`)
 
     yield* out.status("starting")
@@ -132,6 +134,7 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
         }))
       ),
       Effect.catchAll((error) => Deferred.die(ended, error)),
+      Effect.ensuring(Deferred.succeed(subscribed, undefined)),
       Effect.forkScoped
     )
     yield* Deferred.await(subscribed)

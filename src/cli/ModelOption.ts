@@ -41,6 +41,21 @@ export interface Resolved {
   readonly description: string
   /** Said once on stderr when the scripted model stands in for an unconfigured one. */
   readonly note: Option.Option<string>
+  /** Whether agents whose model is `default` can run: the scripted model, or `TROUPE_MODEL` set. */
+  readonly hasDefault: boolean
+}
+
+/** Whether an agent asks for the deployment's default model. */
+export const usesDefault = (agent: Agent): boolean => agent.model.name === "" || agent.model.name === "default"
+
+/** Why agents on the default model cannot run, when they cannot. */
+export const missingDefault = (model: Resolved, agents: ReadonlyArray<Agent>): Option.Option<string> => {
+  const stuck = agents.filter(usesDefault).map((agent) => agent.name)
+  return model.hasDefault || stuck.length === 0
+    ? Option.none()
+    : Option.some(
+      `TROUPE_MODEL is not set, and ${stuck.join(", ")} ${stuck.length === 1 ? "asks" : "ask"} for the default model: set TROUPE_MODEL (or name a model in the agents file)`
+    )
 }
 
 /** Whether the environment names an OpenAI-compatible model. */
@@ -56,7 +71,8 @@ const scripted = (note: Option.Option<string>): Effect.Effect<Resolved> =>
     builtIn: DemoAgent.demo,
     tools: DemoAgent.toolkit,
     description: "scripted",
-    note
+    note,
+    hasDefault: true
   }))
 
 /** Resolves `--model` against the environment; a malformed model variable is a `ConfigError`. */
@@ -79,6 +95,7 @@ export const resolve = (choice: Choice): Effect.Effect<Resolved, ConfigError.Con
       description: `openai-compatible ${options.baseUrl ?? OpenAiCompatibleModel.defaultBaseUrl}${
         options.model === undefined ? "" : ` (${options.model})`
       }`,
-      note: Option.none()
+      note: Option.none(),
+      hasDefault: options.model !== undefined
     } satisfies Resolved
   })

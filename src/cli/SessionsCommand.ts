@@ -19,7 +19,7 @@
  * @since 0.1.0
  */
 import { Args, Command, HelpDoc, Options } from "@effect/cli"
-import { Effect, Either, Option, Schema, Stream } from "effect"
+import { Deferred, Effect, Either, Fiber, Option, Schema, Stream } from "effect"
 import type * as SessionClient from "../client/SessionClient.js"
 import { Snapshot } from "../schema/Event.js"
 import { CallbackId, SessionId, TurnId } from "../schema/Ids.js"
@@ -266,20 +266,25 @@ const send = Command.make(
         const inputId = `cli-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`
         const view = TurnView.make(
           out,
-          o.steer ? { _tag: "first" } : { _tag: "input", inputId },
+          { _tag: "input", inputId, running: o.steer ? snapshot.session.activeTurnId ?? undefined : undefined },
           (opened) => Option.some(`? waiting: ${callbackLine(o.session, opened)}`)
         )
-        // From the last event on: the message's turn_started and everything after it come next.
-        const ended = client.events(o.session, { after: Math.max(0, snapshot.cursor - 1), volatile: !o.json }).pipe(
+        // Subscribed before sending, from the last event on: the first event (that one, replayed)
+        // says the subscription is live, and the message's events all come after it.
+        const subscribed = yield* Deferred.make<void>()
+        const ending = yield* client.events(o.session, { after: Math.max(0, snapshot.cursor - 1), volatile: !o.json }).pipe(
+          Stream.tap(() => Deferred.succeed(subscribed, undefined)),
+          Stream.filter((frame) => frame.cursor === undefined || frame.cursor > snapshot.cursor),
           Stream.mapEffect((frame) => view.onEvent(frame.event)),
           Stream.filterMap((end) => end),
-          Stream.runHead
+          Stream.runHead,
+          // A stream that fails before its first event must not leave the sender waiting.
+          Effect.ensuring(Deferred.succeed(subscribed, undefined)),
+          Effect.forkScoped
         )
-        const accepted = yield* client.send(o.session, { text: o.text, mode, inputId })
-        if (o.steer && accepted.turnId === undefined) {
-          if (o.json) return yield* out.jsonLine(accepted)
-          return yield* out.line(`${accepted.disposition ?? "accepted"}: no turn was running`)
-        }
+        yield* Deferred.await(subscribed)
+        yield* client.send(o.session, { text: o.text, mode, inputId })
+        const ended = Fiber.join(ending)
         const first = yield* Effect.raceFirst(Effect.map(ended, Either.right), Effect.map(signal, Either.left))
         if (Either.isLeft(first)) {
           return yield* Effect.fail(new ExitCode.CliFailure({

@@ -17,11 +17,14 @@ import type { CallbackOpened, TurnEnded } from "../schema/Record.js"
 import * as EventFormat from "./EventFormat.js"
 import * as Output from "./Output.js"
 
-/** Which turn to show: the first one to start, or the one a message (by input id) or a known turn id started. */
+/**
+ * Which turn to show: the first one to start, or the one a message starts
+ * (by its input id), or a running turn (a steer goes into it; if it has ended
+ * by then, the steer starts a turn of its own input id).
+ */
 export type Watch =
   | { readonly _tag: "first" }
-  | { readonly _tag: "input"; readonly inputId: string }
-  | { readonly _tag: "turn"; readonly turnId: TurnId }
+  | { readonly _tag: "input"; readonly inputId: string; readonly running?: TurnId | undefined }
 
 /** Shows events; `onEvent` answers the turn's end once it comes. */
 export interface TurnView {
@@ -34,7 +37,7 @@ export const make = (
   watch: Watch,
   onCallback: (opened: CallbackOpened) => Option.Option<string> = () => Option.none()
 ): TurnView => {
-  let turnId: TurnId | undefined = watch._tag === "turn" ? watch.turnId : undefined
+  let turnId: TurnId | undefined = watch._tag === "input" ? watch.running : undefined
   let streamed = false
   const tools = new Set<string>()
 
@@ -53,9 +56,7 @@ export const make = (
       const record = event.record
       switch (record._tag) {
         case "turn_started": {
-          const matches = watch._tag === "first" ? turnId === undefined : watch._tag === "input"
-            ? record.inputId === watch.inputId
-            : record.turnId === watch.turnId
+          const matches = watch._tag === "first" ? turnId === undefined : record.inputId === watch.inputId
           if (matches) {
             turnId = record.turnId
             yield* out.status("thinking")
