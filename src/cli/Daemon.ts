@@ -97,7 +97,7 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
         ? yield* AgentsFile.load(o.agents.value).pipe(
           Effect.mapError((error): StartupFailure => ({ category: "invalid_input", failure: ExitCode.usage(error.message) }))
         )
-        : [model.builtIn]
+        : model.builtIns
       const listeners = yield* listenersOf(o).pipe(
         Effect.mapError((failure): StartupFailure => ({ category: "invalid_input", failure }))
       )
@@ -176,14 +176,7 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
       Effect.mapError((error) => error.failure)
     )
 
-    for (const address of started.server.addresses) {
-      yield* out.note(`troupe: listening on ${Listener.formatAddress(address)}`)
-    }
-    yield* out.note(
-      `troupe: store ${StoreOption.describe(started.store)} · model ${started.model.description} · agents ${
-        started.agents.map((agent) => agent.name).join(", ")
-      }`
-    )
+    // Emitted before the lines that tell clients where to connect, so it precedes what they cause.
     yield* emit(ProductEvent.daemonStarted({
       listeners: {
         unix: Option.isSome(started.server.unixPath),
@@ -194,6 +187,14 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
       model: started.model.kind
     }))
 
+    for (const address of started.server.addresses) {
+      yield* out.note(`troupe: listening on ${Listener.formatAddress(address)}`)
+    }
+    yield* out.note(
+      `troupe: store ${StoreOption.describe(started.store)} · model ${started.model.description} · agents ${
+        started.agents.map((agent) => agent.name).join(", ")
+      }`
+    )
     const reason = yield* Effect.raceFirst(
       signal,
       Effect.as(started.server.stdioDone, "the stdio client left" as const)

@@ -1,10 +1,11 @@
 /**
  * The agents `troupe` serves when no `--agents` file is given.
  *
- * - With no model configured: `demo`, on the scripted model, so everything
- *   works offline. It has one server tool, `word_count`: each turn asks for
- *   it on the user's text, runs it, and answers
- *   `You said: <text> (<n> words)` (`1 word`), streamed word by word.
+ * - With no model configured, on the scripted model, so everything works
+ *   offline: `demo` (the default), with one server tool, `word_count`: each
+ *   turn asks for it on the user's text, runs it, and answers
+ *   `You said: <text> (<n> words)` (`1 word`), streamed word by word; and
+ *   `assistant`, which echoes: `You said: <text>`.
  * - With an OpenAI-compatible model configured: `assistant`, a plain
  *   assistant on the deployment's default model (`TROUPE_MODEL`), without tools.
  *

@@ -87,7 +87,7 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
     )
     const agents = Option.isSome(o.agents)
       ? yield* AgentsFile.load(o.agents.value).pipe(Effect.mapError((error) => ExitCode.usage(error.message)))
-      : [model.builtIn]
+      : model.builtIns
     const agent = yield* pickAgent(agents, o.agent)
     const missing = ModelOption.missingDefault(model, [agent])
     if (Option.isSome(missing)) return yield* Effect.fail(ExitCode.usage(missing.value))

@@ -33,8 +33,8 @@ export const option: Options.Options<Choice> = Options.choice("model", ["auto", 
 export interface Resolved {
   readonly kind: ModelKind
   readonly layer: Layer.Layer<Model>
-  /** The built-in agent that fits this model. */
-  readonly builtIn: Agent
+  /** The built-in agents that fit this model, the default one first. */
+  readonly builtIns: ReadonlyArray<Agent>
   /** The server tools of the built-in agent. */
   readonly tools: Layer.Layer<Toolkit>
   /** How to describe the model in one line (never holds the API key). */
@@ -68,7 +68,7 @@ const scripted = (note: Option.Option<string>): Effect.Effect<Resolved> =>
   Effect.map(Effect.promise(() => import("../layers/ScriptedModel.js")), (ScriptedModel) => ({
     kind: "scripted",
     layer: ScriptedModel.layer(DemoAgent.scripts),
-    builtIn: DemoAgent.demo,
+    builtIns: [DemoAgent.demo, DemoAgent.assistant],
     tools: DemoAgent.toolkit,
     description: "scripted",
     note,
@@ -90,7 +90,7 @@ export const resolve = (choice: Choice): Effect.Effect<Resolved, ConfigError.Con
     return {
       kind: "openai_compatible",
       layer: OpenAiCompatibleModel.layer(options),
-      builtIn: DemoAgent.assistant,
+      builtIns: [DemoAgent.assistant],
       tools: DemoAgent.toolkit,
       description: `openai-compatible ${options.baseUrl ?? OpenAiCompatibleModel.defaultBaseUrl}${
         options.model === undefined ? "" : ` (${options.model})`

@@ -30,7 +30,7 @@ describe("troupe serve", () => {
         ok(["agents", ...at, "--json"], env),
         ok(["sessions", "create", ...at, "--title", "first"], env)
       ], { concurrency: "unbounded" })
-      assert.deepStrictEqual(jsonLines(agents.stdout).map((agent) => (agent as { name: string }).name), ["demo"])
+      assert.deepStrictEqual(jsonLines(agents.stdout).map((agent) => (agent as { name: string }).name), ["demo", "assistant"])
       const id = created.stdout.trim() as SessionId
       assert.match(id, /^ses_[0-9A-Z]{26}$/)
 
@@ -40,13 +40,32 @@ describe("troupe serve", () => {
       assert.include(sent.stderr, "→ word_count(")
       assert.include(sent.stderr, "✓ completed · 2 model calls · 1 tool call")
 
-      const [list, show, events, renamed] = yield* Effect.all([
+      // The typed client sees the same daemon: the session the CLI made, and one of its own.
+      const typed = Effect.scoped(Effect.gen(function*() {
+        const client = yield* SessionClient.connect(socket)
+        assert.strictEqual((yield* client.get(id)).title, "first")
+        const session = yield* client.create({ agent: "demo" })
+        const accepted = yield* client.send(session.id, { text: "two words" })
+        assert.strictEqual(accepted.disposition, "started")
+        const end = yield* client.events(session.id).pipe(
+          Stream.map((frame) => frame.event),
+          Stream.filterMap((event) =>
+            event._tag === "durable" && event.record._tag === "turn_ended" ? Option.some(event.record) : Option.none()
+          ),
+          Stream.runHead
+        )
+        assert.strictEqual(Option.getOrThrow(end).output, "You said: two words (2 words)")
+        return session.id
+      })).pipe(Effect.orDie)
+      const [list, show, events, other] = yield* Effect.all([
         ok(["sessions", "list", ...at], env),
         ok(["sessions", "show", ...at, id], env),
         ok(["sessions", "events", ...at, id, "--json"], env),
-        ok(["sessions", "rename", ...at, id, "renamed"], env)
+        typed
       ], { concurrency: "unbounded" })
-      assert.match(list.stdout, new RegExp(`^ID +STATUS +UPDATED +AGENT +TITLE\\n${id} +idle +[0-9: -]+ +demo +(first|renamed)\\n$`))
+      // The typed client's session may be listed too (it is created meanwhile).
+      assert.match(list.stdout, /^ID +STATUS +UPDATED +AGENT +TITLE\n/)
+      assert.match(list.stdout, new RegExp(`^${id} +idle +[0-9: -]+ +demo +first$`, "m"))
       assert.match(show.stdout, new RegExp(`session +${id}`))
       assert.match(show.stdout, /status +idle/)
       const tags = jsonLines(events.stdout).map((event) => (event as { record: { _tag: string } }).record._tag)
@@ -61,26 +80,12 @@ describe("troupe serve", () => {
         "operation_completed",
         "turn_ended"
       ])
-      assert.include(renamed.stdout, "renamed")
 
-      // The typed client sees the same daemon: the session the CLI made, and one of its own.
-      yield* Effect.scoped(Effect.gen(function*() {
-        const client = yield* SessionClient.connect(socket)
-        const seen = yield* client.get(id)
-        assert.strictEqual(seen.title, "renamed")
-        const session = yield* client.create({ agent: "demo" })
-        const accepted = yield* client.send(session.id, { text: "two words" })
-        assert.strictEqual(accepted.disposition, "started")
-        const end = yield* client.events(session.id).pipe(
-          Stream.filter((frame) => frame.event._tag === "durable" && frame.event.record._tag === "turn_ended"),
-          Stream.runHead
-        )
-        assert.isTrue(Option.isSome(end))
-        const record = (end as Option.Some<SessionClient.EventFrame>).value.event
-        assert.strictEqual(record._tag === "durable" && record.record._tag === "turn_ended" && record.record.output, "You said: two words (2 words)")
-      })).pipe(Effect.orDie)
-
-      const closed = yield* ok(["sessions", "close", ...at, id, "--json"], env)
+      const [renamed, closed] = yield* Effect.all([
+        ok(["sessions", "rename", ...at, other, "renamed"], env),
+        ok(["sessions", "close", ...at, id, "--json"], env)
+      ], { concurrency: "unbounded" })
+      assert.match(renamed.stdout, new RegExp(`^${other} +idle +[0-9: -]+ +demo +renamed\\n$`))
       assert.strictEqual((jsonLines(closed.stdout)[0] as { status: string }).status, "closed")
       const refused = yield* troupe(["sessions", "send", ...at, id, "again"], env)
       assert.strictEqual(refused.code, ExitCode.Refused)
