@@ -53,6 +53,7 @@ import {
 } from "effect"
 import * as Envelope from "../protocol/Envelope.js"
 import * as Frame from "../protocol/Frame.js"
+import * as Handshake from "../protocol/Handshake.js"
 import * as Messages from "../protocol/Messages.js"
 import * as Naming from "../protocol/Naming.js"
 import * as ProtocolError from "../protocol/ProtocolError.js"
@@ -63,6 +64,7 @@ import type { Snapshot } from "../schema/Event.js"
 import { type CallbackId, InputId, makeInputId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { Principal } from "../schema/Principal.js"
 import type { Session } from "../schema/Session.js"
+import * as Telemetry from "../services/Telemetry.js"
 import * as AgentClient from "./AgentClient.js"
 
 const { Type } = Messages
@@ -619,6 +621,21 @@ const connectWith = (
         }
         : undefined
 
+    // A client whose own telemetry is off says so (PROTOCOL.md `auth.hello`), so the daemon keeps
+    // the events it causes out of analytics. Without a token it can only say hello to a listener
+    // that trusts it (its `core.ready` lists no auth): elsewhere the hello would be refused.
+    const telemetryOff = options.excludeFromAnalytics === undefined &&
+      !(yield* Effect.orElseSucceed(Telemetry.enabled, () => true))
+    const trusts = (connection: AgentClient.Connection) =>
+      Either.match(Envelope.decodeBody(connection.readyBytes()), {
+        onLeft: () => false,
+        onRight: (body) =>
+          Either.match(Handshake.decodeReadyPayload(body.payload), {
+            onLeft: () => false,
+            onRight: (ready) => ready.auth.length === 0
+          })
+      })
+
     // One connection in a scope of its own, authenticated; a failure closes what was opened.
     const dial: Effect.Effect<Link, AgentClient.ConnectFailure | SessionClientError> = Effect.uninterruptibleMask(
       (restore) =>
@@ -626,7 +643,11 @@ const connectWith = (
           const scope = yield* Scope.make()
           return yield* restore(Effect.gen(function*() {
             const connection = yield* Scope.extend(open, scope)
-            if (hello !== undefined) yield* make(connection).hello(hello)
+            if (hello !== undefined) {
+              yield* make(connection).hello(telemetryOff ? { ...hello, excludeFromAnalytics: true } : hello)
+            } else if (telemetryOff && trusts(connection)) {
+              yield* make(connection).hello({ excludeFromAnalytics: true })
+            }
             const link: Link = { connection, dead: false, release: Scope.close(scope, Exit.void) }
             yield* Effect.forkIn(
               Effect.andThen(connection.closed, Effect.sync(() => {

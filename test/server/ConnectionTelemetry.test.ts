@@ -6,7 +6,7 @@
  * not excluded; a refused hello is `auth.failed`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { ConfigProvider, Effect, Layer } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import * as SessionClient from "../../src/client/SessionClient.js"
@@ -31,6 +31,9 @@ const lines = (path: string): ReadonlyArray<Record<string, unknown>> =>
     return event
   })
 
+/** Runs a client as if its own telemetry were enabled. */
+const telemetryOn = Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["TROUPE_TELEMETRY_ENABLED", "true"]])))
+
 describe("Connection telemetry", () => {
   it.live("events caused by an excluded connection are excluded; a refused hello is auth.failed", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -53,10 +56,11 @@ describe("Connection telemetry", () => {
       const sent = yield* excluded.send(first.id, { text: "hi" })
       yield* sessions.awaitTurn(quiet, first.id, sent.turnId!)
 
-      const included = yield* SessionClient.connect(path, { token: TOKEN_LOUD, reconnect: false })
+      // (Tests run with TROUPE_TELEMETRY_ENABLED=false, which a client reports: this one has telemetry on.)
+      const included = yield* SessionClient.connect(path, { token: TOKEN_LOUD, reconnect: false }).pipe(telemetryOn)
       yield* included.create({ agent: "echo" })
 
-      const refused = yield* Effect.flip(SessionClient.connect(path, { token: "wrong", reconnect: false }))
+      const refused = yield* Effect.flip(SessionClient.connect(path, { token: "wrong", reconnect: false }).pipe(telemetryOn))
       assert.strictEqual(refused._tag, "ServerError")
 
       const events = lines(file)
@@ -94,6 +98,42 @@ describe("Connection telemetry", () => {
         { event: "auth.failed", category: "invalid_input", status: 400, excluded: false },
         // The connection is excluded since its welcome: a later hello it sends is reported excluded, flag or not.
         { event: "auth.failed", category: "unauthenticated", status: 401, excluded: true }
+      ])
+    })))
+
+  it.live("a client whose own telemetry is disabled says so, with a token or to a trusted listener", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = yield* H.tempDir
+      const file = join(dir, "telemetry.jsonl")
+      const trusted = join(dir, "trusted.sock")
+      const guarded = join(dir, "guarded.sock")
+      const runtime = Troupe.layerTest({ telemetry: LogTelemetry.layer({ path: file }) })
+      const routes = SessionRoutes.layer.pipe(Layer.provide(AgentCatalog.layer([agent("echo")])))
+      const app = Layer.provideMerge(
+        Layer.mergeAll(
+          routes,
+          Authenticator.layerTrustedLocal(principal("local"), Authenticator.layerStatic({ [TOKEN_LOUD]: principal("loud") }))
+        ),
+        runtime
+      )
+      yield* Layer.build(Layer.provideMerge(
+        Layer.mergeAll(
+          Server.layer({ unix: { path: trusted, trustedLocal: true } }),
+          Server.layer({ unix: { path: guarded, trustedLocal: false } })
+        ),
+        app
+      ))
+      const disabled = Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["TROUPE_TELEMETRY_ENABLED", "false"]])))
+      const local = yield* SessionClient.connect(trusted, { reconnect: false }).pipe(disabled)
+      yield* local.create({ agent: "echo" })
+      const remote = yield* SessionClient.connect(guarded, { token: TOKEN_LOUD, reconnect: false }).pipe(disabled)
+      yield* remote.create({ agent: "echo" })
+      const enabled = yield* SessionClient.connect(guarded, { token: TOKEN_LOUD, reconnect: false }).pipe(telemetryOn)
+      yield* enabled.create({ agent: "echo" })
+      assert.deepStrictEqual(lines(file).map((event) => [event["event"], event["excluded"]]), [
+        ["session.started", true],
+        ["session.started", true],
+        ["session.started", false]
       ])
     })))
 })
