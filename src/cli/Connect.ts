@@ -14,6 +14,7 @@ import { Options } from "@effect/cli"
 import { Config, Effect, Option, Redacted, type Scope } from "effect"
 import * as AgentClient from "../client/AgentClient.js"
 import * as SessionClient from "../client/SessionClient.js"
+import * as Listener from "../server/Listener.js"
 import * as Telemetry from "../services/Telemetry.js"
 import * as Address from "./Address.js"
 import * as ExitCode from "./ExitCode.js"
@@ -90,11 +91,11 @@ export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.Cl
     let connection: Effect.Effect<AgentClient.Connection, AgentClient.ConnectFailure, Scope.Scope>
     if (Option.isSome(o.tcp)) {
       const { host, port } = o.tcp.value
-      address = `tcp:${host.includes(":") ? `[${host}]` : host}:${port}`
+      address = Listener.formatAddress({ _tag: "Tcp", host, port })
       connection = AgentClient.makeTcp(host, port, connectOptions)
     } else {
       const path = Option.isSome(unix) ? unix.value : yield* Address.socketOf(Address.DEFAULT_NAME)
-      address = `unix:${path}`
+      address = Listener.formatAddress({ _tag: "Unix", path })
       connection = AgentClient.make(path, connectOptions)
     }
     const client = SessionClient.make(yield* connection.pipe(Effect.mapError((error) => failure(error, address))))

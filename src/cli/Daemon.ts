@@ -16,9 +16,6 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Layer, Option } from "effect"
-import * as net from "node:net"
-import * as EnvTelemetry from "../layers/EnvTelemetry.js"
-import type { Agent } from "../schema/Agent.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import * as AgentCatalog from "../server/AgentCatalog.js"
 import * as Authenticator from "../server/Authenticator.js"
@@ -27,14 +24,13 @@ import * as Server from "../server/Server.js"
 import * as SessionRoutes from "../server/SessionRoutes.js"
 import { SessionHost } from "../services/SessionHost.js"
 import * as Telemetry from "../services/Telemetry.js"
-import * as Troupe from "../Troupe.js"
 import * as Address from "./Address.js"
-import * as AgentsFile from "./AgentsFile.js"
 import * as ExitCode from "./ExitCode.js"
 import * as LocalPrincipal from "./LocalPrincipal.js"
 import * as ModelOption from "./ModelOption.js"
 import * as Output from "./Output.js"
 import type { ServeOptions } from "./Serve.js"
+import * as Setup from "./Setup.js"
 import * as Signals from "./Signals.js"
 import * as StoreOption from "./StoreOption.js"
 
@@ -50,90 +46,32 @@ const listenersOf = (o: ServeOptions) =>
     }
   })
 
-/** Whether a live daemon already answers on a unix socket (checked before the store is opened). */
-const liveAt = (path: string): Effect.Effect<boolean> =>
-  Effect.async<boolean>((resume) => {
-    const socket = net.connect({ path })
-    socket.once("connect", () => {
-      socket.destroy()
-      resume(Effect.succeed(true))
-    })
-    socket.once("error", () => {
-      socket.destroy()
-      resume(Effect.succeed(false))
-    })
-    return Effect.sync(() => socket.destroy())
-  }).pipe(Effect.timeoutTo({ duration: "2 seconds", onTimeout: () => true, onSuccess: (live) => live }))
-
-/** A start-up failure: its `daemon.failed` category and the exit it causes. */
-interface StartupFailure {
-  readonly category: ProductEvent.FailureCategory
-  readonly failure: ExitCode.CliFailure
-}
-
-const causeMessage = (cause: unknown): string =>
-  cause instanceof Error ? cause.message : typeof cause === "string" ? cause : "unknown cause"
-
 /** Starts the daemon and serves until a signal; see the module comment. */
 export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure> =>
   Effect.scoped(Effect.gen(function*() {
     // Listen first: a signal during start-up still stops the daemon cleanly.
     const signal = yield* Signals.listen
     const out = yield* Output.make({ json: false })
-    const telemetry = yield* Layer.build(EnvTelemetry.layerConfig).pipe(
-      Effect.mapError((error) => ExitCode.usage(`telemetry configuration: ${String(error)}`))
-    )
+    const telemetry = yield* Setup.telemetry
     const emit = (event: ProductEvent.ProductEvent) => Effect.provide(Telemetry.emit(event), telemetry)
     let stopping = false
 
     const startup = Effect.gen(function*() {
-      const configError = (what: string) => (error: unknown): StartupFailure => ({
-        category: "invalid_input",
-        failure: ExitCode.usage(`${what}: ${String(error)}`)
-      })
-      const store = yield* StoreOption.resolveStore(o.store).pipe(Effect.mapError(configError("TROUPE_HOME")))
-      const model = yield* ModelOption.resolve(o.model).pipe(Effect.mapError(configError("model configuration")))
-      const agents: ReadonlyArray<Agent> = Option.isSome(o.agents)
-        ? yield* AgentsFile.load(o.agents.value).pipe(
-          Effect.mapError((error): StartupFailure => ({ category: "invalid_input", failure: ExitCode.usage(error.message) }))
-        )
-        : model.builtIns
-      const listeners = yield* listenersOf(o).pipe(
-        Effect.mapError((failure): StartupFailure => ({ category: "invalid_input", failure }))
-      )
+      const invalid = (failure: ExitCode.CliFailure): Setup.SetupFailure => ({ category: "invalid_input", failure })
+      const resolved = yield* Setup.resolve(o)
+      const listeners = yield* listenersOf(o).pipe(Effect.mapError(invalid))
       const auth = yield* Layer.build(
         Authenticator.layerTrustedLocal(
           LocalPrincipal.current(),
           Option.isSome(o.tokens) ? Authenticator.layerFile(o.tokens.value) : undefined
         )
-      ).pipe(
-        Effect.mapError((error): StartupFailure => ({ category: "invalid_input", failure: ExitCode.usage(error.message) }))
-      )
-      if (Option.isSome(listeners.unix) && (yield* liveAt(listeners.unix.value))) {
-        return yield* Effect.fail<StartupFailure>({
-          category: "conflict",
-          failure: ExitCode.startFailed(`unix:${listeners.unix.value} is in use by a running daemon`)
-        })
-      }
+      ).pipe(Effect.mapError((error) => invalid(ExitCode.usage(error.message))))
+      const { agents, model } = resolved
       if (Option.isSome(model.note)) yield* out.note(`troupe: ${model.note.value}`)
       const missing = ModelOption.missingDefault(model, agents)
       if (Option.isSome(missing)) yield* out.note(`troupe: warning: ${missing.value}; their turns will fail`)
 
-      const runtime = yield* Layer.build(
-        Troupe.layer(StoreOption.layer(store), {
-          model: model.layer,
-          // The built-in agent's tools run here; agents from a file have client tools only.
-          tools: Option.isSome(o.agents) ? undefined : model.tools,
-          telemetry: Layer.succeedContext(telemetry)
-        })
-      ).pipe(
-        Effect.mapError((error): StartupFailure => ({
-          category: "unavailable",
-          failure: ExitCode.startFailed(
-            `cannot open the store ${StoreOption.describe(store)}: ${causeMessage(error.cause)}`
-          )
-        }))
-      )
+      const runtime = yield* Setup.runtime(resolved, telemetry)
       const host = Context.get(runtime, SessionHost)
       // Registered between the runtime and the server, so on the way out it runs after the
       // listeners have closed and before the host and the store do.
@@ -160,17 +98,17 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
           Layer.provide(Layer.succeedContext(runtime))
         )
       ).pipe(
-        Effect.mapError((error): StartupFailure => ({
+        Effect.mapError((error): Setup.SetupFailure => ({
           category: error._tag === "AddressInUse" ? "conflict" : "unavailable",
           failure: ExitCode.startFailed(error.message)
         }))
       )
-      return { server: Context.get(server, Server.Server), store, model, agents }
+      return { server: Context.get(server, Server.Server), store: resolved.store, model, agents }
     })
 
     const started = yield* startup.pipe(
       Effect.catchAllDefect((defect) =>
-        Effect.fail<StartupFailure>({ category: "internal", failure: ExitCode.startFailed(causeMessage(defect)) })
+        Effect.fail<Setup.SetupFailure>({ category: "internal", failure: ExitCode.startFailed(Setup.causeMessage(defect)) })
       ),
       Effect.tapError((error) => emit(ProductEvent.failure("daemon.failed", error.category))),
       Effect.mapError((error) => error.failure)

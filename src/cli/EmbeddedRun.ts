@@ -16,23 +16,20 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, Either, Layer, Option, Stream } from "effect"
+import { Context, Deferred, Effect, Either, Option, Stream } from "effect"
 import * as readline from "node:readline"
-import * as EnvTelemetry from "../layers/EnvTelemetry.js"
 import type { Agent } from "../schema/Agent.js"
 import type { PendingCallback } from "../schema/Callback.js"
 import type { TurnEnded } from "../schema/Record.js"
 import { Sessions } from "../services/Sessions.js"
-import * as Troupe from "../Troupe.js"
-import * as AgentsFile from "./AgentsFile.js"
 import * as EventFormat from "./EventFormat.js"
 import * as ExitCode from "./ExitCode.js"
 import * as LocalPrincipal from "./LocalPrincipal.js"
 import * as ModelOption from "./ModelOption.js"
 import * as Output from "./Output.js"
 import type { RunOptions } from "./RunCommand.js"
+import * as Setup from "./Setup.js"
 import * as Signals from "./Signals.js"
-import * as StoreOption from "./StoreOption.js"
 import * as TurnView from "./TurnView.js"
 
 type Decision = { readonly decision: "approve" | "approve_session" | "deny"; readonly reason?: string }
@@ -76,39 +73,16 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
   Effect.scoped(Effect.gen(function*() {
     const signal = yield* Signals.listen
     const out = yield* Output.make({ json: o.json })
-    const telemetry = yield* Layer.build(EnvTelemetry.layerConfig).pipe(
-      Effect.mapError((error) => ExitCode.usage(`telemetry configuration: ${String(error)}`))
-    )
-    const store = yield* StoreOption.resolveStore(o.store).pipe(
-      Effect.mapError((error) => ExitCode.usage(`TROUPE_HOME: ${String(error)}`))
-    )
-    const model = yield* ModelOption.resolve(o.model).pipe(
-      Effect.mapError((error) => ExitCode.usage(`model configuration: ${String(error)}`))
-    )
-    const agents = Option.isSome(o.agents)
-      ? yield* AgentsFile.load(o.agents.value).pipe(Effect.mapError((error) => ExitCode.usage(error.message)))
-      : model.builtIns
+    const telemetry = yield* Setup.telemetry
+    const resolved = yield* Setup.resolve(o).pipe(Effect.mapError((error) => error.failure))
+    const { agents, model } = resolved
     const agent = yield* pickAgent(agents, o.agent)
     const missing = ModelOption.missingDefault(model, [agent])
     if (Option.isSome(missing)) return yield* Effect.fail(ExitCode.usage(missing.value))
     if (Option.isSome(model.note) && !o.json) yield* out.note(`troupe: ${model.note.value}`)
 
     yield* out.status("starting")
-    const runtime = yield* Layer.build(
-      Troupe.layer(StoreOption.layer(store), {
-        model: model.layer,
-        tools: Option.isSome(o.agents) ? undefined : model.tools,
-        telemetry: Layer.succeedContext(telemetry)
-      })
-    ).pipe(
-      Effect.mapError((error) =>
-        ExitCode.startFailed(
-          `cannot open the store ${StoreOption.describe(store)}: ${
-            error.cause instanceof Error ? error.cause.message : String(error.cause)
-          }`
-        )
-      )
-    )
+    const runtime = yield* Setup.runtime(resolved, telemetry).pipe(Effect.mapError((error) => error.failure))
     const sessions = Context.get(runtime, Sessions)
     const principal = LocalPrincipal.current()
     const internal = (what: string) => (error: { readonly message: string }) =>

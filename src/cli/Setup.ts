@@ -1,0 +1,88 @@
+/**
+ * What `troupe serve` and `troupe run` both set up before they do their own
+ * work: the telemetry layer from the environment, the store, the model and
+ * the agents, and the runtime (`Troupe.layer`) over them. Every failure comes
+ * with its telemetry category (`daemon.failed` reports it) and its exit.
+ *
+ * @since 0.1.0
+ */
+import { type Context, Effect, Layer, Option, type Scope } from "effect"
+import * as EnvTelemetry from "../layers/EnvTelemetry.js"
+import type { Agent } from "../schema/Agent.js"
+import type { FailureCategory } from "../schema/ProductEvent.js"
+import type { Telemetry } from "../services/Telemetry.js"
+import * as Troupe from "../Troupe.js"
+import * as AgentsFile from "./AgentsFile.js"
+import * as ExitCode from "./ExitCode.js"
+import * as ModelOption from "./ModelOption.js"
+import * as StoreOption from "./StoreOption.js"
+
+/** A failure while setting up: its telemetry category and the exit it causes. */
+export interface SetupFailure {
+  readonly category: FailureCategory
+  readonly failure: ExitCode.CliFailure
+}
+
+/** What the command line chose. */
+export interface Choices {
+  readonly store: Option.Option<StoreOption.Store>
+  readonly model: ModelOption.Choice
+  readonly agents: Option.Option<string>
+}
+
+/** The store, the model and the agents, resolved. */
+export interface Resolved {
+  readonly store: StoreOption.Store
+  readonly model: ModelOption.Resolved
+  /** The agents of `--agents`, or the built-in ones. */
+  readonly agents: ReadonlyArray<Agent>
+  /** Whether the agents came from a file (their tools are client tools). */
+  readonly fromFile: boolean
+}
+
+const invalid = (message: string): SetupFailure => ({ category: "invalid_input", failure: ExitCode.usage(message) })
+
+/** A cause's message, for one line. */
+export const causeMessage = (cause: unknown): string =>
+  cause instanceof Error ? cause.message : typeof cause === "string" ? cause : "unknown cause"
+
+/** The telemetry layer the environment selects, built in the scope. */
+export const telemetry: Effect.Effect<Context.Context<Telemetry>, ExitCode.CliFailure, Scope.Scope> = Layer.build(
+  EnvTelemetry.layerConfig
+).pipe(Effect.mapError((error) => ExitCode.usage(`telemetry configuration: ${String(error)}`)))
+
+/** Resolves `--store`, `--model` and `--agents` (reading the agents file). */
+export const resolve = (choices: Choices): Effect.Effect<Resolved, SetupFailure> =>
+  Effect.gen(function*() {
+    const store = yield* StoreOption.resolveStore(choices.store).pipe(
+      Effect.mapError((error) => invalid(`TROUPE_HOME: ${String(error)}`))
+    )
+    const model = yield* ModelOption.resolve(choices.model).pipe(
+      Effect.mapError((error) => invalid(`model configuration: ${String(error)}`))
+    )
+    const agents = Option.isSome(choices.agents)
+      ? yield* AgentsFile.load(choices.agents.value).pipe(Effect.mapError((error) => invalid(error.message)))
+      : model.builtIns
+    return { store, model, agents, fromFile: Option.isSome(choices.agents) }
+  })
+
+/** The runtime over the resolved store and model, built in the scope; a store that cannot be opened is exit 5. */
+export const runtime = (
+  resolved: Resolved,
+  telemetry: Context.Context<Telemetry>
+): Effect.Effect<Context.Context<Troupe.Services>, SetupFailure, Scope.Scope> =>
+  Layer.build(
+    Troupe.layer(StoreOption.layer(resolved.store), {
+      model: resolved.model.layer,
+      // The built-in agents' tools run here; agents from a file have client tools only.
+      tools: resolved.fromFile ? undefined : resolved.model.tools,
+      telemetry: Layer.succeedContext(telemetry)
+    })
+  ).pipe(
+    Effect.mapError((error): SetupFailure => ({
+      category: "unavailable",
+      failure: ExitCode.startFailed(
+        `cannot open the store ${StoreOption.describe(resolved.store)}: ${causeMessage(error.cause)}`
+      )
+    }))
+  )
