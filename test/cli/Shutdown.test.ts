@@ -114,8 +114,8 @@ describe("troupe serve, stopped mid-turn", () => {
       // The model got the client's result as the tool message.
       const requests = yield* model.requests
       assert.strictEqual(requests.length, 3)
-      const messages = (requests[2]!.body as { messages: ReadonlyArray<{ role: string; content: string | null }> }).messages
-      assert.deepInclude(messages, { role: "tool", tool_call_id: "call_1", content: "{\"meaning\":\"a company of actors\"}" } as never)
+      const messages = (requests[2]!.body as { messages: ReadonlyArray<Record<string, unknown>> }).messages
+      assert.deepInclude(messages, { role: "tool", tool_call_id: "call_1", content: "{\"meaning\":\"a company of actors\"}" })
 
       assert.strictEqual((yield* second.stop("SIGTERM")).code, 0)
     }), 90_000)

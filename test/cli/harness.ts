@@ -171,5 +171,5 @@ export const serve = (
   })
 
 /** The JSON values of a text of JSON lines. */
-export const jsonLines = (text: string): ReadonlyArray<any> =>
+export const jsonLines = (text: string): ReadonlyArray<unknown> =>
   text.split("\n").filter((line) => line.trim() !== "").map((line) => JSON.parse(line))
