@@ -12,7 +12,7 @@
  */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import { type ConfigError, Effect, Either, Layer, Option } from "effect"
-import { mkdirSync } from "node:fs"
+import { existsSync, mkdirSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import * as Naming from "../protocol/Naming.js"
 import { StoreUnavailable } from "../schema/Errors.js"
@@ -102,7 +102,7 @@ export const layer = (store: Store): Layer.Layer<SessionStore, StoreUnavailable>
       return Layer.unwrapEffect(
         Effect.try({
           try: () => {
-            if (store.filename !== ":memory:") mkdirSync(dirname(store.filename), { recursive: true })
+            if (store.filename !== ":memory:") makeDirectories(dirname(store.filename))
           },
           catch: (cause) => new StoreUnavailable({ operation: "open", cause })
         }).pipe(
@@ -111,6 +111,24 @@ export const layer = (store: Store): Layer.Layer<SessionStore, StoreUnavailable>
         )
       )
   }
+}
+
+/**
+ * Creates a directory and its missing parents one level at a time. Node 20's
+ * `mkdirSync(..., { recursive: true })` never returns for some paths (under
+ * `/proc`, for one), which would hang the program instead of reporting a store
+ * it cannot open.
+ */
+const makeDirectories = (directory: string): void => {
+  const missing: Array<string> = []
+  let current = directory
+  while (!existsSync(current)) {
+    missing.push(current)
+    const parent = dirname(current)
+    if (parent === current) break
+    current = parent
+  }
+  for (const path of missing.reverse()) mkdirSync(path)
 }
 
 /** The `--store` option. */

@@ -47,12 +47,17 @@ describe("troupe run", () => {
       const envOf = (server: OpenAiServer.OpenAiServer) =>
         envFor(home, { TROUPE_MODEL_BASE_URL: server.baseUrl, TROUPE_MODEL: "gpt-test", TROUPE_MODEL_API_KEY: "sk-test" })
 
-      const [answered, failed, denied, offline] = yield* Effect.all([
+      const [answered, failed, denied, offline, unopenable] = yield* Effect.all([
         troupe(["run", ...store, "Say hello."], envOf(answering)),
         troupe(["run", ...store, "Say hello."], envOf(failing)),
         troupe(["run", ...store, "--agents", agentsFile, "--approve", "none", "Delete a.txt"], envOf(asking)),
-        troupe(["run", "--store", `sqlite:${join(home, "offline.db")}`, "--json", "count my words"], envFor(home))
+        troupe(["run", "--store", `sqlite:${join(home, "offline.db")}`, "--json", "count my words"], envFor(home)),
+        // A store it cannot create (Node's recursive mkdir never returns under /proc): a clear error, not a hang.
+        troupe(["run", "--store", "sqlite:/proc/nope/x.db", "hi"], envFor(home))
       ], { concurrency: "unbounded" })
+
+      assert.strictEqual(unopenable.code, ExitCode.StartFailed, unopenable.stderr)
+      assert.include(unopenable.stderr, "cannot open the store sqlite:/proc/nope/x.db")
 
       assert.strictEqual(answered.code, 0, answered.stderr)
       assert.strictEqual(answered.stdout, "Hello, world.\n")
