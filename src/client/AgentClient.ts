@@ -221,20 +221,13 @@ const runPromise = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
     throw Cause.squash(exit.cause)
   })
 
-const errorCode = (error: unknown): string =>
-  typeof error === "object" && error !== null && "code" in error && typeof error.code === "string"
-    ? error.code
-    : error instanceof Error
-    ? error.message
-    : "unknown error"
-
 // Opens the socket and wraps it at once: the transport's listeners must be in place before any error can be emitted.
 const openSocket = (options: net.NetConnectOpts, address: string): Effect.Effect<Transport.Transport, ConnectError> =>
   Effect.async<Transport.Transport, ConnectError>((resume) => {
     const socket = net.connect(options)
     const onError = (error: unknown) => {
       socket.destroy()
-      resume(Effect.fail(new ConnectError({ address, reason: errorCode(error) })))
+      resume(Effect.fail(new ConnectError({ address, reason: Transport.errorCode(error) })))
     }
     socket.once("error", onError)
     socket.once("connect", () => {

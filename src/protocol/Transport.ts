@@ -283,3 +283,11 @@ export const fromStreams = (input: Readable, output: Writable, options: StreamOp
 
 /** A transport over a connected socket (or any Node duplex). */
 export const fromDuplex = (duplex: Readable & Writable): Transport => new NodeTransport(duplex, duplex, {})
+
+/** A socket error's `code` (`ENOENT`, `ECONNREFUSED`…), or its message when it has none. */
+export const errorCode = (error: unknown): string =>
+  typeof error === "object" && error !== null && "code" in error && typeof error.code === "string"
+    ? error.code
+    : error instanceof Error
+    ? error.message
+    : "unknown error"

@@ -120,13 +120,6 @@ export const formatAddress = (address: Address): string => {
   }
 }
 
-const errorCode = (error: unknown): string =>
-  typeof error === "object" && error !== null && "code" in error && typeof error.code === "string"
-    ? error.code
-    : error instanceof Error
-    ? error.message
-    : "unknown error"
-
 const BUSY = { kind: "busy", message: "the daemon is at its connection limit", retryable: true } as const
 
 /** Serves one accepted transport, within the shared connection limit. */
@@ -156,7 +149,7 @@ const listen = (server: net.Server, options: net.ListenOptions): Effect.Effect<v
   Effect.async<void, string>((resume) => {
     const onError = (error: unknown) => {
       server.off("listening", onListening)
-      resume(Effect.fail(errorCode(error)))
+      resume(Effect.fail(Transport.errorCode(error)))
     }
     const onListening = () => {
       server.off("error", onError)
@@ -185,7 +178,7 @@ const acceptInto = (
     })
     server.on("error", (error) => {
       // Errors while binding are the bind's to report; later ones are only logged.
-      if (server.listening) run(Effect.logWarning(`listener error: ${errorCode(error)}`))
+      if (server.listening) run(Effect.logWarning(`listener error: ${Transport.errorCode(error)}`))
     })
   })
 
@@ -205,7 +198,7 @@ const probe = (path: string): Effect.Effect<"absent" | "stale" | "live", ListenE
     })
     socket.once("error", (error) => {
       socket.destroy()
-      const code = errorCode(error)
+      const code = Transport.errorCode(error)
       if (code === "ECONNREFUSED") resume(Effect.succeed("stale"))
       else if (code === "ENOENT") resume(Effect.succeed("absent"))
       // A full accept backlog: someone is listening.
@@ -238,7 +231,7 @@ const bindUnix = (server: net.Server, path: string): Effect.Effect<Identity, Lis
     }
     yield* Effect.tryPromise({
       try: () => mkdir(dir, { recursive: true, mode: 0o700 }),
-      catch: (error) => fail(`cannot create ${dir} (${errorCode(error)})`)
+      catch: (error) => fail(`cannot create ${dir} (${Transport.errorCode(error)})`)
     })
     const dirMode = yield* Effect.promise(() => lstat(dir).then((s) => s.mode, () => 0))
     if ((dirMode & 0o077) !== 0) {
@@ -256,7 +249,7 @@ const bindUnix = (server: net.Server, path: string): Effect.Effect<Identity, Lis
     }
     const staging = yield* Effect.tryPromise({
       try: () => mkdtemp(`${dir}${sep}.`),
-      catch: (error) => fail(`cannot create a staging directory in ${dir} (${errorCode(error)})`)
+      catch: (error) => fail(`cannot create a staging directory in ${dir} (${Transport.errorCode(error)})`)
     })
     const staged = join(staging, "s")
     return yield* Effect.gen(function*() {
@@ -268,7 +261,7 @@ const bindUnix = (server: net.Server, path: string): Effect.Effect<Identity, Lis
           const bound = await lstat(path)
           return { dev: bound.dev, ino: bound.ino }
         },
-        catch: (error) => fail(`cannot move the socket into place (${errorCode(error)})`)
+        catch: (error) => fail(`cannot move the socket into place (${Transport.errorCode(error)})`)
       })
     }).pipe(
       Effect.tapError(() => closeServer(server)),
