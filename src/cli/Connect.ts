@@ -3,7 +3,9 @@
  * running daemon: `--name NAME` (default `default`), `--socket PATH` or
  * `--tcp HOST:PORT`, with `--token` (or `TROUPE_TOKEN`) when the listener
  * is not trusted-local. A client run with `TROUPE_TELEMETRY_ENABLED=false`
- * asks the daemon to keep the events it causes out of analytics.
+ * asks the daemon to keep the events it causes out of analytics. A dropped
+ * connection is opened again, so `sessions events --follow` survives a
+ * daemon restart and resumes after the last event it printed.
  *
  * Failures become exit codes: a daemon that cannot be reached is 3, a
  * request it refuses (`core.error`) is 4.
@@ -12,10 +14,9 @@
  */
 import { Options } from "@effect/cli"
 import { Config, Effect, Option, Redacted, type Scope } from "effect"
-import * as AgentClient from "../client/AgentClient.js"
+import type * as AgentClient from "../client/AgentClient.js"
 import * as SessionClient from "../client/SessionClient.js"
 import * as Listener from "../server/Listener.js"
-import * as Telemetry from "../services/Telemetry.js"
 import * as Address from "./Address.js"
 import * as ExitCode from "./ExitCode.js"
 
@@ -84,27 +85,24 @@ export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.Cl
     if (Option.isSome(unix) && Option.isSome(o.tcp)) {
       return yield* Effect.fail(ExitCode.usage("give one of --name, --socket and --tcp"))
     }
-    const enabled = yield* Telemetry.enabled.pipe(Effect.orElseSucceed(() => true))
     const token = Option.map(o.token, Redacted.value)
-    const connectOptions = { timeout: "5 seconds" } as const
+    // SessionClient says hello with the token, and tells the daemon when this client's telemetry is
+    // off; a dropped connection (a restarted daemon under `events --follow`) is opened again.
+    const clientOptions: SessionClient.ConnectOptions = {
+      timeout: "5 seconds",
+      ...(Option.isSome(token) ? { token: token.value, client: "troupe-cli" } : {})
+    }
     let address: string
-    let connection: Effect.Effect<AgentClient.Connection, AgentClient.ConnectFailure, Scope.Scope>
+    let connecting: Effect.Effect<SessionClient.SessionClient, ClientFailure, Scope.Scope>
     if (Option.isSome(o.tcp)) {
       const { host, port } = o.tcp.value
       address = Listener.formatAddress({ _tag: "Tcp", host, port })
-      connection = AgentClient.makeTcp(host, port, connectOptions)
+      connecting = SessionClient.connectTcp(host, port, clientOptions)
     } else {
       const path = Option.isSome(unix) ? unix.value : yield* Address.socketOf(Address.DEFAULT_NAME)
       address = Listener.formatAddress({ _tag: "Unix", path })
-      connection = AgentClient.make(path, connectOptions)
+      connecting = SessionClient.connect(path, clientOptions)
     }
-    const client = SessionClient.make(yield* connection.pipe(Effect.mapError((error) => failure(error, address))))
-    if (Option.isSome(token) || !enabled) {
-      yield* client.hello({
-        client: "troupe-cli",
-        ...(Option.isSome(token) ? { token: token.value } : {}),
-        ...(enabled ? {} : { excludeFromAnalytics: true })
-      }).pipe(Effect.mapError((error) => failure(error, address)))
-    }
+    const client = yield* connecting.pipe(Effect.mapError((error) => failure(error, address)))
     return { client, address, fail: (error) => failure(error, address) }
   })
