@@ -331,9 +331,12 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
             )
             return yield* park(Deferred.await(answer))
           })
+        // A lease keeps its epoch for as long as this actor renews it.
+        const epoch = (yield* Ref.get(lease)).epoch
         const body = TurnRunner.run({
           sessionId,
           turnId,
+          epoch,
           inputId,
           agent,
           plan: TurnPlan.resolve({ agent, run, sessionBudgets: session.budgets, hostSettings: options.modelSettings }),
@@ -360,14 +363,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
             return answer === undefined ? Effect.never : park(Deferred.await(answer))
           }
         }).pipe(
-          Effect.withSpan("troupe.turn", {
-            attributes: {
-              "troupe.session_id": sessionId,
-              "troupe.turn_id": turnId,
-              "troupe.lease_epoch": (yield* Ref.get(lease)).epoch,
-              "troupe.resumed": resumed
-            }
-          }),
+          Telemetry.withTurnSpan({ sessionId, turnId, epoch }, { "troupe.resumed": resumed }),
           Effect.tap((summary) =>
             Effect.sync(() => {
               if (summary.outcome === "completed" && summary.output) {

@@ -40,7 +40,8 @@ import {
 } from "../schema/Record.js"
 import { CostMeter } from "../services/CostMeter.js"
 import * as Model from "../services/Model.js"
-import type { ToolOutcome } from "../services/Tool.js"
+import { errorOutcome, type ToolOutcome } from "../services/Tool.js"
+import * as Telemetry from "../services/Telemetry.js"
 import { Toolkit } from "../services/Toolkit.js"
 import * as TurnMeter from "./TurnMeter.js"
 import { FINISH, type TurnPlan } from "./TurnPlan.js"
@@ -58,6 +59,8 @@ export interface KnownCallback {
 export interface TurnContext {
   readonly sessionId: SessionId
   readonly turnId: TurnId
+  /** The epoch of the lease the turn runs under (for spans). */
+  readonly epoch: number
   readonly inputId: InputId
   readonly agent: Agent
   readonly plan: TurnPlan
@@ -99,8 +102,6 @@ export interface TurnSummary {
   readonly output: string
 }
 
-const errorOutcome = (error: string): ToolOutcome => ({ output: { error }, isError: true })
-
 /** What the model is told when a crash left a tool call's outcome unknown. */
 export const unknownOutcome = errorOutcome(
   "the outcome of this call is unknown: the host stopped while it ran, and the tool does not declare that it may safely run again"
@@ -132,6 +133,7 @@ export const run = (ctx: TurnContext) =>
     const toolkit = yield* Effect.serviceOption(Toolkit)
     const costs = yield* Effect.serviceOption(CostMeter)
     const { agent, meter, plan, turnId } = ctx
+    const spanIds = { sessionId: ctx.sessionId, turnId, epoch: ctx.epoch }
     const budgets = plan.budgets
     const reusable = ctx.receipts.filter((r) => r.kind === "model" && r.status === "completed")
     // Model call ids are only unique within one reply, so a tool call is known by the reply that asked for it.
@@ -218,9 +220,7 @@ export const run = (ctx: TurnContext) =>
         if (records.length > 0) yield* ctx.commit(records)
         const outcome = yield* runnable.run(call.arguments).pipe(
           Effect.catchAllDefect(() => Effect.succeed(errorOutcome(`the tool ${call.name} crashed`))),
-          Effect.withSpan("troupe.tool_call", {
-            attributes: { "troupe.operation_id": operationId, "troupe.tool": call.name }
-          })
+          Telemetry.withOperationSpan("tool", { ...spanIds, operationId }, { "troupe.tool": call.name })
         )
         return yield* completeOperation(operationId, outcome, [])
       })
@@ -332,9 +332,7 @@ export const run = (ctx: TurnContext) =>
           : Stream.runForEachChunk(model.stream(request), fold)).pipe(
           Effect.map(() => reply),
           Effect.either,
-          Effect.withSpan("troupe.model_call", {
-            attributes: { "troupe.operation_id": operationId, "troupe.model": request.model }
-          })
+          Telemetry.withOperationSpan("model", { ...spanIds, operationId }, { "troupe.model": request.model })
         )
       if (previous === undefined) {
         pending.push(new OperationStarted({

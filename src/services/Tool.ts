@@ -70,7 +70,8 @@ export const make = <A, I, S, SI, E = never, R = never>(options: {
   }
 }
 
-const errorOutcome = (error: string): ToolOutcome => ({ output: { error }, isError: true })
+/** A tool error as the model sees it: `{ error }`, `isError: true`. */
+export const errorOutcome = (error: string): ToolOutcome => ({ output: { error }, isError: true })
 
 /**
  * Runs a server tool on the model's argument text. Bad JSON, arguments that do
