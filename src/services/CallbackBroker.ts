@@ -308,7 +308,14 @@ export const make = Effect.gen(function*() {
   return CallbackBroker.of({
     provide,
     dispatch,
-    withdraw: (callbackId) => FiberMap.remove(dispatches, callbackId),
+    withdraw: (callbackId) =>
+      Effect.zipRight(
+        // A closed callback is never offered again: providers forget it, so a long-lived one does not grow.
+        Effect.sync(() => {
+          for (const list of providers.values()) for (const provider of list) provider.offered.delete(callbackId)
+        }),
+        FiberMap.remove(dispatches, callbackId)
+      ),
     describe,
     answered
   })
