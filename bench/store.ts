@@ -16,13 +16,12 @@ import pg from "pg"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
-import { Usage } from "../src/schema/Budget.js"
-import { InputId, makeCommitId, makeOperationId, makeTurnId, type SessionId } from "../src/schema/Ids.js"
+import { InputId, makeCommitId, type SessionId } from "../src/schema/Ids.js"
 import { Message } from "../src/schema/Inbox.js"
 import { Commit, type Lease } from "../src/schema/Lease.js"
 import { Principal } from "../src/schema/Principal.js"
-import { OperationCompleted, OperationStarted, TurnEnded, TurnStarted } from "../src/schema/Record.js"
 import { SessionStore } from "../src/services/SessionStore.js"
+import { fillLog, turnRecords } from "./support.js"
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(`--${name}`)
@@ -45,18 +44,6 @@ const median = (xs: ReadonlyArray<number>) => {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2
 }
 
-/** One turn's worth of records: the commit shape the figures are quoted for. */
-const turnRecords = (inputId: InputId) =>
-  Effect.gen(function*() {
-    const turnId = yield* makeTurnId
-    const operationId = yield* makeOperationId
-    return [
-      new TurnStarted({ turnId, inputId, text: "hello" }),
-      new OperationStarted({ operationId, turnId, kind: "model", name: "scripted", input: { messages: 1 } }),
-      new OperationCompleted({ operationId, turnId, output: { text: "hi there" }, isError: false }),
-      new TurnEnded({ turnId, outcome: "completed", output: "hi there", usage: Usage.zero })
-    ]
-  })
 
 /** Pushes `n` messages, then times `n` commits that each consume one. */
 const commitRound = (n: number, sessionsInParallel: number) =>
@@ -103,31 +90,8 @@ const commitRound = (n: number, sessionsInParallel: number) =>
     return { perSecond: (total / ms) * 1000, cpuMicrosPerCommit: (cpu.user + cpu.system) / total }
   })
 
-/** Writes `records` records to one session, then times reading them all back. */
-const replaySetup = (records: number) =>
-  Effect.gen(function*() {
-    const store = yield* SessionStore
-    const session = yield* store.create({ principal, agent })
-    const lease = Option.getOrThrow(yield* store.acquire(session.id, "bench", 3_600_000))
-    let head = 1
-    while (head < records) {
-      const batch = []
-      for (let i = 0; i < 25; i++) batch.push(...(yield* turnRecords(InputId.make("x"))))
-      const receipt = yield* store.append(
-        new Commit({
-          commitId: yield* makeCommitId,
-          sessionId: session.id,
-          owner: "bench",
-          epoch: lease.epoch,
-          expectedHeadSeq: head,
-          records: batch,
-          consumes: []
-        })
-      )
-      head = receipt.headSeq
-    }
-    return { sessionId: session.id, head }
-  })
+/** Writes `records` records to one session, to time reading them all back. */
+const replaySetup = (records: number) => fillLog(principal, agent, records, InputId.make("x"))
 
 const replayRound = (sessionId: SessionId) =>
   Effect.gen(function*() {

@@ -32,7 +32,7 @@
  * event, encoded by the same schema, as one `session.event` line, with one
  * `JSON.parse` per line in its driver.
  */
-import { Chunk, Effect, Layer, ManagedRuntime, Option, Schema, Stream } from "effect"
+import { Chunk, Effect, Layer, ManagedRuntime, Schema, Stream } from "effect"
 import { fork } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as net from "node:net"
@@ -48,12 +48,9 @@ import * as Frame from "../src/protocol/Frame.js"
 import * as Handshake from "../src/protocol/Handshake.js"
 import * as Messages from "../src/protocol/Messages.js"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
-import { Usage } from "../src/schema/Budget.js"
 import { Durable } from "../src/schema/Event.js"
-import { InputId, makeCommitId, makeOperationId, makeTurnId, SessionId } from "../src/schema/Ids.js"
-import { Commit } from "../src/schema/Lease.js"
+import { InputId, SessionId } from "../src/schema/Ids.js"
 import { Principal } from "../src/schema/Principal.js"
-import { OperationCompleted, OperationStarted, TurnEnded, TurnStarted } from "../src/schema/Record.js"
 import * as AgentCatalog from "../src/server/AgentCatalog.js"
 import * as Authenticator from "../src/server/Authenticator.js"
 import { Router } from "../src/server/Router.js"
@@ -61,6 +58,7 @@ import * as Server from "../src/server/Server.js"
 import * as SessionRoutes from "../src/server/SessionRoutes.js"
 import { SessionStore } from "../src/services/SessionStore.js"
 import * as Troupe from "../src/Troupe.js"
+import { fillLog } from "./support.js"
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(`--${name}`)
@@ -90,40 +88,10 @@ const benchAgent = new Agent({ name: "bench", instructions: "benchmark", model: 
 
 /** Commits `records` records (4-record turns, 100 records a commit) to a new session; its id. */
 const populate = (records: number) =>
-  Effect.gen(function*() {
-    const store = yield* SessionStore
-    const session = yield* store.create({ principal: local, agent: benchAgent })
-    const lease = Option.getOrThrow(yield* store.acquire(session.id, "bench", 3_600_000))
-    // The session is created with one record (session_created).
-    let head = 1
-    while (head < records) {
-      const batch = []
-      for (let i = 0; i < 25 && head + batch.length < records; i++) {
-        const turnId = yield* makeTurnId
-        const operationId = yield* makeOperationId
-        batch.push(
-          new TurnStarted({ turnId, inputId: InputId.make("in-bench"), text: "hello" }),
-          new OperationStarted({ operationId, turnId, kind: "model", name: "scripted", input: { messages: 1 } }),
-          new OperationCompleted({ operationId, turnId, output: { text: "hi there" }, isError: false }),
-          new TurnEnded({ turnId, outcome: "completed", output: "hi there", usage: Usage.zero })
-        )
-      }
-      const receipt = yield* store.append(
-        new Commit({
-          commitId: yield* makeCommitId,
-          sessionId: session.id,
-          owner: "bench",
-          epoch: lease.epoch,
-          expectedHeadSeq: head,
-          records: batch,
-          consumes: []
-        })
-      )
-      head = receipt.headSeq
-    }
-    yield* store.release(lease)
-    return { sessionId: session.id, records: head }
-  })
+  Effect.map(fillLog(local, benchAgent, records, InputId.make("in-bench")), ({ head, sessionId }) => ({
+    sessionId,
+    records: head
+  }))
 
 /** The daemon with the session routes, over `store`, serving one populated session. */
 const serveTroupeEvents = (path: string, kind: "memory" | "sqlite", records: number, dbFile: string) =>
