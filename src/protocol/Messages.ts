@@ -15,6 +15,36 @@ import { CallbackId, InputId, OperationId, SessionId, TurnId } from "../schema/I
 import { Principal } from "../schema/Principal.js"
 import { Session } from "../schema/Session.js"
 
+/**
+ * Whether a value survives the store's JSON unchanged: CBOR also carries byte
+ * strings, bigints beyond 2^53 and non-finite floats, which JSON would turn
+ * into something else or refuse with a throw.
+ */
+const isJson = (value: unknown): boolean => {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return true
+    case "number":
+      return Number.isFinite(value)
+    case "object":
+      if (value === null) return true
+      if (Array.isArray(value)) return value.every((item) => item !== undefined && isJson(item))
+      // A member that is undefined is dropped by JSON, as an absent one.
+      return Object.getPrototypeOf(value) === Object.prototype &&
+        Object.values(value).every((item) => item === undefined || isJson(item))
+    default:
+      return false
+  }
+}
+
+/** JSON data: what the store keeps as JSON must come as JSON from the wire. */
+export const JsonData = Schema.Unknown.pipe(
+  Schema.filter(isJson, {
+    message: () => "expected JSON data (no byte strings, integers beyond 2^53, or non-finite numbers)"
+  })
+)
+
 /** An empty map payload (`{}`); unknown fields are ignored. */
 export const Empty = Schema.Struct({})
 
@@ -40,7 +70,7 @@ export const SessionCreate = Schema.Struct({
   title: Schema.optional(Schema.String),
   idempotencyKey: Schema.optional(Schema.String),
   budgets: Schema.optional(Budgets),
-  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: JsonData }))
 })
 
 /** `session.created`. */
@@ -145,7 +175,7 @@ export const CallbackProvideEnd = Schema.Struct({ reason: Schema.optional(Schema
 export const CallbackAnswer = Schema.Struct({
   sessionId: SessionId,
   callbackId: CallbackId,
-  result: Schema.Unknown,
+  result: JsonData,
   turnId: Schema.optional(TurnId),
   operationId: Schema.optional(OperationId)
 })

@@ -178,44 +178,6 @@ const principalOf = (exchange: Exchange): Effect.Effect<Principal, WireError> =>
     onSome: Effect.succeed
   })
 
-/**
- * Whether a value survives the store's JSON unchanged: CBOR also carries byte
- * strings, bigints beyond 2^53 and non-finite floats, which JSON would turn
- * into something else or refuse with a throw.
- */
-const isJson = (value: unknown): boolean => {
-  switch (typeof value) {
-    case "string":
-    case "boolean":
-      return true
-    case "number":
-      return Number.isFinite(value)
-    case "object":
-      if (value === null) return true
-      if (Array.isArray(value)) return value.every((item) => item !== undefined && isJson(item))
-      // A member that is undefined is dropped by JSON, as an absent one.
-      return Object.getPrototypeOf(value) === Object.prototype &&
-        Object.values(value).every((item) => item === undefined || isJson(item))
-    default:
-      return false
-  }
-}
-
-const JsonData = Schema.Unknown.pipe(
-  Schema.filter(isJson, {
-    message: () => "expected JSON data (no byte strings, integers beyond 2^53, or non-finite numbers)"
-  })
-)
-
-// Local tightenings of the Messages schemas: `Sessions` stores metadata and answers as JSON, so what
-// would only fail (or throw) inside it is refused as a bad payload.
-const SessionCreate = Schema.Struct({
-  ...Messages.SessionCreate.fields,
-  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: JsonData }))
-})
-const SessionSend = Messages.SessionSend
-const CallbackAnswer = Schema.Struct({ ...Messages.CallbackAnswer.fields, result: JsonData })
-
 /** Runs a route body: domain errors become their kinds, defects become `internal` (logged, never sent). */
 const guard = (
   type: string,
@@ -260,16 +222,16 @@ export const make = (options: Options = {}): Effect.Effect<Router["Type"], never
     const eventBuffer = Math.max(1, options.eventBuffer ?? 1024)
 
     const decodeEmpty = decoder(Messages.Empty)
-    const decodeCreate = decoder(SessionCreate)
+    const decodeCreate = decoder(Messages.SessionCreate)
     const decodeRef = decoder(Messages.SessionRef)
     const decodeList = decoder(Messages.SessionList)
-    const decodeSend = decoder(SessionSend)
+    const decodeSend = decoder(Messages.SessionSend)
     const decodeInterrupt = decoder(Messages.SessionInterrupt)
     const decodeRename = decoder(Messages.SessionRename)
     const decodeArchive = decoder(Messages.SessionArchive)
     const decodeEvents = decoder(Messages.SessionEvents)
     const decodeProvide = decoder(Messages.CallbackProvide)
-    const decodeAnswer = decoder(CallbackAnswer)
+    const decodeAnswer = decoder(Messages.CallbackAnswer)
 
     const agentPage = answerer(Type.agentPage, Messages.AgentPage)
     const created = answerer(Type.sessionCreated, Messages.SessionCreated)
