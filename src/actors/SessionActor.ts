@@ -13,7 +13,7 @@
  */
 import { Chunk, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberSet, Option, Queue, Ref } from "effect"
 import type { Agent, ModelSettings } from "../schema/Agent.js"
-import { type CallbackKind, type CallbackRequest, OpenCallback } from "../schema/Callback.js"
+import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
 import { LeaseLost, SessionBusy, StaleCallback, type StoreUnavailable, TurnMismatch } from "../schema/Errors.js"
 import { type AssistantDelta, Durable, type SessionEvent } from "../schema/Event.js"
 import {
@@ -100,13 +100,15 @@ interface ActiveTurn {
   waitingForUser: boolean
 }
 
-/** A callback open in this session, and how its turn waits for the answer. */
-interface Parked {
-  readonly turnId: TurnId
-  readonly operationId: OperationId
-  readonly kind: CallbackKind
+/** A callback of this session as the log tells it, and, while open, how its turn waits for the answer. */
+interface KnownCallback {
+  /** Its `callback_opened` record, with the seq and time the commit gave it. */
+  opened: OpenCallback
   readonly toolName: string
-  readonly answer: Deferred.Deferred<unknown>
+  status: TurnRunner.KnownCallback["status"]
+  result?: unknown
+  /** Set while a running turn waits on it: answers are taken only then. */
+  answer?: Deferred.Deferred<unknown> | undefined
 }
 
 const isSessionApproval = (result: unknown) =>
@@ -154,13 +156,20 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     // Queued messages already told "queued", so a rescan does not tell them twice.
     const queued = new Set<InputId>()
     const writer = yield* Effect.makeSemaphore(1)
-    // Callbacks open now, with their waiting turn; and how recently closed ones were closed (to say why an answer is stale).
-    const parked = new Map<CallbackId, Parked>()
-    const closedCallbacks = new Map<CallbackId, "answered" | "cancelled">()
-    const noteClosed = (callbackId: CallbackId, how: "answered" | "cancelled") => {
-      if (closedCallbacks.size >= 1024) closedCallbacks.delete(closedCallbacks.keys().next().value!)
-      closedCallbacks.set(callbackId, how)
-    }
+    /** The open callback a `callback_opened` record at `seq` stands for. */
+    const openCallbackOf = (body: CallbackOpened, seq: number, at: number) =>
+      new OpenCallback({
+        callbackId: body.callbackId,
+        sessionId,
+        turnId: body.turnId,
+        operationId: body.operationId,
+        kind: body.kind,
+        request: body.request,
+        openedSeq: seq,
+        openedAt: at
+      }, true)
+    // Every callback of the session, open or closed: a stale answer is told how its callback closed.
+    const callbacks = new Map<CallbackId, KnownCallback>()
     // Tools approved "for the session" by an approval answer.
     const approvals = new Set<string>()
 
@@ -200,23 +209,17 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     let resume: TurnStarted | undefined
     // Where the resumed turn's message sits in the transcript; what follows it are its steers.
     let resumeAt = 0
-    const callbackLog = new Map<CallbackId, {
-      readonly opened: OpenCallback
-      readonly toolName: string
-      status: TurnRunner.KnownCallback["status"]
-      result?: unknown
-    }>()
     for (;;) {
       const page = yield* store.readLog(sessionId, { after, limit: 1000 })
       for (const { at, body, seq } of page.records) {
         if (body._tag === "callback_opened") {
-          callbackLog.set(body.callbackId, {
-            opened: new OpenCallback({ ...body, sessionId, openedSeq: seq, openedAt: at }, true),
+          callbacks.set(body.callbackId, {
+            opened: openCallbackOf(body, seq, at),
             toolName: String((body.request as { toolName?: unknown } | undefined)?.toolName ?? ""),
             status: "open"
           })
         } else if (body._tag === "callback_resolved") {
-          const known = callbackLog.get(body.callbackId)
+          const known = callbacks.get(body.callbackId)
           if (known !== undefined) {
             known.status = body.resolution
             known.result = body.result
@@ -277,9 +280,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         const receipts = resumed ? yield* store.operations(sessionId, turnId) : []
         // A resumed turn's open callbacks wait for answers again, and are offered to providers again.
         const known: Array<TurnRunner.KnownCallback> = []
-        const reopened = new Map<CallbackId, Deferred.Deferred<unknown>>()
         if (resumed) {
-          for (const [callbackId, entry] of callbackLog) {
+          for (const [callbackId, entry] of callbacks) {
             if (entry.opened.turnId !== turnId) continue
             known.push({
               callbackId,
@@ -289,9 +291,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
               result: entry.result
             })
             if (entry.status !== "open") continue
-            const answer = yield* Deferred.make<unknown>()
-            reopened.set(callbackId, answer)
-            parked.set(callbackId, { ...entry.opened, toolName: entry.toolName, answer })
+            entry.answer = yield* Deferred.make<unknown>()
             yield* broker.dispatch(entry.opened)
           }
         }
@@ -315,20 +315,17 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
             const callbackId = yield* makeCallbackId
             const answer = yield* Deferred.make<unknown>()
             const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request }, true)
-            parked.set(callbackId, { turnId, operationId, kind: request._tag, toolName: request.toolName, answer })
+            const entry: KnownCallback = {
+              // Placed before the commit, so an answer applied right after it finds the callback.
+              opened: openCallbackOf(opened, 0, 0),
+              toolName: request.toolName,
+              status: "open",
+              answer
+            }
+            callbacks.set(callbackId, entry)
             const receipt = yield* commit([...records, opened])
-            yield* broker.dispatch(
-              new OpenCallback({
-                callbackId,
-                sessionId,
-                turnId,
-                operationId,
-                kind: request._tag,
-                request,
-                openedSeq: receipt.headSeq,
-                openedAt: receipt.at
-              }, true)
-            )
+            entry.opened = openCallbackOf(opened, receipt.headSeq, receipt.at)
+            yield* broker.dispatch(entry.opened)
             return yield* park(Deferred.await(answer))
           })
         // A lease keeps its epoch for as long as this actor renews it.
@@ -359,7 +356,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           })).pipe(Effect.ensuring(Effect.sync(() => (turn.waitingForUser = false)))),
           openCallback,
           awaitCallback: (callbackId) => {
-            const answer = reopened.get(callbackId)
+            const answer = callbacks.get(callbackId)?.answer
             return answer === undefined ? Effect.never : park(Deferred.await(answer))
           }
         }).pipe(
@@ -391,11 +388,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const cancelCallbacks = (turnId: TurnId) =>
       Effect.gen(function*() {
         const records: Array<RecordBody> = []
-        for (const [callbackId, entry] of parked) {
-          if (entry.turnId !== turnId) continue
+        for (const [callbackId, entry] of callbacks) {
+          if (entry.opened.turnId !== turnId || entry.status !== "open") continue
           records.push(new CallbackResolved({ callbackId, turnId, resolution: "cancelled" }, true))
-          parked.delete(callbackId)
-          noteClosed(callbackId, "cancelled")
+          entry.status = "cancelled"
+          entry.answer = undefined
           yield* broker.withdraw(callbackId)
         }
         return records
@@ -512,9 +509,19 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     /** The first answer admitted wins: it closes the callback and wakes its turn; any other is stale. */
     const onAnswer = (command: CallbackAnswer) =>
       Effect.gen(function*() {
-        const entry = parked.get(command.callbackId)
-        if (entry === undefined || entry.turnId !== command.turnId || entry.operationId !== command.operationId) {
-          const reason = entry !== undefined ? "mismatch" : closedCallbacks.get(command.callbackId) ?? "not_open"
+        const entry = callbacks.get(command.callbackId)
+        const answer = entry?.answer
+        if (
+          entry === undefined || answer === undefined ||
+          entry.opened.turnId !== command.turnId || entry.opened.operationId !== command.operationId
+        ) {
+          const reason = entry === undefined
+            ? "not_open"
+            : entry.status === "answered"
+            ? "answered"
+            : entry.status === "open"
+            ? (answer === undefined ? "not_open" : "mismatch")
+            : "cancelled"
           yield* append([
             new InputApplied({
               inputId: command.inputId,
@@ -531,17 +538,18 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         yield* append([
           new CallbackResolved({
             callbackId: command.callbackId,
-            turnId: entry.turnId,
+            turnId: entry.opened.turnId,
             resolution: "answered",
             result: command.result
           }, true),
-          new InputApplied({ inputId: command.inputId, kind: "callback_answer", turnId: entry.turnId }, true)
+          new InputApplied({ inputId: command.inputId, kind: "callback_answer", turnId: entry.opened.turnId }, true)
         ], [command.inputId])
-        parked.delete(command.callbackId)
-        noteClosed(command.callbackId, "answered")
-        if (entry.kind === "approval" && isSessionApproval(command.result)) approvals.add(entry.toolName)
+        entry.status = "answered"
+        entry.result = command.result
+        entry.answer = undefined
+        if (entry.opened.kind === "approval" && isSessionApproval(command.result)) approvals.add(entry.toolName)
         yield* broker.withdraw(command.callbackId)
-        yield* Deferred.succeed(entry.answer, command.result)
+        yield* Deferred.succeed(answer, command.result)
         yield* wiring.decide(command.inputId, Exit.succeed(Decision.Applied()))
       })
 
