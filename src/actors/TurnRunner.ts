@@ -176,24 +176,17 @@ export const run = (ctx: TurnContext) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => meter.addParked(now - from)))
         ))
 
+    const completed = (operationId: OperationId, outcome: ToolOutcome) =>
+      new OperationCompleted({ operationId, turnId, output: outcome.output, isError: outcome.isError }, true)
+
     /** Records a tool call's outcome now: once a body ran, its receipt must be durable before anything else. */
-    const completeOperation = (operationId: OperationId, outcome: ToolOutcome, before: ReadonlyArray<RecordBody>) =>
-      Effect.as(
-        ctx.commit([
-          ...take(),
-          ...before,
-          new OperationCompleted({ operationId, turnId, output: outcome.output, isError: outcome.isError }, true)
-        ]),
-        outcome
-      )
+    const completeOperation = (operationId: OperationId, outcome: ToolOutcome) =>
+      Effect.as(ctx.commit([...take(), completed(operationId, outcome)]), outcome)
 
     /** Refuses a call without running anything: the records wait for the next commit. */
     const refuse = (operationId: OperationId, outcome: ToolOutcome, before: ReadonlyArray<RecordBody>) =>
       Effect.sync(() => {
-        pending.push(
-          ...before,
-          new OperationCompleted({ operationId, turnId, output: outcome.output, isError: outcome.isError }, true)
-        )
+        pending.push(...before, completed(operationId, outcome))
         return outcome
       })
 
@@ -209,7 +202,7 @@ export const run = (ctx: TurnContext) =>
         if (spec.client) {
           const request = new ClientToolRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
           const answer = yield* parked(ctx.openCallback(operationId, request, [...take(), ...before]))
-          return yield* completeOperation(operationId, clientOutcome(answer), [])
+          return yield* completeOperation(operationId, clientOutcome(answer))
         }
         const runnable = Option.isSome(toolkit) ? toolkit.value.get(call.name) : undefined
         if (runnable === undefined) {
@@ -222,7 +215,7 @@ export const run = (ctx: TurnContext) =>
           Effect.catchAllDefect(() => Effect.succeed(errorOutcome(`the tool ${call.name} crashed`))),
           Telemetry.withOperationSpan("tool", { ...spanIds, operationId }, { "troupe.tool": call.name })
         )
-        return yield* completeOperation(operationId, outcome, [])
+        return yield* completeOperation(operationId, outcome)
       })
 
     /** After an approval answer: run the body, or refuse it. */
@@ -247,10 +240,10 @@ export const run = (ctx: TurnContext) =>
           const answer = yield* parked(ctx.awaitCallback(open.callbackId))
           return open.kind === "approval"
             ? yield* approved(call, spec, operationId, answer)
-            : yield* completeOperation(operationId, clientOutcome(answer), [])
+            : yield* completeOperation(operationId, clientOutcome(answer))
         }
         const client = known.find((c) => c.kind === "client_tool" && c.status === "answered")
-        if (client !== undefined) return yield* completeOperation(operationId, clientOutcome(client.result), [])
+        if (client !== undefined) return yield* completeOperation(operationId, clientOutcome(client.result))
         const approval = known.find((c) => c.kind === "approval" && c.status === "answered")
         if (approval !== undefined && decodeApproval(approval.result).decision === "deny") {
           return yield* approved(call, spec!, operationId, approval.result)
