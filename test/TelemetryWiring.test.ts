@@ -18,6 +18,7 @@ import * as Tool from "../src/services/Tool.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
 import { failure, principal } from "./support/fixtures.js"
+import { awaitEvents, readEvents } from "./support/telemetryFile.js"
 
 const echo = Tool.make({
   name: "echo",
@@ -38,14 +39,6 @@ const scripts = {
   agents: { worker: [{ toolCalls: [{ id: "c1", name: "echo", arguments: "{\"text\":\"secret words\"}" }] }, "the secret answer"] }
 }
 
-const lines = (path: string): Array<Record<string, any>> => {
-  try {
-    return readFileSync(path, "utf8").split("\n").filter(Boolean).map((line) => JSON.parse(line))
-  } catch {
-    return []
-  }
-}
-
 const runtime = (path: string) =>
   Troupe.layerTest({ scripts, tools: Toolkit.layer([echo]), telemetry: LogTelemetry.layer({ path }) })
 
@@ -58,7 +51,7 @@ describe("telemetry wiring", () => {
       const session = yield* sessions.create(who, { agent, title: "my private title" })
       const accepted = yield* sessions.send(who, session.id, { text: "my private message" })
       yield* sessions.awaitTurn(who, session.id, accepted.turnId!)
-      const events = lines(path)
+      const events = yield* awaitEvents(path, 2)
       assert.deepStrictEqual(events.map((e) => e.event), ["session.started", "turn.ended"])
       assert.strictEqual(events[0]!.kind, "root")
       assert.strictEqual(events[1]!.status, "completed")
@@ -80,7 +73,7 @@ describe("telemetry wiring", () => {
       const who = principal()
       yield* sessions.create(who, { agent, idempotencyKey: "k1", title: "a" })
       yield* failure(sessions.create(who, { agent, idempotencyKey: "k1", title: "b" }), "Conflict")
-      const events = lines(path)
+      const events = readEvents(path)
       assert.deepStrictEqual(events.map((e) => e.event), ["session.started", "session.failed"])
       assert.strictEqual(events[1]!.category, "conflict")
       assert.strictEqual(events[1]!.status, 409)
@@ -95,14 +88,14 @@ describe("telemetry wiring", () => {
       const session = yield* sessions.create(who, { agent, budgets: new Budgets({ toolCalls: 0 }) })
       const accepted = yield* sessions.send(who, session.id, { text: "go" }).pipe(Telemetry.withExcluded(true))
       yield* failure(sessions.awaitTurn(who, session.id, accepted.turnId!), "BudgetExhausted")
-      const events = lines(path)
+      const events = yield* awaitEvents(path, 2)
       assert.deepStrictEqual(events.map((e) => [e.event, e.excluded]), [["session.started", false], ["turn.ended", true]])
       assert.strictEqual(events[1]!.status, "failed")
       assert.strictEqual(events[1]!.failureCode, "budget_exhausted")
       // The next sender is not excluded: the actor did not keep the first sender's preference.
       const next = yield* sessions.send(who, session.id, { text: "again" })
       yield* Effect.either(sessions.awaitTurn(who, session.id, next.turnId!))
-      assert.deepStrictEqual(lines(path).map((e) => e.excluded), [false, true, false])
+      assert.deepStrictEqual((yield* awaitEvents(path, 3)).map((e) => e.excluded), [false, true, false])
     }).pipe(Effect.provide(runtime(path)))
   })
 })

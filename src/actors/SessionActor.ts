@@ -174,7 +174,16 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const approvals = new Set<string>()
 
     /** The single write path: append, advance the head, broadcast. Losing the lease is fatal. */
-    const append = (records: ReadonlyArray<RecordBody>, consumes: ReadonlyArray<InputId>) =>
+    /**
+     * Persists `records` and publishes them. `persisted` runs in between, so
+     * whoever sees a record published (an `awaitTurn`, a live subscriber) also
+     * sees what it caused, such as a turn's product event.
+     */
+    const append = (
+      records: ReadonlyArray<RecordBody>,
+      consumes: ReadonlyArray<InputId>,
+      persisted: Effect.Effect<void> = Effect.void
+    ) =>
       Effect.gen(function*() {
         const current = yield* Ref.get(lease)
         const commit = new Commit({
@@ -196,6 +205,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         )
         const from = head
         head = receipt.headSeq
+        yield* persisted
         for (let i = 0; i < records.length; i++) {
           yield* wiring.publish(
             new Durable({ sessionId, cursor: from + 1 + i, at: receipt.at, record: records[i]! }, true)
@@ -300,14 +310,16 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         const commit = (records: ReadonlyArray<RecordBody>) =>
           writer.withPermits(1)(
             Effect.gen(function*() {
-              const receipt = yield* append(records, [])
-              for (const record of records) {
-                if (record._tag !== "turn_ended") continue
-                ended.add(turnId)
-                active = undefined
-                yield* announceEnd(record, excluded)
-              }
-              return receipt
+              const end = records.find((record): record is TurnEnded => record._tag === "turn_ended")
+              return yield* append(
+                records,
+                [],
+                end === undefined ? Effect.void : Effect.suspend(() => {
+                  ended.add(turnId)
+                  active = undefined
+                  return announceEnd(end, excluded)
+                })
+              )
             })
           ).pipe(Effect.catchAll(() => Effect.interrupt))
         const openCallback = (operationId: OperationId, request: CallbackRequest, records: ReadonlyArray<RecordBody>) =>
@@ -405,10 +417,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         yield* Fiber.interrupt(turn.fiber)
         const now = yield* Clock.currentTimeMillis
         const end = new TurnEnded({ turnId: turn.turnId, outcome: "interrupted", reason, usage: turn.meter.usage(now) }, true)
-        yield* append([...(yield* cancelCallbacks(turn.turnId)), end, ...extra], consumes)
-        yield* announceEnd(end, turn.excluded)
-        ended.add(turn.turnId)
-        active = undefined
+        yield* append([...(yield* cancelCallbacks(turn.turnId)), end, ...extra], consumes, Effect.suspend(() => {
+          ended.add(turn.turnId)
+          active = undefined
+          return announceEnd(end, turn.excluded)
+        }))
       })
 
     const begin = (command: Message | Steer) =>

@@ -19,6 +19,7 @@ import * as SessionRoutes from "../../src/server/SessionRoutes.js"
 import { Sessions } from "../../src/services/Sessions.js"
 import * as Troupe from "../../src/Troupe.js"
 import { agent, principal } from "../support/fixtures.js"
+import { awaitEvents } from "../support/telemetryFile.js"
 import * as H from "./harness.js"
 
 const TOKEN_QUIET = "token-quiet"
@@ -55,6 +56,8 @@ describe("Connection telemetry", () => {
       const first = yield* excluded.create({ agent: "echo" })
       const sent = yield* excluded.send(first.id, { text: "hi" })
       yield* sessions.awaitTurn(quiet, first.id, sent.turnId!)
+      // The turn's product event is written after its record is persisted: wait for it, so the order below is fixed.
+      yield* awaitEvents(file, 2)
 
       // (Tests run with TROUPE_TELEMETRY_ENABLED=false, which a client reports: this one has telemetry on.)
       const included = yield* SessionClient.connect(path, { token: TOKEN_LOUD, reconnect: false }).pipe(telemetryOn)
