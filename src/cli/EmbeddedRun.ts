@@ -11,12 +11,19 @@
  * without `--approve`, they are denied. Client tools have no client here: they
  * are answered with a tool error the model sees.
  *
- * Exit: 0 when the turn completed, 1 when it failed or was interrupted, 130
- * when Ctrl-C interrupted it (the turn is recorded as interrupted).
+ * An agent whose `noToolPolicy` is `wait_user` asks the user for more after a
+ * reply without tool calls: on a terminal the run reads the next message at a
+ * `you>` prompt and the same turn goes on; an empty line, Ctrl-D, or no
+ * terminal at all ends the run with the turn left waiting (exit 0), to be
+ * continued with `troupe sessions send` through a daemon on the same store.
+ *
+ * Exit: 0 when the turn completed (or waits for the user), 1 when it failed or
+ * was interrupted, 130 when Ctrl-C interrupted it (the turn is recorded as
+ * interrupted).
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, Either, Option, Stream } from "effect"
+import { Context, Data, Deferred, Effect, Either, Option, Queue, Stream } from "effect"
 import * as readline from "node:readline"
 import type { Agent } from "../schema/Agent.js"
 import type { PendingCallback } from "../schema/Callback.js"
@@ -52,6 +59,34 @@ const ask = (question: string): Effect.Effect<Decision> =>
     }
     prompt()
     return Effect.sync(() => rl.close())
+  })
+
+/** What the user typed at a prompt: a line, the end of input (Ctrl-D or an empty line), or Ctrl-C. */
+type Prompted = Data.TaggedEnum<{
+  Line: { readonly text: string }
+  End: {}
+  Interrupted: {}
+}>
+const Prompted = Data.taggedEnum<Prompted>()
+
+/** Reads one line on the terminal. */
+const readLine = (prompt: string): Effect.Effect<Prompted> =>
+  Effect.async<Prompted>((resume) => {
+    const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
+    let settled = false
+    const done = (answer: Prompted) => {
+      if (settled) return
+      settled = true
+      rl.close()
+      resume(Effect.succeed(answer))
+    }
+    rl.on("SIGINT", () => done(Prompted.Interrupted()))
+    rl.on("close", () => done(Prompted.End()))
+    rl.question(prompt, (line) => done(line.trim() === "" ? Prompted.End() : Prompted.Line({ text: line })))
+    return Effect.sync(() => {
+      settled = true
+      rl.close()
+    })
   })
 
 /** Picks the agent to run. */
@@ -94,8 +129,9 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
     }).pipe(Effect.mapError(internal("cannot create the session")))
 
     // The view shows the first turn of this new session: the prompt's.
-    const view = TurnView.make(out, { _tag: "first" })
+    const view = TurnView.make(out, { _tag: "first" }, { waitsForUser: agent.noToolPolicy === "wait_user" })
     const subscribed = yield* Deferred.make<void>()
+    const steps = yield* Queue.unbounded<TurnView.Step>()
     const ended = yield* Deferred.make<TurnEnded>()
     yield* sessions.events(principal, session.id, { volatile: true }).pipe(
       // The first event is replayed from the log after the live subscription began:
@@ -104,7 +140,11 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
       Stream.runForEach((event) =>
         Effect.flatMap(view.onEvent(event), Option.match({
           onNone: () => Effect.void,
-          onSome: (record) => Deferred.succeed(ended, record)
+          onSome: (step) =>
+            Effect.zipRight(
+              Queue.offer(steps, step),
+              step._tag === "Ended" ? Deferred.succeed(ended, step.record) : Effect.void
+            )
         }))
       ),
       Effect.catchAll((error) => Deferred.die(ended, error)),
@@ -122,7 +162,7 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
           Option.some({ output: { error: `no client to run ${request.toolName}: troupe run has no client tools` }, isError: true })
         )
       }
-      const call = EventFormat.toolCall(request.toolName, request.arguments)
+      const call = EventFormat.call(request.toolName, request.arguments)
       if (Option.isSome(o.approve)) {
         return Effect.succeed(Option.some(
           o.approve.value === "all" ? { decision: "approve" } : { decision: "deny", reason: "denied by --approve none" }
@@ -147,20 +187,15 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
       Effect.forkScoped
     )
 
-    const accepted = yield* sessions.send(principal, session.id, { text: o.prompt }).pipe(
-      Effect.mapError(internal("cannot send the prompt"))
-    )
-    const first = yield* Effect.raceFirst(
-      Effect.map(Deferred.await(ended), Either.right),
-      Effect.map(signal, Either.left)
-    )
-    const record = Either.isRight(first)
-      ? first.right
-      : yield* Effect.gen(function*() {
-        // Ctrl-C: stop the turn so the log says so, then show how it ended.
+    const send = (text: string) =>
+      sessions.send(principal, session.id, { text }).pipe(Effect.mapError(internal("cannot send the message")))
+    const accepted = yield* send(o.prompt)
+    // Ctrl-C: stop the turn so the log says so, then show how it ended.
+    const interrupted = (by: string) =>
+      Effect.gen(function*() {
         yield* out.status("interrupting")
         if (accepted.turnId !== undefined) {
-          yield* Effect.ignore(sessions.interrupt(principal, session.id, accepted.turnId, `interrupted by ${first.left}`))
+          yield* Effect.ignore(sessions.interrupt(principal, session.id, accepted.turnId, `interrupted by ${by}`))
         }
         const last = yield* Deferred.await(ended).pipe(Effect.timeout("5 seconds"), Effect.option)
         return yield* Effect.fail(new ExitCode.CliFailure({
@@ -168,8 +203,29 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
           message: Option.isSome(last) ? "" : "interrupted"
         }))
       })
-    if (record.outcome !== "completed") {
-      return yield* Effect.fail(ExitCode.turnFailed(""))
+    // A `wait_user` agent's turn goes on with the user's replies, asked on the terminal.
+    const converses = Output.stdinIsTty() && Output.stderrIsTty() && !o.json
+    for (;;) {
+      const next = yield* Effect.raceFirst(Effect.map(Queue.take(steps), Either.right), Effect.map(signal, Either.left))
+      if (Either.isLeft(next)) return yield* interrupted(next.left)
+      const step = next.right
+      if (step._tag === "Ended") {
+        if (step.record.outcome !== "completed") return yield* Effect.fail(ExitCode.turnFailed(""))
+        return
+      }
+      const reply = converses ? yield* readLine(`${Output.bold("you")}> `) : Prompted.End()
+      if (reply._tag === "Interrupted") return yield* interrupted("SIGINT")
+      if (reply._tag === "End") {
+        // The turn stays open, waiting for the user; the session can be continued through a daemon on this store.
+        if (!o.json) {
+          yield* out.note(
+            `? the agent waits for your reply; session ${session.id} keeps waiting (troupe sessions send ${session.id} "…" through \`troupe serve\` on this store)`
+          )
+        }
+        return
+      }
+      yield* out.status("thinking")
+      yield* send(reply.text)
     }
   }))
 

@@ -65,8 +65,11 @@ export const outcome = (ended: TurnEnded): string => {
   }
 }
 
-/** A tool call as `→ name(arguments)`. */
-export const toolCall = (name: string, argumentsText: string): string => `→ ${name}(${clip(argumentsText, 200)})`
+/** A tool call as `name(arguments)`. */
+export const call = (name: string, argumentsText: string): string => `${name}(${clip(argumentsText, 200)})`
+
+/** A tool call as the turn view shows it: `→ name(arguments)`. */
+export const toolCall = (name: string, argumentsText: string): string => `→ ${call(name, argumentsText)}`
 
 /** The arguments text of a tool operation's input (`{ arguments }`, as the runner records it). */
 export const argumentsOf = (input: unknown): string => {

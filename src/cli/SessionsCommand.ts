@@ -246,7 +246,7 @@ const send = Command.make(
     steer: Options.boolean("steer").pipe(Options.withDescription("Steer the running turn instead of queueing a new one.")),
     wait: Options.boolean("wait").pipe(
       Options.withAlias("w"),
-      Options.withDescription("Show the turn the message starts (or steers) until it ends; exit 1 if it fails.")
+      Options.withDescription("Show the turn the message starts (or steers) until it ends or waits for your reply; exit 1 if it fails.")
     )
   },
   (o) =>
@@ -267,7 +267,10 @@ const send = Command.make(
         const view = TurnView.make(
           out,
           { _tag: "input", inputId, running: o.steer ? snapshot.session.activeTurnId ?? undefined : undefined },
-          (opened) => Option.some(`? waiting: ${callbackLine(o.session, opened)}`)
+          {
+            onCallback: (opened) => Option.some(`? waiting: ${callbackLine(o.session, opened)}`),
+            waitsForUser: snapshot.session.agent.noToolPolicy === "wait_user"
+          }
         )
         // Subscribed before sending, from the last event on: the first event (that one, replayed)
         // says the subscription is live, and the message's events all come after it.
@@ -293,7 +296,13 @@ const send = Command.make(
           }))
         }
         if (Option.isNone(first.right)) return yield* Effect.fail(ExitCode.refused("the session closed"))
-        if (first.right.value.outcome !== "completed") return yield* Effect.fail(ExitCode.turnFailed(""))
+        const step = first.right.value
+        if (step._tag === "WaitingForUser") {
+          // The turn is not over: the agent asked for more, and the next message answers it.
+          if (!o.json) yield* out.note(`? waiting for your reply: troupe sessions send ${o.session} "…"`)
+          return
+        }
+        if (step.record.outcome !== "completed") return yield* Effect.fail(ExitCode.turnFailed(""))
       }).pipe(Effect.scoped))
 ).pipe(Command.withDescription("Send a message to a session (--wait shows the turn until it ends)."))
 

@@ -6,7 +6,11 @@
  * printed as a JSON line instead, and nothing else goes to stdout.
  *
  * Used by `troupe run` (in-process events) and `troupe sessions send --wait`
- * (events from the daemon).
+ * (events from the daemon). Besides the turn's end, the view tells when the
+ * turn waits for the user: its agent's `noToolPolicy` is `wait_user` and the
+ * model replied without calling a tool. (A message steered into the turn at
+ * that very moment makes it go on instead; the view then reports the wait
+ * once too often, never too rarely.)
  *
  * @since 0.1.0
  */
@@ -26,24 +30,42 @@ export type Watch =
   | { readonly _tag: "first" }
   | { readonly _tag: "input"; readonly inputId: string; readonly running?: TurnId | undefined }
 
-/** Shows events; `onEvent` answers the turn's end once it comes. */
+/** What an event meant for the watched turn: it ended, or it now waits for the user. */
+export type Step =
+  | { readonly _tag: "Ended"; readonly record: TurnEnded }
+  | { readonly _tag: "WaitingForUser"; readonly turnId: TurnId }
+
+/** Shows events; `onEvent` answers a step of the turn when one comes. */
 export interface TurnView {
-  readonly onEvent: (event: SessionEvent) => Effect.Effect<Option.Option<TurnEnded>>
+  readonly onEvent: (event: SessionEvent) => Effect.Effect<Option.Option<Step>>
 }
 
-/** A view of one turn; `onCallback` says something about a callback the turn opened (or nothing). */
-export const make = (
-  out: Output.Output,
-  watch: Watch,
-  onCallback: (opened: CallbackOpened) => Option.Option<string> = () => Option.none()
-): TurnView => {
+/** How the view reads the turn. */
+export interface Options {
+  /** Says something about a callback the turn opened (or nothing). */
+  readonly onCallback?: ((opened: CallbackOpened) => Option.Option<string>) | undefined
+  /** The session's agent answers with `noToolPolicy: "wait_user"`. */
+  readonly waitsForUser?: boolean | undefined
+}
+
+/** Whether a model call's receipt is a reply without tool calls. */
+const repliedWithoutTools = (output: unknown): boolean => {
+  if (typeof output !== "object" || output === null) return false
+  const toolCalls = (output as { readonly toolCalls?: unknown }).toolCalls
+  return toolCalls === undefined || (Array.isArray(toolCalls) && toolCalls.length === 0)
+}
+
+/** A view of one turn. */
+export const make = (out: Output.Output, watch: Watch, options: Options = {}): TurnView => {
+  const onCallback = options.onCallback ?? (() => Option.none())
   let turnId: TurnId | undefined = watch._tag === "input" ? watch.running : undefined
   let streamed = false
   const tools = new Set<string>()
+  const models = new Set<string>()
 
   const ours = (id: TurnId) => turnId !== undefined && id === turnId
 
-  const onEvent = (event: SessionEvent): Effect.Effect<Option.Option<TurnEnded>> =>
+  const onEvent = (event: SessionEvent): Effect.Effect<Option.Option<Step>> =>
     Effect.gen(function*() {
       if (out.json) yield* out.jsonLine(EventFormat.toJson(event))
       if (event._tag === "assistant_delta") {
@@ -63,18 +85,40 @@ export const make = (
           }
           return Option.none()
         }
+        case "input_applied": {
+          // A message the waiting turn took as the user's reply: that turn is the one to show.
+          if (watch._tag === "input" && record.inputId === watch.inputId && record.kind === "steer") {
+            turnId = turnId ?? record.turnId
+            if (!out.json) yield* out.status("thinking")
+          }
+          return Option.none()
+        }
         case "operation_started": {
-          if (!ours(record.turnId) || out.json) return Option.none()
+          if (!ours(record.turnId)) return Option.none()
           if (record.kind !== "tool") {
-            yield* out.status("thinking")
+            models.add(record.operationId)
+            if (!out.json) yield* out.status("thinking")
             return Option.none()
           }
+          if (out.json) return Option.none()
           tools.add(record.operationId)
           yield* out.note(EventFormat.toolCall(record.name, EventFormat.argumentsOf(record.input)))
           yield* out.status(`running ${record.name}`)
           return Option.none()
         }
         case "operation_completed": {
+          if (models.delete(record.operationId)) {
+            if (!options.waitsForUser || record.isError || !repliedWithoutTools(record.output)) return Option.none()
+            if (!out.json) {
+              yield* out.status(undefined)
+              const text = (record.output as { readonly text?: unknown }).text
+              if (!streamed && typeof text === "string") yield* out.text(text)
+              yield* out.endLine
+            }
+            // The next reply streams anew.
+            streamed = false
+            return Option.some<Step>({ _tag: "WaitingForUser", turnId: record.turnId })
+          }
           if (!tools.delete(record.operationId) || out.json) return Option.none()
           const result = EventFormat.clip(
             typeof record.output === "string" ? record.output : JSON.stringify(record.output) ?? "",
@@ -102,7 +146,7 @@ export const make = (
             yield* out.endLine
             yield* out.note(`${EventFormat.outcome(record)} · ${EventFormat.usage(record.usage)}`)
           }
-          return Option.some(record)
+          return Option.some<Step>({ _tag: "Ended", record })
         }
         default:
           return Option.none()

@@ -11,7 +11,7 @@ import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { ExitCode } from "../../src/cli/ExitCode.js"
 import * as OpenAiServer from "../support/openAiServer.js"
-import { envFor, jsonLines, tempDir, troupe } from "./harness.js"
+import { envFor, jsonLines, start, tempDir, troupe } from "./harness.js"
 
 const { chunk, sse } = OpenAiServer
 
@@ -87,5 +87,41 @@ describe("troupe run", () => {
       assert.isTrue(events.some((event) => event._tag === "assistant_delta"))
       const last = events.at(-1)!
       assert.deepStrictEqual([last.record?._tag, last.record?.output], ["turn_ended", "You said: count my words (3 words)"])
+    }), 60_000)
+
+  it.scopedLive("on a terminal, approvals are asked: 'a' approves the tool for the rest of the session", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir
+      const agentsFile = join(home, "agents.json")
+      writeFileSync(agentsFile, JSON.stringify(AGENTS))
+      const model = yield* OpenAiServer.make
+      const deleting = (id: string, path: string) =>
+        sse([chunk.role(), chunk.toolCall(0, { id, name: "delete_file", arguments: JSON.stringify({ path }) }), chunk.finish("tool_calls"), chunk.usage(20, 6)])
+      yield* model.enqueue(
+        deleting("call_1", "a.txt"),
+        deleting("call_2", "b.txt"),
+        sse([chunk.role(), chunk.text("Both gone."), chunk.finish("stop"), chunk.usage(30, 3)])
+      )
+      const env = envFor(home, { TROUPE_MODEL_BASE_URL: model.baseUrl, TROUPE_MODEL: "gpt-test", TROUPE_MODEL_API_KEY: "k" })
+      const child = yield* start(
+        ["run", "--store", `sqlite:${join(home, "t.db")}`, "--agents", agentsFile, "Delete a.txt and b.txt"],
+        env,
+        { terminal: true }
+      )
+      yield* child.waitFor("for this session: ", "stdout")
+      assert.include(child.stdout(), "allow delete_file({\"path\":\"a.txt\"})?")
+      child.proc.stdin!.write("a\n")
+      const result = yield* child.exit
+      assert.strictEqual(result.code, 0, result.stdout)
+      assert.include(result.stdout, "Both gone.")
+      // Asked once: the second call was approved by the first answer.
+      assert.strictEqual(result.stdout.split("for this session").length - 1, 1, result.stdout)
+      // The client tool has no client here: each call reached the model as a tool error (the approval let it through).
+      const requests = yield* model.requests
+      assert.strictEqual(requests.length, 3)
+      const tools = (requests[2]!.body as { messages: ReadonlyArray<{ role: string; content: string }> }).messages
+        .filter((message) => message.role === "tool")
+      assert.strictEqual(tools.length, 2)
+      for (const tool of tools) assert.notInclude(tool.content, "denied")
     }), 60_000)
 })

@@ -59,16 +59,28 @@ export interface Child {
   readonly exit: Effect.Effect<Result>
 }
 
-/** Starts `troupe ARGS`; it is killed (SIGKILL) when the scope closes if it is still running. */
+/** A word quoted for `sh`. */
+const shellWord = (word: string) => `'${word.replace(/'/g, "'\\''")}'`
+
+/**
+ * Starts `troupe ARGS`; it is killed (SIGKILL) when the scope closes if it is
+ * still running. With `terminal`, it runs under `script(1)` on a pseudo
+ * terminal: stdin, stdout and stderr are that terminal, everything it writes
+ * arrives on `stdout` (with the terminal's `\r\n`), and what the test writes
+ * to `proc.stdin` is typed at it.
+ */
 export const start = (
   args: ReadonlyArray<string>,
   env: Record<string, string>,
-  options: { readonly stdin?: string } = {}
+  options: { readonly stdin?: string; readonly terminal?: boolean } = {}
 ): Effect.Effect<Child, never, Scope.Scope> =>
   Effect.gen(function*() {
     const exited = yield* Deferred.make<Result>()
+    const command = options.terminal
+      ? ["script", ["-qfec", [process.execPath, bin, ...args].map(shellWord).join(" "), "/dev/null"]] as const
+      : [process.execPath, [bin, ...args]] as const
     const proc = yield* Effect.acquireRelease(
-      Effect.sync(() => spawn(process.execPath, [bin, ...args], { env, stdio: ["pipe", "pipe", "pipe"] })),
+      Effect.sync(() => spawn(command[0], command[1], { env, stdio: ["pipe", "pipe", "pipe"] })),
       (proc) => Effect.sync(() => (proc.exitCode === null && proc.signalCode === null ? void proc.kill("SIGKILL") : undefined))
     )
     let stdout = ""
