@@ -11,7 +11,7 @@ import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { ExitCode } from "../../src/cli/ExitCode.js"
 import * as OpenAiServer from "../support/openAiServer.js"
-import { envFor, jsonLines, start, tempDir, troupe } from "./harness.js"
+import { envFor, hasTerminal, jsonLines, start, tempDir, troupe } from "./harness.js"
 
 const { chunk, sse } = OpenAiServer
 
@@ -89,7 +89,7 @@ describe("troupe run", () => {
       assert.deepStrictEqual([last.record?._tag, last.record?.output], ["turn_ended", "You said: count my words (3 words)"])
     }), 60_000)
 
-  it.scopedLive("on a terminal, approvals are asked: 'a' approves the tool for the rest of the session", () =>
+  it.scopedLive.skipIf(!hasTerminal)("on a terminal, approvals are asked: 'a' approves the tool for the rest of the session", () =>
     Effect.gen(function*() {
       const home = yield* tempDir
       const agentsFile = join(home, "agents.json")

@@ -15,7 +15,7 @@ import { Effect } from "effect"
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as OpenAiServer from "../support/openAiServer.js"
-import { envFor, ok, serve, start, tempDir, troupe } from "./harness.js"
+import { envFor, hasTerminal, ok, serve, start, tempDir, troupe } from "./harness.js"
 
 const { chunk, sse } = OpenAiServer
 
@@ -32,7 +32,7 @@ const userMessages = (request: OpenAiServer.RecordedRequest) =>
     .map((message) => message.content)
 
 describe("a wait_user agent from the command line", () => {
-  it.scopedLive("troupe run on a terminal takes the user's replies into the same turn; an empty line ends the run", () =>
+  it.scopedLive.skipIf(!hasTerminal)("troupe run on a terminal takes the user's replies into the same turn; an empty line ends the run", () =>
     Effect.gen(function*() {
       const home = yield* tempDir
       const agentsFile = join(home, "agents.json")

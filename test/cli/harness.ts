@@ -5,7 +5,7 @@
  * here belongs to the test's scope and is killed with it if still alive.
  */
 import { Data, Deferred, Duration, Effect, type Scope } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -58,6 +58,19 @@ export interface Child {
   /** Waits for the process to end. */
   readonly exit: Effect.Effect<Result>
 }
+
+/**
+ * Whether terminal tests run: they need util-linux's `script(1)` (Debian has
+ * it; macOS's BSD `script` takes other flags). Outside CI they are skipped with
+ * a printed reason when it is missing; in CI (`CI=true`) they run and fail.
+ */
+export const hasTerminal: boolean = (() => {
+  if (process.env.CI === "true" || process.env.CI === "1") return true
+  const found = spawnSync("script", ["--version"], { encoding: "utf8" })
+  const ok = found.status === 0 && /util-linux/.test(found.stdout)
+  if (!ok) console.warn("[troupe tests] skipping terminal tests: util-linux script(1) is not installed")
+  return ok
+})()
 
 /** A word quoted for `sh`. */
 const shellWord = (word: string) => `'${word.replace(/'/g, "'\\''")}'`
