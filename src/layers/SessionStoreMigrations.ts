@@ -112,8 +112,60 @@ const inboxReady = Effect.gen(function*() {
   yield* sql`CREATE INDEX troupe_inbox_ready ON troupe_inbox (session_id, position) WHERE consumed = 0`
 })
 
+/**
+ * SQLite: the log, operation receipts and commit receipts become `WITHOUT
+ * ROWID` tables, so a row lives in its primary-key B-tree instead of in a rowid
+ * table plus a key index, and every commit writes fewer pages. SQLite cannot
+ * alter a table into that form, so each is rebuilt: a new table, its rows
+ * copied, the old one dropped and the new one renamed (inside the migration's
+ * transaction, so a failure leaves the old tables). PostgreSQL has no rowid:
+ * nothing to do there.
+ */
+const withoutRowid = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.onDialectOrElse({
+    sqlite: () => rebuildWithoutRowid,
+    orElse: () => Effect.void
+  })
+})
+
+const rebuildWithoutRowid = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const tables: ReadonlyArray<readonly [name: string, columns: string, key: string]> = [
+    [
+      "troupe_log",
+      `session_id TEXT NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL, commit_id TEXT NOT NULL, body TEXT NOT NULL`,
+      "session_id, seq"
+    ],
+    [
+      "troupe_commits",
+      `commit_id TEXT NOT NULL, session_id TEXT NOT NULL, first_seq INTEGER NOT NULL, head_seq INTEGER NOT NULL,
+      at INTEGER NOT NULL`,
+      "commit_id"
+    ],
+    [
+      "troupe_operations",
+      `operation_id TEXT NOT NULL, session_id TEXT NOT NULL, turn_id TEXT NOT NULL, kind TEXT NOT NULL,
+      name TEXT NOT NULL, status TEXT NOT NULL, input TEXT, output TEXT, is_error INTEGER NOT NULL DEFAULT 0,
+      started_seq INTEGER NOT NULL, ended_seq INTEGER`,
+      "operation_id"
+    ]
+  ]
+  for (const [name, columns, key] of tables) {
+    const fresh = `${name}_without_rowid`
+    yield* sql.unsafe(`CREATE TABLE ${fresh} (${columns}, PRIMARY KEY (${key})) WITHOUT ROWID`)
+    yield* sql.unsafe(`INSERT INTO ${fresh} SELECT * FROM ${name}`)
+    yield* sql.unsafe(`DROP TABLE ${name}`)
+    yield* sql.unsafe(`ALTER TABLE ${fresh} RENAME TO ${name}`)
+  }
+  yield* sql`CREATE INDEX troupe_operations_session ON troupe_operations (session_id, started_seq)`
+})
+
+/** Every migration, by `<id>_<name>`, in order. */
+export const migrations = { "1_initial": initial, "2_inbox_ready": inboxReady, "3_without_rowid": withoutRowid }
+
 /** Brings the store's tables up to date; safe to run from several processes. */
 export const run = Migrator.make({})({
-  loader: Migrator.fromRecord({ "1_initial": initial, "2_inbox_ready": inboxReady }),
+  loader: Migrator.fromRecord(migrations),
   table
 })
