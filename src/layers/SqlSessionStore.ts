@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option, Schedule, Schema } from "effect"
+import { Effect, Either, Option, Schedule, Schema } from "effect"
 import { Agent } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
 import { OpenCallback } from "../schema/Callback.js"
@@ -283,12 +283,12 @@ export const callbackRow = (
 export const replayOf = (
   commit: Commit,
   row: Pick<HeadRow, "replay_session" | "replay_first" | "replay_head" | "replay_at">
-): Effect.Effect<CommitReceipt, Conflict> =>
+): Either.Either<CommitReceipt, Conflict> =>
   row.replay_session !== commit.sessionId
-    ? Effect.fail(
+    ? Either.left(
       new Conflict({ entity: "commit", key: commit.commitId, reason: "commitId already used by another session" })
     )
-    : Effect.succeed(
+    : Either.right(
       new CommitReceipt({
         commitId: commit.commitId,
         sessionId: commit.sessionId,
@@ -297,6 +297,157 @@ export const replayOf = (
         at: Number(row.replay_at)
       }, true)
     )
+
+/** One statement of a commit: `?`-placeholder text and the parameters it binds. */
+export interface Step {
+  readonly text: string
+  readonly params: ReadonlyArray<unknown>
+}
+
+/**
+ * A commit as a sequence of statements: it yields each one and is resumed
+ * with that statement's rows; it returns the receipt, or why the commit is
+ * refused (the caller then rolls the transaction back). Whoever runs it holds
+ * the write transaction: the SQL store runs the statements one Effect at a
+ * time, the SQLite layer all at once inside one synchronous transaction.
+ */
+export type CommitSteps = Generator<Step, Either.Either<CommitReceipt, AppendError>, ReadonlyArray<never>>
+
+/** The statements of `commit` with the store clock `clock`; `lockRow` locks the session row where the dialect needs it. */
+export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): CommitSteps {
+  // Lock first, then read the clock and any earlier receipt of this commit.
+  const rows: ReadonlyArray<HeadRow> = yield {
+    text: `WITH s AS (
+      SELECT head_seq, active_turn_id, open_callbacks, title, archived, closed,
+        lease_owner, lease_epoch, lease_expires_at
+      FROM troupe_sessions WHERE id = ? ${lockRow}
+    )
+    SELECT s.*, ${clock.text} AS now, c.session_id AS replay_session, c.first_seq AS replay_first,
+      c.head_seq AS replay_head, c.at AS replay_at
+    FROM s LEFT JOIN troupe_commits c ON c.commit_id = ?`,
+    params: [commit.sessionId, ...clock.params, commit.commitId]
+  }
+  if (rows.length === 0) return Either.left(new SessionNotFound({ sessionId: commit.sessionId }))
+  const row = rows[0]!
+  if (row.replay_session !== null) return replayOf(commit, row)
+  const at = Number(row.now)
+  const headSeq = Number(row.head_seq)
+  const fenced = row.lease_owner !== commit.owner || Number(row.lease_epoch) !== commit.epoch ||
+    Number(row.lease_expires_at) <= at
+  if (fenced || headSeq !== commit.expectedHeadSeq) {
+    // A copy of this commit may have landed while we waited for the lock:
+    // the join above read the commits table before the wait (READ COMMITTED).
+    const again: ReadonlyArray<HeadRow> = yield {
+      text: `SELECT session_id AS replay_session, first_seq AS replay_first, head_seq AS replay_head, at AS replay_at
+      FROM troupe_commits WHERE commit_id = ?`,
+      params: [commit.commitId]
+    }
+    if (again.length > 0) return replayOf(commit, again[0]!)
+    if (fenced) return Either.left(new LeaseLost({ sessionId: commit.sessionId, epoch: commit.epoch, owner: commit.owner }))
+    return Either.left(
+      new SequenceConflict({ sessionId: commit.sessionId, expected: commit.expectedHeadSeq, actual: headSeq })
+    )
+  }
+  if (hasDuplicates(commit.consumes)) {
+    return Either.left(new Conflict({ entity: "input", key: commit.consumes[0]!, reason: "consumed twice in one commit" }))
+  }
+  if (commit.consumes.length > 0) {
+    const consumed: ReadonlyArray<{ input_id: string }> = yield {
+      text: `UPDATE troupe_inbox SET consumed = 1
+      WHERE session_id = ? AND consumed = 0 AND input_id IN (${SqlStatements.list(commit.consumes.length)})
+      RETURNING input_id`,
+      params: [commit.sessionId, ...commit.consumes]
+    }
+    if (consumed.length !== commit.consumes.length) {
+      const got = new Set(consumed.map((r) => r.input_id))
+      const missing = commit.consumes.find((id) => !got.has(id)) ?? commit.consumes[0]!
+      // A refusal rolls every write of this commit back.
+      return Either.left(new Conflict({ entity: "input", key: missing, reason: "not a ready inbox item" }))
+    }
+  }
+  const projection = project(commit.sessionId, {
+    headSeq,
+    activeTurnId: row.active_turn_id as TurnId | null,
+    openCallbacks: Number(row.open_callbacks),
+    title: row.title,
+    archived: Number(row.archived) === 1,
+    closed: Number(row.closed) === 1
+  }, commit.records, at)
+  if (commit.records.length > 0) {
+    const params: Array<unknown> = []
+    commit.records.forEach((body, i) =>
+      params.push(commit.sessionId, headSeq + 1 + i, at, commit.commitId, toJsonText(body))
+    )
+    yield {
+      text: `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES ${
+        SqlStatements.rows(commit.records.length, 5)
+      }`,
+      params
+    }
+  }
+  if (projection.operations.length > 0) {
+    const params: Array<unknown> = []
+    for (const change of projection.operations) {
+      const row = operationRow(commit.sessionId, change)
+      for (const column of operationColumns) params.push(row[column])
+    }
+    yield {
+      text: `INSERT INTO troupe_operations (operation_id, session_id, turn_id, kind, name, status, input, output,
+        is_error, started_seq, ended_seq)
+      VALUES ${SqlStatements.rows(projection.operations.length, 11)}
+      ON CONFLICT (operation_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+        is_error = excluded.is_error, ended_seq = excluded.ended_seq`,
+      params
+    }
+  }
+  if (projection.callbacksOpened.length > 0) {
+    const params: Array<unknown> = []
+    for (const callback of projection.callbacksOpened) {
+      const row = callbackRow(callback)
+      for (const column of callbackColumns) params.push(row[column])
+    }
+    yield {
+      text: `INSERT INTO troupe_callbacks (callback_id, session_id, turn_id, operation_id, kind, request,
+        opened_seq, opened_at)
+      VALUES ${SqlStatements.rows(projection.callbacksOpened.length, 8)}`,
+      params
+    }
+  }
+  let closedCallbacks = 0
+  if (projection.callbacksClosed.length > 0) {
+    const deleted: ReadonlyArray<unknown> = yield {
+      text: `DELETE FROM troupe_callbacks
+      WHERE session_id = ? AND callback_id IN (${SqlStatements.list(projection.callbacksClosed.length)})
+      RETURNING callback_id`,
+      params: [commit.sessionId, ...projection.callbacksClosed]
+    }
+    closedCallbacks = deleted.length
+  }
+  const head = projection.head
+  yield {
+    text: `UPDATE troupe_sessions SET head_seq = ?, active_turn_id = ?, open_callbacks = ?, title = ?,
+      archived = ?, closed = ?, ready_count = ready_count - ?, updated_at = ?
+    WHERE id = ?`,
+    params: [
+      head.headSeq,
+      head.activeTurnId,
+      head.openCallbacks - closedCallbacks,
+      head.title,
+      head.archived ? 1 : 0,
+      head.closed ? 1 : 0,
+      commit.consumes.length,
+      at,
+      commit.sessionId
+    ]
+  }
+  yield {
+    text: `INSERT INTO troupe_commits (commit_id, session_id, first_seq, head_seq, at) VALUES (?, ?, ?, ?, ?)`,
+    params: [commit.commitId, commit.sessionId, headSeq + 1, head.headSeq, at]
+  }
+  return Either.right(
+    new CommitReceipt({ commitId: commit.commitId, sessionId: commit.sessionId, firstSeq: headSeq + 1, headSeq: head.headSeq, at }, true)
+  )
+}
 
 /**
  * Brings the store's tables up to date (idempotent). A failing migration is a
@@ -569,149 +720,19 @@ export const make = (dialect: Dialect) =>
     }, unavailable("release"))
 
     const inTransaction: Append = (commit) =>
-      dialect.transaction(Effect.gen(function*() {
-        const clock = yield* dialect.clock
-        // Lock first, then read the clock and any earlier receipt of this commit.
-        const rows = yield* query<HeadRow>(
-          `WITH s AS (
-            SELECT head_seq, active_turn_id, open_callbacks, title, archived, closed,
-              lease_owner, lease_epoch, lease_expires_at
-            FROM troupe_sessions WHERE id = ? ${dialect.lockRow}
-          )
-          SELECT s.*, ${clock.text} AS now, c.session_id AS replay_session, c.first_seq AS replay_first,
-            c.head_seq AS replay_head, c.at AS replay_at
-          FROM s LEFT JOIN troupe_commits c ON c.commit_id = ?`,
-          [commit.sessionId, ...clock.params, commit.commitId]
-        )
-        if (rows.length === 0) return yield* new SessionNotFound({ sessionId: commit.sessionId })
-        const row = rows[0]!
-        if (row.replay_session !== null) return yield* replayOf(commit, row)
-        const at = Number(row.now)
-        const headSeq = Number(row.head_seq)
-        const fenced = row.lease_owner !== commit.owner || Number(row.lease_epoch) !== commit.epoch ||
-          Number(row.lease_expires_at) <= at
-        if (fenced || headSeq !== commit.expectedHeadSeq) {
-          // A copy of this commit may have landed while we waited for the lock:
-          // the join above read the commits table before the wait (READ COMMITTED).
-          const again = yield* query<HeadRow>(
-            `SELECT session_id AS replay_session, first_seq AS replay_first, head_seq AS replay_head, at AS replay_at
-            FROM troupe_commits WHERE commit_id = ?`,
-            [commit.commitId]
-          )
-          if (again.length > 0) return yield* replayOf(commit, again[0]!)
-          if (fenced) {
-            return yield* new LeaseLost({ sessionId: commit.sessionId, epoch: commit.epoch, owner: commit.owner })
-          }
-          return yield* new SequenceConflict({
-            sessionId: commit.sessionId,
-            expected: commit.expectedHeadSeq,
-            actual: headSeq
-          })
-        }
-        if (hasDuplicates(commit.consumes)) {
-          return yield* new Conflict({ entity: "input", key: commit.consumes[0]!, reason: "consumed twice in one commit" })
-        }
-        if (commit.consumes.length > 0) {
-          const consumed = yield* query<{ input_id: string }>(
-            `UPDATE troupe_inbox SET consumed = 1
-            WHERE session_id = ? AND consumed = 0 AND input_id IN (${SqlStatements.list(commit.consumes.length)})
-            RETURNING input_id`,
-            [commit.sessionId, ...commit.consumes]
-          )
-          if (consumed.length !== commit.consumes.length) {
-            const got = new Set(consumed.map((r) => r.input_id))
-            const missing = commit.consumes.find((id) => !got.has(id)) ?? commit.consumes[0]!
-            // Failing inside the transaction rolls every write of this commit back.
-            return yield* new Conflict({ entity: "input", key: missing, reason: "not a ready inbox item" })
-          }
-        }
-        const projection = project(commit.sessionId, {
-          headSeq,
-          activeTurnId: row.active_turn_id as TurnId | null,
-          openCallbacks: Number(row.open_callbacks),
-          title: row.title,
-          archived: Number(row.archived) === 1,
-          closed: Number(row.closed) === 1
-        }, commit.records, at)
-        if (commit.records.length > 0) {
-          const params: Array<unknown> = []
-          commit.records.forEach((body, i) =>
-            params.push(commit.sessionId, headSeq + 1 + i, at, commit.commitId, toJsonText(body))
-          )
-          yield* query(
-            `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES ${
-              SqlStatements.rows(commit.records.length, 5)
-            }`,
-            params
-          )
-        }
-        if (projection.operations.length > 0) {
-          const params: Array<unknown> = []
-          for (const change of projection.operations) {
-            const row = operationRow(commit.sessionId, change)
-            for (const column of operationColumns) params.push(row[column])
-          }
-          yield* query(
-            `INSERT INTO troupe_operations (operation_id, session_id, turn_id, kind, name, status, input, output,
-              is_error, started_seq, ended_seq)
-            VALUES ${SqlStatements.rows(projection.operations.length, 11)}
-            ON CONFLICT (operation_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-              is_error = excluded.is_error, ended_seq = excluded.ended_seq`,
-            params
-          )
-        }
-        if (projection.callbacksOpened.length > 0) {
-          const params: Array<unknown> = []
-          for (const callback of projection.callbacksOpened) {
-            const row = callbackRow(callback)
-            for (const column of callbackColumns) params.push(row[column])
-          }
-          yield* query(
-            `INSERT INTO troupe_callbacks (callback_id, session_id, turn_id, operation_id, kind, request,
-              opened_seq, opened_at)
-            VALUES ${SqlStatements.rows(projection.callbacksOpened.length, 8)}`,
-            params
-          )
-        }
-        let closedCallbacks = 0
-        if (projection.callbacksClosed.length > 0) {
-          const deleted = yield* query(
-            `DELETE FROM troupe_callbacks
-            WHERE session_id = ? AND callback_id IN (${SqlStatements.list(projection.callbacksClosed.length)})
-            RETURNING callback_id`,
-            [commit.sessionId, ...projection.callbacksClosed]
-          )
-          closedCallbacks = deleted.length
-        }
-        const head = projection.head
-        yield* query(
-          `UPDATE troupe_sessions SET head_seq = ?, active_turn_id = ?, open_callbacks = ?, title = ?,
-            archived = ?, closed = ?, ready_count = ready_count - ?, updated_at = ?
-          WHERE id = ?`,
-          [
-            head.headSeq,
-            head.activeTurnId,
-            head.openCallbacks - closedCallbacks,
-            head.title,
-            head.archived ? 1 : 0,
-            head.closed ? 1 : 0,
-            commit.consumes.length,
-            at,
-            commit.sessionId
-          ]
-        )
-        yield* query(
-          `INSERT INTO troupe_commits (commit_id, session_id, first_seq, head_seq, at) VALUES (?, ?, ?, ?, ?)`,
-          [commit.commitId, commit.sessionId, headSeq + 1, head.headSeq, at]
-        )
-        return new CommitReceipt({
-          commitId: commit.commitId,
-          sessionId: commit.sessionId,
-          firstSeq: headSeq + 1,
-          headSeq: head.headSeq,
-          at
-        }, true)
-      }))
+      dialect.transaction(
+        Effect.flatMap(dialect.clock, (clock) => drive(commitSteps(commit, clock, dialect.lockRow)))
+      )
+
+    /** Runs the steps of a commit one statement at a time, feeding each statement's rows back. */
+    const drive = (steps: CommitSteps): Effect.Effect<CommitReceipt, AppendError | SqlError> => {
+      const resume = (rows: ReadonlyArray<unknown> | undefined): Effect.Effect<CommitReceipt, AppendError | SqlError> => {
+        const next = steps.next(rows as ReadonlyArray<never>)
+        if (next.done) return next.value
+        return Effect.flatMap(query(next.value.text, next.value.params), resume)
+      }
+      return Effect.suspend(() => resume(undefined))
+    }
 
     const commitWith = dialect.append === undefined ? inTransaction : dialect.append({ query, inTransaction })
     const append = (commit: Commit) => unavailable("append")(commitWith(commit))

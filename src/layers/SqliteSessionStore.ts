@@ -1,17 +1,25 @@
 /**
- * The `SessionStore` on SQLite (`@effect/sql-sqlite-node`, better-sqlite3):
- * a file in WAL mode, or `:memory:`. Writes run in `BEGIN IMMEDIATE`
- * transactions so several processes on one file serialise instead of failing
- * on lock upgrades; lease time is the Effect `Clock` of the process (one
- * machine, one clock).
+ * The `SessionStore` on SQLite (better-sqlite3): a file in WAL mode, or
+ * `:memory:`. Writes run in `BEGIN IMMEDIATE` transactions so several
+ * processes on one file serialise instead of failing on lock upgrades; lease
+ * time is the Effect `Clock` of the process (one machine, one clock).
+ *
+ * `layer` opens the database itself and runs each commit as one synchronous
+ * better-sqlite3 transaction (docs/decisions/0006-sqlite-sync-commit.md);
+ * `make` runs the same store over any SQLite `SqlClient` in context, one
+ * statement at a time.
  *
  * @since 0.1.0
  */
+import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Cause, Clock, Effect, Exit, Layer, Option } from "effect"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import Database from "better-sqlite3"
+import { Clock, Effect, Either, Exit, Layer, Option, Scope, Stream } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
+import type { Commit } from "../schema/Lease.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
 
@@ -21,6 +29,156 @@ export interface Options {
   readonly filename: string
 }
 
+/** An open better-sqlite3 database and the statements prepared on it. */
+interface Handle {
+  readonly db: Database.Database
+  /** Runs one statement: its rows when it returns any (a query, `RETURNING`), else none. Throws as better-sqlite3 does. */
+  readonly run: (text: string, params: ReadonlyArray<unknown>) => ReadonlyArray<unknown>
+  readonly prepare: (text: string) => Database.Statement
+}
+
+const handleOf = (db: Database.Database): Handle => {
+  const statements = new Map<string, Database.Statement>()
+  const prepare = (text: string) => {
+    let statement = statements.get(text)
+    if (statement === undefined) {
+      statement = db.prepare(text)
+      // The store's texts are a few dozen; anything else (migrations) is prepared once.
+      if (statements.size >= 256) statements.clear()
+      statements.set(text, statement)
+    }
+    return statement
+  }
+  return {
+    db,
+    prepare,
+    run: (text, params) => {
+      const statement = prepare(text)
+      if (statement.reader) return statement.all(...params)
+      statement.run(...params)
+      return []
+    }
+  }
+}
+
+/** Opens `filename` in WAL mode (closed with the scope); failing to open is `StoreUnavailable`. */
+const open = (filename: string) =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => {
+        const db = new Database(filename)
+        try {
+          // The first read of the file: a file that is not a database fails here.
+          db.pragma("journal_mode = WAL")
+        } catch (cause) {
+          db.close()
+          throw cause
+        }
+        return db
+      },
+      catch: (cause) => new StoreUnavailable({ operation: "open", cause })
+    }),
+    (db) => Effect.sync(() => db.close())
+  ).pipe(Effect.map(handleOf))
+
+const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
+
+/** An `@effect/sql` connection on the handle, for migrations and the statements that are not commits. */
+const connectionOf = (handle: Handle): Connection => {
+  const attempt = <A>(f: () => A) => Effect.try({ try: f, catch: failed })
+  const rows = (
+    params: ReadonlyArray<unknown>,
+    transform: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined,
+    statement: () => Database.Statement
+  ) =>
+    attempt(() => {
+      const prepared = statement()
+      const out = prepared.reader ? prepared.all(...params) as Array<object> : (prepared.run(...params), [])
+      return transform === undefined ? out : transform(out)
+    })
+  return {
+    execute: (text, params, transform) => rows(params, transform, () => handle.prepare(text)),
+    executeUnprepared: (text, params, transform) => rows(params, transform, () => handle.db.prepare(text)),
+    executeRaw: (text, params) => attempt(() => handle.prepare(text).run(...params)),
+    executeValues: (text, params) =>
+      attempt(() => {
+        const prepared = handle.prepare(text)
+        if (!prepared.reader) {
+          prepared.run(...params)
+          return []
+        }
+        try {
+          return prepared.raw(true).all(...params) as Array<Array<unknown>>
+        } finally {
+          prepared.raw(false)
+        }
+      }),
+    executeStream: () => Stream.dieMessage("executeStream is not supported by troupe's SQLite connection")
+  }
+}
+
+/**
+ * A `SqlClient` on the handle's one connection: one user at a time, a
+ * transaction holding it until it ends (as `@effect/sql-sqlite-node` does).
+ */
+const clientOf = (handle: Handle) =>
+  Effect.gen(function*() {
+    const connection = connectionOf(handle)
+    const semaphore = yield* Effect.makeSemaphore(1)
+    return yield* SqlClient.make({
+      acquirer: semaphore.withPermits(1)(Effect.succeed(connection)),
+      transactionAcquirer: Effect.uninterruptibleMask((restore) =>
+        Effect.as(
+          Effect.zipRight(
+            restore(semaphore.take(1)),
+            Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
+          ),
+          connection
+        )
+      ),
+      compiler: Statement.makeCompilerSqlite(),
+      spanAttributes: [["db.system.name", "sqlite"]]
+    })
+  }).pipe(Effect.provide(Reactivity.layer))
+
+/** Carries a refused commit out of a better-sqlite3 transaction, which rolls back on any throw. */
+class Refused {
+  constructor(readonly error: SqlSessionStore.AppendError) {}
+}
+
+/**
+ * Commits on the handle in one synchronous `BEGIN IMMEDIATE` transaction:
+ * the statements of `SqlSessionStore.commitSteps`, with no Effect step
+ * between them. The store clock is read after the write lock is taken.
+ */
+const syncAppend = (handle: Handle, lock: Effect.Semaphore): SqlSessionStore.AppendStrategy => ({ inTransaction }) => {
+  const commitNow = handle.db.transaction((commit: Commit, clock: Clock.Clock) => {
+    const steps = SqlSessionStore.commitSteps(
+      commit,
+      { text: "?", params: [clock.unsafeCurrentTimeMillis()] },
+      ""
+    )
+    let next = steps.next()
+    while (!next.done) next = steps.next(handle.run(next.value.text, next.value.params) as ReadonlyArray<never>)
+    if (Either.isLeft(next.value)) throw new Refused(next.value.left)
+    return next.value.right
+  })
+  const append: SqlSessionStore.Append = (commit) =>
+    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+      Option.isSome(outer)
+        ? inTransaction(commit)
+        : lock.withPermits(1)(Effect.clockWith((clock) =>
+          Effect.suspend(() => {
+            try {
+              return Effect.succeed(commitNow.immediate(commit, clock))
+            } catch (error) {
+              return Effect.fail(error instanceof Refused ? error.error : failed(error))
+            }
+          })
+        )))
+  return append
+}
+
 /**
  * The SQLite dialect over the `SqlClient` in context. It reserves the client's
  * one connection for as long as the scope lasts and serialises its own use of
@@ -28,55 +186,63 @@ export interface Options {
  * docs/decisions/0001-sql-hot-path.md). The client must not serve anyone else
  * meanwhile, which is why `layer` opens a client of its own.
  */
-export const dialect = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const conn = yield* sql.reserve.pipe(Effect.mapError((cause) => new StoreUnavailable({ operation: "open", cause })))
-  const lock = yield* Effect.makeSemaphore(1)
-  const run = (statement: string) => conn.execute(statement, [], undefined)
-  // Not `sql.withTransaction`: its `BEGIN` is deferred (two processes upgrading
-  // read locks deadlock into SQLITE_BUSY), and it opens a span and prepares
-  // BEGIN/COMMIT afresh on every call. Spans belong to turns and operations.
-  const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
-    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-      Option.isSome(outer)
-        ? effect
-        : lock.withPermits(1)(Effect.uninterruptibleMask((restore) =>
-          Effect.zipRight(
-            run("BEGIN IMMEDIATE"),
-            Effect.onExit(
-              restore(Effect.provideService(effect, SqlClient.TransactionConnection, [conn, 0] as const)),
-              (exit) => Effect.orDie(run(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK"))
+const dialectWith = (handle: Handle | undefined) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const conn = yield* sql.reserve.pipe(Effect.mapError((cause) => new StoreUnavailable({ operation: "open", cause })))
+    const lock = yield* Effect.makeSemaphore(1)
+    const run = (statement: string) => conn.execute(statement, [], undefined)
+    // Not `sql.withTransaction`: its `BEGIN` is deferred (two processes upgrading
+    // read locks deadlock into SQLITE_BUSY), and it opens a span and prepares
+    // BEGIN/COMMIT afresh on every call. Spans belong to turns and operations.
+    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+        Option.isSome(outer)
+          ? effect
+          : lock.withPermits(1)(Effect.uninterruptibleMask((restore) =>
+            Effect.zipRight(
+              run("BEGIN IMMEDIATE"),
+              Effect.onExit(
+                restore(Effect.provideService(effect, SqlClient.TransactionConnection, [conn, 0] as const)),
+                (exit) => Effect.orDie(run(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK"))
+              )
             )
-          )
-        )))
-  return {
-    placeholders: "?",
-    clock: Effect.map(Clock.currentTimeMillis, (ms): SqlSessionStore.Clock => ({ text: "?", params: [ms] })),
-    lockRow: "",
-    transaction,
-    outside: (text, params) => lock.withPermits(1)(conn.execute(text, params, undefined))
-  } satisfies SqlSessionStore.Dialect
-})
+          )))
+    return {
+      placeholders: "?",
+      clock: Effect.map(Clock.currentTimeMillis, (ms): SqlSessionStore.Clock => ({ text: "?", params: [ms] })),
+      lockRow: "",
+      transaction,
+      outside: (text, params) => lock.withPermits(1)(conn.execute(text, params, undefined)),
+      append: handle === undefined ? undefined : syncAppend(handle, lock)
+    } satisfies SqlSessionStore.Dialect
+  })
+
+/** The SQLite dialect over the `SqlClient` in context (see `dialectWith`). */
+export const dialect = dialectWith(undefined)
+
+const makeWith = (handle: Handle | undefined) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // WAL with NORMAL sync survives a process crash; only power loss can drop the last commits.
+    yield* sql`PRAGMA synchronous = NORMAL`.pipe(
+      Effect.mapError((cause) => new StoreUnavailable({ operation: "open", cause }))
+    )
+    // Migrate before the connection is reserved: the migrator uses the client itself.
+    yield* SqlSessionStore.migrate
+    return yield* SqlSessionStore.make(yield* dialectWith(handle))
+  })
 
 /** The store over the SQLite `SqlClient` in context, which it takes for itself while the scope lasts. */
-export const make = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  // WAL with NORMAL sync survives a process crash; only power loss can drop the last commits.
-  yield* sql`PRAGMA synchronous = NORMAL`.pipe(
-    Effect.mapError((cause) => new StoreUnavailable({ operation: "open", cause }))
-  )
-  // Migrate before the connection is reserved: the migrator uses the client itself.
-  yield* SqlSessionStore.migrate
-  return yield* SqlSessionStore.make(yield* dialect)
-})
+export const make = makeWith(undefined)
 
 /** The store on a SQLite database it opens (and closes with the layer). */
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavailable> =>
-  Layer.scoped(SessionStore, make).pipe(
-    Layer.provide(
-      SqliteClient.layer({ filename: options.filename }).pipe(
-        // better-sqlite3 throws while opening (not a database, no such directory): a typed failure, not a crash.
-        Layer.catchAllCause((cause) => Layer.fail(new StoreUnavailable({ operation: "open", cause: Cause.squash(cause) })))
-      )
-    )
+  Layer.scoped(
+    SessionStore,
+    Effect.gen(function*() {
+      const handle = yield* open(options.filename)
+      const sql = yield* clientOf(handle)
+      return yield* Effect.provideService(makeWith(handle), SqlClient.SqlClient, sql)
+    })
   )
