@@ -352,34 +352,45 @@ const open = (
       return error
     }
 
-    const dispatch = (frame: RawFrame): Effect.Effect<void> => {
+    // Routes a frame; an effect only when the reader must wait (a stream's buffer is full), so a chunk of
+    // frames costs the reader fiber one step rather than one per frame.
+    const dispatch = (frame: RawFrame): Effect.Effect<void> | undefined => {
       if (frame.id === 0) {
         const body = Envelope.decodeBody(frame.body)
         if (Either.isRight(body) && body.right.t === Messages.Type.error) {
           const payload = body.right.payload as { readonly kind?: unknown; readonly message?: unknown } | null
           serverError = `server error (${String(payload?.kind)}): ${String(payload?.message)}`
         }
-        return Effect.void
+        return undefined
       }
       const entry = pending.get(frame.id)
-      if (entry === undefined) return Effect.void
+      if (entry === undefined) return undefined
       if (Frame.hasFlag(frame.flags, Frame.FLAG_TERMINAL)) pending.delete(frame.id)
       if (entry._tag === "Request") {
         if (!entry.answered) answer(entry, Exit.succeed(frame))
-        return Effect.void
+        return undefined
       }
       // Straight in while there is room; only a full buffer makes the reader wait (backpressure).
-      if (entry.done || Queue.unsafeOffer(entry.frames, frame)) return Effect.void
+      if (entry.done || Queue.unsafeOffer(entry.frames, frame)) return undefined
       return Queue.offer(entry.frames, frame)
     }
 
+    const dispatchAll = (frames: ReadonlyArray<RawFrame>) =>
+      Effect.suspend(function loop(from = 0): Effect.Effect<void> {
+        for (let i = from; i < frames.length; i++) {
+          const wait = dispatch(frames[i]!)
+          if (wait !== undefined) return Effect.andThen(wait, () => loop(i + 1))
+        }
+        return Effect.void
+      })
+
     const reader = Effect.gen(function*() {
-      for (const frame of early) yield* dispatch(frame)
+      yield* dispatchAll(early)
       for (;;) {
         const chunk = yield* transport.read
         if (Option.isNone(chunk)) return serverError ?? "the server closed the connection"
         const decoded = decoder.push(chunk.value)
-        for (const frame of decoded.frames) yield* dispatch(frame)
+        yield* dispatchAll(decoded.frames)
         if (decoded.error !== undefined) return `framing error: ${decoded.error.message}`
       }
     }).pipe(
