@@ -454,15 +454,29 @@ const main = async () => {
       ["troupe session.events replay, SessionClient", "events/s", () => driveEventsSession(eventsPath, populated.sessionId, n)],
       ["JSON lines session.events replay", "events/s", () => driveEventsJsonLines(jsonEventsPath, jsonSession, n)]
     ]
+    // What a round handles: its events, or its requests.
+    const items = (name: string) => name.includes("session.events") ? n : name.includes("pipelined") ? pipelinedRequests : serialRequests
     const results = new Map<string, number>()
     for (const [name, unit, run] of figures.filter(([name]) => name.includes(only))) {
       // Warm-up rounds (JIT), then the measured ones. A replay round is short (~0.2 s), so it gets three.
       for (let i = unit === "events/s" ? 3 : 1; i > 0; i--) await run()
       const samples: Array<number> = []
-      for (let i = 0; i < rounds; i++) samples.push(await run())
+      // The driver's own CPU per event or request (this process: user + system, connection set-up included),
+      // which the machine's load disturbs less than the rate does.
+      const cpu: Array<number> = []
+      for (let i = 0; i < rounds; i++) {
+        const before = process.cpuUsage()
+        samples.push(await run())
+        const used = process.cpuUsage(before)
+        cpu.push((used.user + used.system) / items(name))
+      }
       const value = median(samples)
       results.set(name, value)
-      console.log(`${name.padEnd(58)} ${format(value).padStart(9)} ${unit.padEnd(8)} (${samples.map(format).join(", ")})`)
+      console.log(
+        `${name.padEnd(58)} ${format(value).padStart(9)} ${unit.padEnd(8)} (${samples.map(format).join(", ")}); driver CPU ${
+          median(cpu).toFixed(2)
+        } µs each`
+      )
     }
     const ratio = (a: string, b: string) =>
       results.has(a) && results.has(b) ? (results.get(a)! / results.get(b)!).toFixed(2) : "-"
