@@ -22,7 +22,7 @@ import {
   SessionNotFound,
   StoreUnavailable
 } from "../schema/Errors.js"
-import { type CommitId, makeSessionId, type SessionId, type TurnId } from "../schema/Ids.js"
+import { type CommitId, type InputId, makeSessionId, type SessionId, type TurnId } from "../schema/Ids.js"
 import { Admission, Command, InboxItem } from "../schema/Inbox.js"
 import { canonical } from "../schema/Json.js"
 import { type Commit, CommitReceipt, Lease } from "../schema/Lease.js"
@@ -51,6 +51,12 @@ export interface Dialect {
   readonly outside?: SqlStatements.Executor | undefined
   /** Commits another way than the default transaction of several statements (PostgreSQL: one statement). */
   readonly append?: AppendStrategy | undefined
+  /**
+   * Runs the statements of a write transaction (`Steps`) its own way, giving
+   * them the store clock (SQLite: all at once, synchronously). By default each
+   * statement is one Effect inside `transaction`.
+   */
+  readonly transact?: (<A, E>(steps: (clock: Clock) => Steps<A, E>) => Effect.Effect<A, E | SqlError>) | undefined
 }
 
 /** What `append` fails with besides the driver's `SqlError`. */
@@ -305,13 +311,55 @@ export interface Step {
 }
 
 /**
- * A commit as a sequence of statements: it yields each one and is resumed
- * with that statement's rows; it returns the receipt, or why the commit is
+ * A write transaction as a sequence of statements: it yields each one and is
+ * resumed with that statement's rows; it returns its result, or why it is
  * refused (the caller then rolls the transaction back). Whoever runs it holds
  * the write transaction: the SQL store runs the statements one Effect at a
  * time, the SQLite layer all at once inside one synchronous transaction.
  */
-export type CommitSteps = Generator<Step, Either.Either<CommitReceipt, AppendError>, ReadonlyArray<never>>
+export type Steps<A, E> = Generator<Step, Either.Either<A, E>, ReadonlyArray<never>>
+
+/** The statements of a commit. */
+export type CommitSteps = Steps<CommitReceipt, AppendError>
+
+/** The statements of a push of the command `inputId` whose canonical JSON is `print`. */
+export function* pushSteps(
+  sessionId: SessionId,
+  inputId: InputId,
+  print: string,
+  clock: Clock,
+  lockRow: string
+): Steps<Admission, SessionNotFound | Conflict | SessionClosed> {
+  const rows: ReadonlyArray<{ closed: number; inbox_head: number | string }> = yield {
+    text: `SELECT closed, inbox_head FROM troupe_sessions WHERE id = ? ${lockRow}`,
+    params: [sessionId]
+  }
+  if (rows.length === 0) return Either.left(new SessionNotFound({ sessionId }))
+  const known: ReadonlyArray<{ position: number | string; command: string }> = yield {
+    text: `SELECT position, command FROM troupe_inbox WHERE session_id = ? AND input_id = ?`,
+    params: [sessionId, inputId]
+  }
+  if (known.length > 0) {
+    if (known[0]!.command !== print) {
+      return Either.left(new Conflict({ entity: "input", key: inputId, reason: "inputId reused with a different command" }))
+    }
+    return Either.right(
+      new Admission({ sessionId, inputId, position: Number(known[0]!.position), duplicate: true }, true)
+    )
+  }
+  if (Number(rows[0]!.closed) === 1) return Either.left(new SessionClosed({ sessionId }))
+  const position = Number(rows[0]!.inbox_head) + 1
+  yield {
+    text: `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at)
+    VALUES (?, ?, ?, ?, ${clock.text})`,
+    params: [sessionId, position, inputId, print, ...clock.params]
+  }
+  yield {
+    text: `UPDATE troupe_sessions SET inbox_head = ?, ready_count = ready_count + 1 WHERE id = ?`,
+    params: [position, sessionId]
+  }
+  return Either.right(new Admission({ sessionId, inputId, position, duplicate: false }, true))
+}
 
 /** The statements of `commit` with the store clock `clock`; `lockRow` locks the session row where the dialect needs it. */
 export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): CommitSteps {
@@ -474,6 +522,22 @@ export const make = (dialect: Dialect) =>
     const sessionById = (sessionId: string) =>
       query<SessionRow>(`SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ?`, [sessionId])
 
+    /** Runs steps one statement at a time, feeding each statement's rows back. */
+    const drive = <A, E>(steps: Steps<A, E>): Effect.Effect<A, E | SqlError> => {
+      const resume = (rows: ReadonlyArray<unknown> | undefined): Effect.Effect<A, E | SqlError> => {
+        const next = steps.next(rows as ReadonlyArray<never>)
+        if (next.done) return next.value
+        return Effect.flatMap(query(next.value.text, next.value.params), resume)
+      }
+      return Effect.suspend(() => resume(undefined))
+    }
+
+    /** Runs the statements of a write transaction, the dialect's way or one Effect each; a refusal rolls it back. */
+    const transact = <A, E>(steps: (clock: Clock) => Steps<A, E>): Effect.Effect<A, E | SqlError> =>
+      dialect.transact !== undefined
+        ? dialect.transact(steps)
+        : dialect.transaction(Effect.flatMap(dialect.clock, (clock) => drive(steps(clock))))
+
     const create = Effect.fnUntraced(function*(input: CreateSession) {
       const workspaceId = input.principal.workspaceId.toLowerCase()
       const print = fingerprint(input)
@@ -614,44 +678,7 @@ export const make = (dialect: Dialect) =>
 
     const push = Effect.fnUntraced(function*(sessionId: SessionId, command: Command) {
       const print = canonical(encodeCommand(command))
-      return yield* dialect.transaction(Effect.gen(function*() {
-        const rows = yield* query<{ closed: number; inbox_head: number | string }>(
-          `SELECT closed, inbox_head FROM troupe_sessions WHERE id = ? ${dialect.lockRow}`,
-          [sessionId]
-        )
-        if (rows.length === 0) return yield* new SessionNotFound({ sessionId })
-        const known = yield* query<{ position: number | string; command: string }>(
-          `SELECT position, command FROM troupe_inbox WHERE session_id = ? AND input_id = ?`,
-          [sessionId, command.inputId]
-        )
-        if (known.length > 0) {
-          if (known[0]!.command !== print) {
-            return yield* new Conflict({
-              entity: "input",
-              key: command.inputId,
-              reason: "inputId reused with a different command"
-            })
-          }
-          return new Admission({
-            sessionId,
-            inputId: command.inputId,
-            position: Number(known[0]!.position),
-            duplicate: true
-          }, true)
-        }
-        if (Number(rows[0]!.closed) === 1) return yield* new SessionClosed({ sessionId })
-        const position = Number(rows[0]!.inbox_head) + 1
-        const at = yield* readClock
-        yield* query(
-          `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at) VALUES (?, ?, ?, ?, ?)`,
-          [sessionId, position, command.inputId, print, at]
-        )
-        yield* query(`UPDATE troupe_sessions SET inbox_head = ?, ready_count = ready_count + 1 WHERE id = ?`, [
-          position,
-          sessionId
-        ])
-        return new Admission({ sessionId, inputId: command.inputId, position, duplicate: false }, true)
-      }))
+      return yield* transact((clock) => pushSteps(sessionId, command.inputId, print, clock, dialect.lockRow))
     }, unavailable("push"))
 
     const readInbox = Effect.fnUntraced(
@@ -719,20 +746,7 @@ export const make = (dialect: Dialect) =>
       )
     }, unavailable("release"))
 
-    const inTransaction: Append = (commit) =>
-      dialect.transaction(
-        Effect.flatMap(dialect.clock, (clock) => drive(commitSteps(commit, clock, dialect.lockRow)))
-      )
-
-    /** Runs the steps of a commit one statement at a time, feeding each statement's rows back. */
-    const drive = (steps: CommitSteps): Effect.Effect<CommitReceipt, AppendError | SqlError> => {
-      const resume = (rows: ReadonlyArray<unknown> | undefined): Effect.Effect<CommitReceipt, AppendError | SqlError> => {
-        const next = steps.next(rows as ReadonlyArray<never>)
-        if (next.done) return next.value
-        return Effect.flatMap(query(next.value.text, next.value.params), resume)
-      }
-      return Effect.suspend(() => resume(undefined))
-    }
+    const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow))
 
     const commitWith = dialect.append === undefined ? inTransaction : dialect.append({ query, inTransaction })
     const append = (commit: Commit) => unavailable("append")(commitWith(commit))

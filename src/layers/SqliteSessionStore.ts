@@ -19,7 +19,6 @@ import * as Statement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
 import { Clock, Effect, Either, Exit, Layer, Option, Scope, Stream } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
-import type { Commit } from "../schema/Lease.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
 
@@ -141,42 +140,36 @@ const clientOf = (handle: Handle) =>
     })
   }).pipe(Effect.provide(Reactivity.layer))
 
-/** Carries a refused commit out of a better-sqlite3 transaction, which rolls back on any throw. */
+/** Carries a refusal out of a better-sqlite3 transaction, which rolls back on any throw. */
 class Refused {
-  constructor(readonly error: SqlSessionStore.AppendError) {}
+  constructor(readonly error: unknown) {}
 }
 
 /**
- * Commits on the handle in one synchronous `BEGIN IMMEDIATE` transaction:
- * the statements of `SqlSessionStore.commitSteps`, with no Effect step
- * between them. The store clock is read after the write lock is taken.
+ * Runs the statements of a write transaction on the handle in one synchronous
+ * `BEGIN IMMEDIATE` transaction, with no Effect step between them, under the
+ * store's lock. The store clock is read once the write lock is taken.
  */
-const syncAppend = (handle: Handle, lock: Effect.Semaphore): SqlSessionStore.AppendStrategy => ({ inTransaction }) => {
-  const commitNow = handle.db.transaction((commit: Commit, clock: Clock.Clock) => {
-    const steps = SqlSessionStore.commitSteps(
-      commit,
-      { text: "?", params: [clock.unsafeCurrentTimeMillis()] },
-      ""
-    )
-    let next = steps.next()
-    while (!next.done) next = steps.next(handle.run(next.value.text, next.value.params) as ReadonlyArray<never>)
-    if (Either.isLeft(next.value)) throw new Refused(next.value.left)
-    return next.value.right
-  })
-  const append: SqlSessionStore.Append = (commit) =>
-    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-      Option.isSome(outer)
-        ? inTransaction(commit)
-        : lock.withPermits(1)(Effect.clockWith((clock) =>
-          Effect.suspend(() => {
-            try {
-              return Effect.succeed(commitNow.immediate(commit, clock))
-            } catch (error) {
-              return Effect.fail(error instanceof Refused ? error.error : failed(error))
-            }
-          })
-        )))
-  return append
+const syncTransact = (handle: Handle, lock: Effect.Semaphore) => {
+  const inTransaction = handle.db.transaction(
+    <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, clock: Clock.Clock): A => {
+      const running = steps({ text: "?", params: [clock.unsafeCurrentTimeMillis()] })
+      let next = running.next()
+      while (!next.done) next = running.next(handle.run(next.value.text, next.value.params) as ReadonlyArray<never>)
+      if (Either.isLeft(next.value)) throw new Refused(next.value.left)
+      return next.value.right
+    }
+  )
+  return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>): Effect.Effect<A, E | SqlError> =>
+    lock.withPermits(1)(Effect.clockWith((clock) =>
+      Effect.suspend(() => {
+        try {
+          return Effect.succeed(inTransaction.immediate(steps, clock) as A)
+        } catch (error) {
+          return Effect.fail(error instanceof Refused ? error.error as E : failed(error))
+        }
+      })
+    ))
 }
 
 /**
@@ -214,7 +207,7 @@ const dialectWith = (handle: Handle | undefined) =>
       lockRow: "",
       transaction,
       outside: (text, params) => lock.withPermits(1)(conn.execute(text, params, undefined)),
-      append: handle === undefined ? undefined : syncAppend(handle, lock)
+      transact: handle === undefined ? undefined : syncTransact(handle, lock)
     } satisfies SqlSessionStore.Dialect
   })
 
