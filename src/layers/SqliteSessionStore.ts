@@ -147,10 +147,10 @@ class Refused {
 
 /**
  * Runs the statements of a write transaction on the handle in one synchronous
- * `BEGIN IMMEDIATE` transaction, with no Effect step between them, under the
- * store's lock. The store clock is read once the write lock is taken.
+ * `BEGIN IMMEDIATE` transaction, with no Effect step between them. The store
+ * clock is read once the write lock is taken.
  */
-const syncTransact = (handle: Handle, lock: Effect.Semaphore) => {
+const syncTransact = (handle: Handle) => {
   const inTransaction = handle.db.transaction(
     <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, clock: Clock.Clock): A => {
       const running = steps({ text: "?", params: [clock.unsafeCurrentTimeMillis()] })
@@ -161,7 +161,7 @@ const syncTransact = (handle: Handle, lock: Effect.Semaphore) => {
     }
   )
   return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>): Effect.Effect<A, E | SqlError> =>
-    lock.withPermits(1)(Effect.clockWith((clock) =>
+    Effect.clockWith((clock) =>
       Effect.suspend(() => {
         try {
           return Effect.succeed(inTransaction.immediate(steps, clock) as A)
@@ -169,7 +169,7 @@ const syncTransact = (handle: Handle, lock: Effect.Semaphore) => {
           return Effect.fail(error instanceof Refused ? error.error as E : failed(error))
         }
       })
-    ))
+    )
 }
 
 /**
@@ -178,12 +178,24 @@ const syncTransact = (handle: Handle, lock: Effect.Semaphore) => {
  * it: reserving per statement costs more than the statement (see
  * docs/decisions/0001-sql-hot-path.md). The client must not serve anyone else
  * meanwhile, which is why `layer` opens a client of its own.
+ *
+ * On the layer's own connection (`handle`), a statement or a synchronous
+ * transaction runs in one step that nothing can interleave with, so it takes
+ * the lock only while a transaction of several Effect steps (a `create`) holds
+ * the connection: a round on the semaphore costs ~30 Effect steps, more than
+ * the statement.
  */
 const dialectWith = (handle: Handle | undefined) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const conn = yield* sql.reserve.pipe(Effect.mapError((cause) => new StoreUnavailable({ operation: "open", cause })))
     const lock = yield* Effect.makeSemaphore(1)
+    // Transactions of several Effect steps under way (0 or 1: they hold the lock).
+    let open = 0
+    const exclusive = lock.withPermits(1)
+    const atomic = handle === undefined
+      ? exclusive
+      : <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.suspend(() => (open === 0 ? effect : exclusive(effect)))
     const run = (statement: string) => conn.execute(statement, [], undefined)
     // Not `sql.withTransaction`: its `BEGIN` is deferred (two processes upgrading
     // read locks deadlock into SQLITE_BUSY), and it opens a span and prepares
@@ -192,22 +204,23 @@ const dialectWith = (handle: Handle | undefined) =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
         Option.isSome(outer)
           ? effect
-          : lock.withPermits(1)(Effect.uninterruptibleMask((restore) =>
+          : exclusive(Effect.uninterruptibleMask((restore) =>
             Effect.zipRight(
-              run("BEGIN IMMEDIATE"),
+              Effect.zipRight(Effect.sync(() => open++), run("BEGIN IMMEDIATE")),
               Effect.onExit(
                 restore(Effect.provideService(effect, SqlClient.TransactionConnection, [conn, 0] as const)),
                 (exit) => Effect.orDie(run(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK"))
               )
-            )
+            ).pipe(Effect.ensuring(Effect.sync(() => open--)))
           )))
+    const transact = handle === undefined ? undefined : syncTransact(handle)
     return {
       placeholders: "?",
       clock: Effect.map(Clock.currentTimeMillis, (ms): SqlSessionStore.Clock => ({ text: "?", params: [ms] })),
       lockRow: "",
       transaction,
-      outside: (text, params) => lock.withPermits(1)(conn.execute(text, params, undefined)),
-      transact: handle === undefined ? undefined : syncTransact(handle, lock)
+      outside: (text, params) => atomic(conn.execute(text, params, undefined)),
+      transact: transact === undefined ? undefined : (steps) => atomic(transact(steps))
     } satisfies SqlSessionStore.Dialect
   })
 
