@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Random, Schema } from "effect"
+import { Effect, Random, Schema } from "effect"
 
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 const ULID_BODY = "[0-9A-HJKMNP-TV-Z]{26}"
@@ -47,16 +47,29 @@ const increment = (digits: ReadonlyArray<number>): Array<number> => {
   return out
 }
 
-/** Mints a ULID body from the Effect `Clock` and `Random` services. */
-export const ulid: Effect.Effect<string> = Effect.gen(function*() {
-  const now = yield* Clock.currentTimeMillis
+const body = (now: number) => encodeTime(Math.max(now, lastTime)) + lastRandom.map((d) => CROCKFORD[d]).join("")
+
+/**
+ * Mints a ULID body from the Effect `Clock` and `Random` services. Random
+ * digits are drawn once per millisecond; ids minted within it increment them,
+ * in one step without further Effects.
+ */
+export const ulid: Effect.Effect<string> = Effect.clockWith((clock) => {
+  const now = clock.unsafeCurrentTimeMillis()
   if (now <= lastTime) {
     lastRandom = increment(lastRandom)
-  } else {
-    lastTime = now
-    lastRandom = yield* nextRandom
+    return Effect.succeed(body(now))
   }
-  return encodeTime(Math.max(now, lastTime)) + lastRandom.map((d) => CROCKFORD[d]).join("")
+  return Effect.map(nextRandom, (digits) => {
+    // Another fiber may have minted meanwhile: the later time wins, and ties increment.
+    if (now <= lastTime) {
+      lastRandom = increment(lastRandom)
+    } else {
+      lastTime = now
+      lastRandom = digits
+    }
+    return body(now)
+  })
 })
 
 /** The creation time (epoch milliseconds) encoded in an id. */
