@@ -23,9 +23,9 @@ import {
   Schedule
 } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
-import type { SessionEvent } from "../schema/Event.js"
+import { Durable, type SessionEvent } from "../schema/Event.js"
 import { type InputId, type SessionId, type TurnId, ulid } from "../schema/Ids.js"
-import type { TurnEnded } from "../schema/Record.js"
+import type { RecordBody, TurnEnded } from "../schema/Record.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
 import * as Model from "../services/Model.js"
@@ -97,17 +97,30 @@ export const make = (options: Options = {}) =>
 
     const turnWaiters = new Map<TurnId, Array<Deferred.Deferred<TurnEnded>>>()
 
-    const publish = (sessionId: SessionId) => (event: SessionEvent) => Effect.suspend(() => {
-      if (event._tag === "durable" && event.record._tag === "turn_ended") {
-        const waiting = turnWaiters.get(event.record.turnId)
-        if (waiting !== undefined) {
-          turnWaiters.delete(event.record.turnId)
-          for (const waiter of waiting) Deferred.unsafeDone(waiter, Exit.succeed(event.record))
+    /** Completes the waiters of a turn that ended, then broadcasts a commit's records (as events) to live subscribers. */
+    const publishRecords = (sessionId: SessionId) => (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) =>
+      Effect.suspend(() => {
+        for (const record of records) {
+          if (record._tag !== "turn_ended") continue
+          const waiting = turnWaiters.get(record.turnId)
+          if (waiting === undefined) continue
+          turnWaiters.delete(record.turnId)
+          for (const waiter of waiting) Deferred.unsafeDone(waiter, Exit.succeed(record))
         }
-      }
-      const hub = hubs.get(sessionId)
-      return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publish(hub.pubsub, event))
-    })
+        // Events are built only for a session someone follows.
+        const hub = hubs.get(sessionId)
+        if (hub === undefined) return Effect.void
+        return Effect.asVoid(PubSub.publishAll(
+          hub.pubsub,
+          records.map((record, i) => new Durable({ sessionId, cursor: firstSeq + i, at, record }, true))
+        ))
+      })
+
+    const broadcast = (sessionId: SessionId) => (events: ReadonlyArray<SessionEvent>) =>
+      Effect.suspend(() => {
+        const hub = hubs.get(sessionId)
+        return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publishAll(hub.pubsub, events))
+      })
 
     /** Starts an actor; the caller holds `lock`. */
     const start = (sessionId: SessionId) =>
@@ -129,7 +142,8 @@ export const make = (options: Options = {}) =>
           wakes,
           slots,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
-          publish: publish(sessionId),
+          publishRecords: publishRecords(sessionId),
+          broadcast: broadcast(sessionId),
           onLease: (held) => (held ? Effect.void : finish(true)),
           mayPassivate: (lease) =>
             lock.withPermits(1)(Effect.gen(function*() {

@@ -15,7 +15,7 @@ import { Chunk, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberSet, Option
 import type { Agent, ModelSettings } from "../schema/Agent.js"
 import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
 import { LeaseLost, SessionBusy, StaleCallback, type StoreUnavailable, TurnMismatch } from "../schema/Errors.js"
-import { type AssistantDelta, Durable, type SessionEvent } from "../schema/Event.js"
+import type { AssistantDelta } from "../schema/Event.js"
 import {
   type CallbackId,
   type InputId,
@@ -27,7 +27,7 @@ import {
   type TurnId
 } from "../schema/Ids.js"
 import type { CallbackAnswer, Command, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
-import { Commit, type Lease } from "../schema/Lease.js"
+import type { Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import {
   Archived,
   CallbackOpened,
@@ -70,8 +70,13 @@ export interface Wiring {
   readonly wakes: Queue.Queue<void>
   /** Delivers a decision (or refusal) on an input to whoever waits for it. */
   readonly decide: (inputId: InputId, decision: Exit.Exit<Decision, Refusal>) => Effect.Effect<void>
-  /** Broadcasts an event to live subscribers. */
-  readonly publish: (event: SessionEvent) => Effect.Effect<void>
+  /**
+   * Announces the records a commit wrote (seqs from `firstSeq`, written at
+   * `at`): to whoever awaits their turn's end, and to live subscribers.
+   */
+  readonly publishRecords: (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
+  /** Broadcasts volatile events to live subscribers. */
+  readonly broadcast: (events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
   /**
    * Called when the actor has been idle for `idleTimeout`: true lets it stop.
    * The host answers under its own lock: when nothing is pending it releases
@@ -173,46 +178,49 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     // Tools approved "for the session" by an approval answer.
     const approvals = new Set<string>()
 
-    /** The single write path: append, advance the head, broadcast. Losing the lease is fatal. */
     /**
-     * Persists `records` and publishes them. `persisted` runs in between, so
-     * whoever sees a record published (an `awaitTurn`, a live subscriber) also
-     * sees what it caused, such as a turn's product event.
+     * The single write path: append, advance the head, publish. Losing the
+     * lease is fatal. `persisted` runs between the append and the publishing,
+     * so whoever sees a record published (an `awaitTurn`, a live subscriber)
+     * also sees what it caused, such as a turn's product event.
      */
     const append = (
       records: ReadonlyArray<RecordBody>,
       consumes: ReadonlyArray<InputId>,
       persisted: Effect.Effect<void> = Effect.void
-    ) =>
-      Effect.gen(function*() {
-        const current = yield* Ref.get(lease)
-        const commit = new Commit({
-          commitId: yield* makeCommitId,
-          sessionId,
-          owner: current.owner,
-          epoch: current.epoch,
-          expectedHeadSeq: head,
-          records,
-          consumes
-        }, true)
-        const receipt = yield* store.append(commit).pipe(
-          Effect.catchTags({
-            SequenceConflict: () => Effect.fail(new LeaseLost({ sessionId, epoch: current.epoch, owner: current.owner })),
-            Conflict: (error) => Effect.die(error),
-            SessionNotFound: (error) => Effect.die(error)
-          }),
-          Effect.tapError((error) => Deferred.fail(fatal, error))
-        )
-        const from = head
-        head = receipt.headSeq
-        yield* persisted
-        for (let i = 0; i < records.length; i++) {
-          yield* wiring.publish(
-            new Durable({ sessionId, cursor: from + 1 + i, at: receipt.at, record: records[i]! }, true)
-          )
-        }
-        return receipt
-      })
+    ): Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable> =>
+      Effect.flatMap(Ref.get(lease), (current) =>
+        Effect.flatMap(makeCommitId, (commitId) => {
+          // A plain value: it goes to the store and no further.
+          const commit: Commit = {
+            commitId,
+            sessionId,
+            owner: current.owner,
+            epoch: current.epoch,
+            expectedHeadSeq: head,
+            records,
+            consumes
+          }
+          return Effect.matchEffect(store.append(commit), {
+            onFailure: (error) => {
+              switch (error._tag) {
+                case "Conflict":
+                case "SessionNotFound":
+                  return Effect.die(error)
+                case "SequenceConflict":
+                  return lose(new LeaseLost({ sessionId, epoch: current.epoch, owner: current.owner }))
+                default:
+                  return lose(error)
+              }
+            },
+            onSuccess: (receipt) => {
+              const from = head
+              head = receipt.headSeq
+              return Effect.zipRight(persisted, Effect.as(wiring.publishRecords(from + 1, receipt.at, records), receipt))
+            }
+          })
+        }))
+    const lose = (error: LeaseLost | StoreUnavailable) => Effect.zipRight(Deferred.fail(fatal, error), Effect.fail(error))
 
     // ---- rebuild what the log knows: the conversation, which turns ended, the callbacks ----
     let after = 0
@@ -356,7 +364,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           meter,
           approvals,
           commit: (records) => Effect.asVoid(commit(records)),
-          publish: (delta: AssistantDelta) => wiring.publish(delta),
+          publish: wiring.broadcast,
           takeSteers: Effect.map(Queue.takeAll(steers), Chunk.toReadonlyArray),
           awaitSteers: park(Effect.gen(function*() {
             turn.waitingForUser = true

@@ -77,8 +77,8 @@ export interface TurnContext {
   readonly approvals: ReadonlySet<string>
   /** Appends records to the session log (fenced by the actor's lease). */
   readonly commit: (records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
-  /** Broadcasts a volatile event. */
-  readonly publish: (delta: AssistantDelta) => Effect.Effect<void>
+  /** Broadcasts volatile events. */
+  readonly publish: (deltas: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
   /** Takes the steering messages that arrived since the last model call. */
   readonly takeSteers: Effect.Effect<ReadonlyArray<string>>
   /** Parks until the user says something (`wait_user`), then takes it. */
@@ -315,7 +315,7 @@ export const run = (ctx: TurnContext) =>
             deltas.push(new AssistantDelta({ sessionId: ctx.sessionId, turnId, text: event.text }, true))
           }
         }
-        return deltas.length === 0 ? Effect.void : Effect.forEach(deltas, ctx.publish, { discard: true })
+        return deltas.length === 0 ? Effect.void : ctx.publish(deltas)
       }
       const outcome = previous !== undefined
         ? Either.right(previous.output as Model.Reply)
