@@ -31,6 +31,7 @@ import * as Telemetry from "../services/Telemetry.js"
 import * as Model from "../services/Model.js"
 import { Decision, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
+import * as Lock from "./Lock.js"
 import * as SessionActor from "./SessionActor.js"
 
 /** Host tuning; every field has a default. */
@@ -71,7 +72,7 @@ export const make = (options: Options = {}) =>
     const maxBusy = options.maxBusyActors ?? 64
     const slots = yield* Effect.makeSemaphore(maxBusy)
     const entries = new Map<SessionId, Queue.Queue<void>>()
-    const lock = yield* Effect.makeSemaphore(1)
+    const lock = Lock.exclusive(yield* Effect.makeSemaphore(1))
     const waiters = new Map<SessionId, Map<InputId, Array<Waiter>>>()
     const hubs = new Map<SessionId, { readonly pubsub: PubSub.PubSub<SessionEvent>; refs: number }>()
 
@@ -133,7 +134,7 @@ export const make = (options: Options = {}) =>
         // nothing: it stopped with an empty inbox, so whatever arrives after it is
         // woken into a new actor.
         const finish = (settle: boolean) =>
-          lock.withPermits(1)(Effect.suspend(() => {
+          lock(Effect.suspend(() => {
             const current = entries.get(sessionId)
             if (current === wakes) entries.delete(sessionId)
             return settle && (current === undefined || current === wakes) ? settleAll(sessionId) : Effect.void
@@ -146,7 +147,7 @@ export const make = (options: Options = {}) =>
           broadcast: broadcast(sessionId),
           onLease: (held) => (held ? Effect.void : finish(true)),
           mayPassivate: (lease) =>
-            lock.withPermits(1)(Effect.gen(function*() {
+            lock(Effect.gen(function*() {
               const pending = yield* store.readInbox(sessionId, { limit: 1 })
               if (pending.length > 0 || (yield* Queue.size(wakes)) > 0) return false
               yield* store.release(lease)
@@ -168,7 +169,7 @@ export const make = (options: Options = {}) =>
       })
 
     const wake = (sessionId: SessionId) =>
-      lock.withPermits(1)(Effect.suspend(() => {
+      lock(Effect.suspend(() => {
         const wakes = entries.get(sessionId)
         return wakes === undefined ? start(sessionId) : Effect.asVoid(Queue.offer(wakes, undefined))
       }))

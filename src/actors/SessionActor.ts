@@ -47,6 +47,7 @@ import type * as Model from "../services/Model.js"
 import { Decision } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as LeaseKeeper from "./LeaseKeeper.js"
+import * as Lock from "./Lock.js"
 import * as TurnMeter from "./TurnMeter.js"
 import * as TurnPlan from "./TurnPlan.js"
 import * as TurnRunner from "./TurnRunner.js"
@@ -160,7 +161,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const history: Array<Model.Message> = []
     // Queued messages already told "queued", so a rescan does not tell them twice.
     const queued = new Set<InputId>()
-    const writer = yield* Effect.makeSemaphore(1)
+    const writer = Lock.exclusive(yield* Effect.makeSemaphore(1))
     /** The open callback a `callback_opened` record at `seq` stands for. */
     const openCallbackOf = (body: CallbackOpened, seq: number, at: number) =>
       new OpenCallback({
@@ -316,7 +317,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         const meter = TurnMeter.make(yield* Clock.currentTimeMillis)
         const turn = { waitingForUser: false }
         const commit = (records: ReadonlyArray<RecordBody>) =>
-          writer.withPermits(1)(
+          writer(
             Effect.gen(function*() {
               const end = records.find((record): record is TurnEnded => record._tag === "turn_ended")
               return yield* append(
@@ -619,7 +620,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     }
 
     /** Applies every ready command it can; true when something changed. */
-    const drain = writer.withPermits(1)(Effect.gen(function*() {
+    const drain = writer(Effect.gen(function*() {
       const items = yield* store.readInbox(sessionId, { limit: 256 })
       let changed = false
       for (const item of items) {
@@ -637,7 +638,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     }))
 
     if (resume !== undefined && !closed) {
-      yield* writer.withPermits(1)(
+      yield* writer(
         startTurn(resume.turnId, resume.inputId, resume.text, resume.run, resume.excludeFromAnalytics === true, true)
       )
     }
