@@ -140,9 +140,13 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     yield* wiring.onLease(Option.isSome(acquired))
     if (Option.isNone(acquired)) return
     const lease = yield* Ref.make(acquired.value)
+    // Set once the host released the lease on passivating: releasing it again would be a write for nothing.
+    let passivated = false
     yield* Effect.addFinalizer((exit) =>
-      // A lost lease is not ours to release; a passivating or closing actor gives it back.
-      Exit.isFailure(exit) && exit.cause._tag === "Fail" ? Effect.void : Effect.ignore(Effect.flatMap(Ref.get(lease), store.release))
+      // A lost lease is not ours to release; a closing actor gives it back.
+      (Exit.isFailure(exit) && exit.cause._tag === "Fail") || passivated
+        ? Effect.void
+        : Effect.ignore(Effect.flatMap(Ref.get(lease), store.release))
     )
     const fatal = yield* Deferred.make<never, LeaseLost | StoreUnavailable>()
     const turns = yield* FiberSet.make<TurnRunner.TurnSummary | undefined>()
@@ -653,7 +657,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         // Idle: let another actor work while this one waits.
         yield* giveSlot
         const woke = yield* Queue.take(wiring.wakes).pipe(Effect.timeout(options.idleTimeout), Effect.option)
-        if (Option.isNone(woke) && active === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) return
+        if (Option.isNone(woke) && active === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) {
+          // The host released the lease as it agreed.
+          passivated = true
+          return
+        }
         yield* takeSlot
       }
     })
