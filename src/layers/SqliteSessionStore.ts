@@ -145,6 +145,20 @@ class Refused {
   constructor(readonly error: unknown) {}
 }
 
+/** Carries a throw of the steps' own code (a bug, not the database) out of the transaction: a defect, as on the Effect path. */
+class Crashed {
+  constructor(readonly defect: unknown) {}
+}
+
+/** Resumes `steps`; what its own code throws is marked as a defect. */
+const resume = <A, E>(steps: SqlSessionStore.Steps<A, E>, rows?: ReadonlyArray<never>) => {
+  try {
+    return rows === undefined ? steps.next() : steps.next(rows)
+  } catch (defect) {
+    throw new Crashed(defect)
+  }
+}
+
 /**
  * Runs the statements of a write transaction on the handle in one synchronous
  * `BEGIN IMMEDIATE` transaction, with no Effect step between them. The store
@@ -154,19 +168,21 @@ const syncTransact = (handle: Handle) => {
   const inTransaction = handle.db.transaction(
     <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, clock: Clock.Clock): A => {
       const running = steps({ text: "?", params: [clock.unsafeCurrentTimeMillis()] })
-      let next = running.next()
-      while (!next.done) next = running.next(handle.run(next.value.text, next.value.params) as ReadonlyArray<never>)
+      let next = resume(running)
+      while (!next.done) next = resume(running, handle.run(next.value.text, next.value.params) as ReadonlyArray<never>)
       if (Either.isLeft(next.value)) throw new Refused(next.value.left)
       return next.value.right
     }
   )
   return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>): Effect.Effect<A, E | SqlError> =>
     Effect.clockWith((clock) =>
-      Effect.suspend(() => {
+      Effect.suspend((): Effect.Effect<A, E | SqlError> => {
         try {
           return Effect.succeed(inTransaction.immediate(steps, clock) as A)
         } catch (error) {
-          return Effect.fail(error instanceof Refused ? error.error as E : failed(error))
+          if (error instanceof Refused) return Effect.fail(error.error as E)
+          // Anything else was thrown by better-sqlite3 (a statement, BEGIN or COMMIT).
+          return error instanceof Crashed ? Effect.die(error.defect) : Effect.fail(failed(error))
         }
       })
     )
