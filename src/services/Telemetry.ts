@@ -123,7 +123,11 @@ export const withTurnSpan: {
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E, R>(self: Effect.Effect<A, E, R>, ids: SpanIds, attributes?: Record<string, unknown>) =>
-    Effect.withSpan(self, "troupe.turn", { attributes: { ...attributes, ...spanAttributes(ids) } })
+    Effect.withSpan(self, "troupe.turn", {
+      attributes: { ...attributes, ...spanAttributes(ids) },
+      // Always the same call site: its stack trace says nothing, and capturing it costs ~0.05 ms a turn.
+      captureStackTrace: false
+    })
 )
 
 /**
@@ -146,6 +150,7 @@ export const withOperationSpan: {
   (args) => Effect.isEffect(args[0]),
   <A, E, R>(self: Effect.Effect<A, E, R>, kind: "model" | "tool", ids: SpanIds, attributes?: Record<string, unknown>) =>
     Effect.withSpan(self, kind === "model" ? "troupe.model_call" : "troupe.tool_call", {
-      attributes: { ...attributes, ...spanAttributes(ids) }
+      attributes: { ...attributes, ...spanAttributes(ids) },
+      captureStackTrace: false
     })
 )
