@@ -66,12 +66,15 @@ describe("telemetry wiring", () => {
     }).pipe(Effect.provide(runtime(path)))
   })
 
-  it.effect("a refused creation emits session.failed with a category and status, and no session.started", () => {
+  it.effect("a refused creation emits session.failed with a category and status, a replayed one nothing", () => {
     const path = join(mkdtempSync(join(tmpdir(), "troupe-wiring-")), "events.jsonl")
     return Effect.gen(function*() {
       const sessions = yield* Sessions
       const who = principal()
-      yield* sessions.create(who, { agent, idempotencyKey: "k1", title: "a" })
+      const created = yield* sessions.create(who, { agent, idempotencyKey: "k1", title: "a" })
+      // A replay of the same creation returns the session and starts nothing.
+      const replayed = yield* sessions.create(who, { agent, idempotencyKey: "k1", title: "a" })
+      assert.strictEqual(replayed.id, created.id)
       yield* failure(sessions.create(who, { agent, idempotencyKey: "k1", title: "b" }), "Conflict")
       const events = readEvents(path)
       assert.deepStrictEqual(events.map((e) => e.event), ["session.started", "session.failed"])

@@ -89,7 +89,7 @@ export const make = Effect.sync(() => {
           }
         }
         const at = yield* now
-        const id = yield* makeSessionId
+        const id = input.sessionId ?? (yield* makeSessionId)
         const session = draft(id, input, parent?.session, at)
         const entry: Entry = {
           session,

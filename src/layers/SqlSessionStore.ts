@@ -581,7 +581,7 @@ export const make = (dialect: Dialect) =>
           }
         }
         const at = yield* readClock
-        const id = yield* makeSessionId
+        const id = input.sessionId ?? (yield* makeSessionId)
         const session = draft(id, input, parent?.session, at)
         const inserted = yield* query(
           `INSERT INTO troupe_sessions (id, workspace_id, principal, agent, parent_id, root_id, path, agent_path,

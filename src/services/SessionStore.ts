@@ -43,6 +43,12 @@ export interface CreateSession {
   readonly budgets?: Budgets | undefined
   readonly subagentPolicy?: SubagentPolicy | undefined
   readonly metadata?: Readonly<Record<string, unknown>> | undefined
+  /**
+   * The id the new session gets: a fresh one (`makeSessionId`); the store mints
+   * one when absent. An idempotent replay returns the existing session under
+   * its own id, so a caller that chose the id tells a replay from a creation.
+   */
+  readonly sessionId?: SessionId | undefined
 }
 
 /** A listing request: always within one workspace. */

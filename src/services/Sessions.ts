@@ -29,7 +29,7 @@ import {
   TurnNotFound
 } from "../schema/Errors.js"
 import { Accepted, Durable, InterruptOutcome, type SessionEvent, Snapshot, TurnResult } from "../schema/Event.js"
-import { type CallbackId, InputId, makeInputId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
+import { type CallbackId, InputId, makeInputId, makeSessionId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import { type CallbackAnswer, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
 import type { BusyPolicy, SubagentPolicy } from "../schema/Policy.js"
 import type { Principal } from "../schema/Principal.js"
@@ -371,12 +371,19 @@ export const make = Effect.gen(function*() {
     })
 
   return Sessions.of({
-    create: (principal, options) => store.create({ principal, ...options }).pipe(
-      Effect.catchTag("SessionNotFound", Effect.die),
-      // Only a session the store has persisted is a started one.
-      Effect.tap((session) => telemetry.emit(ProductEvent.sessionStarted(session.parentId === null ? "root" : "child"))),
-      Effect.tapError((error) => telemetry.emit(ProductEvent.failure("session.failed", ProductEvent.categoryOf(error))))
-    ),
+    create: (principal, options) =>
+      Effect.gen(function*() {
+        const sessionId = yield* makeSessionId
+        const session = yield* store.create({ ...options, principal, sessionId })
+        // Only a session the store has persisted is a started one; a replay (another id) started before.
+        if (session.id === sessionId) {
+          yield* telemetry.emit(ProductEvent.sessionStarted(session.parentId === null ? "root" : "child"))
+        }
+        return session
+      }).pipe(
+        Effect.catchTag("SessionNotFound", Effect.die),
+        Effect.tapError((error) => telemetry.emit(ProductEvent.failure("session.failed", ProductEvent.categoryOf(error))))
+      ),
     get: owned,
     list: (principal, options = {}) =>
       store.list({

@@ -239,6 +239,19 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.deepStrictEqual(ids(page.items), [first.id])
           }))
 
+        it.effect("a session takes the id its creator chose; a replay keeps the first session's id", () =>
+          Effect.gen(function*() {
+            const owner = principal()
+            const chosen = yield* makeSessionId
+            const first = yield* create(owner, { title: "chosen", idempotencyKey: "create-3", sessionId: chosen })
+            assert.strictEqual(first.id, chosen)
+            assert.strictEqual(first.rootId, chosen)
+            const other = yield* makeSessionId
+            const again = yield* create(owner, { title: "chosen", idempotencyKey: "create-3", sessionId: other })
+            assert.strictEqual(again.id, chosen)
+            yield* failure(SessionStore.pipe(Effect.flatMap((store) => store.get(other))), "SessionNotFound")
+          }))
+
         it.effect("the same idempotency key with other content fails with Conflict", () =>
           Effect.gen(function*() {
             const store = yield* SessionStore
