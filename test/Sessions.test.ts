@@ -3,7 +3,7 @@
  * test), workspace isolation of every method, and rename/archive/close.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Stream, TestClock } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Queue, Stream, TestClock } from "effect"
 import { FastCheck as fc } from "effect"
 import type {
   BudgetExhausted,
@@ -281,6 +281,29 @@ describe("Sessions", () => {
           assert.strictEqual(Option.isSome(error) && error.value._tag, "TurnNotFound")
         }
       }).pipe(Effect.provide(Troupe.layerTest())))
+    it.effect("awaitTurn of a turn running here answers at its end; under another session's id it is TurnNotFound", () =>
+      Effect.gen(function*() {
+        const model = yield* gatedModel()
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const me = principal()
+          const mine = yield* sessions.create(me, { agent: agent() })
+          const other = yield* sessions.create(me, { agent: agent() })
+          const accepted = yield* sessions.send(me, mine.id, { text: "slow" })
+          const call = yield* Queue.take(model.held)
+          // The turn runs in this host: asked under the wrong session, it is not found rather than awaited.
+          const wrong = yield* Effect.either(sessions.awaitTurn(me, other.id, accepted.turnId!))
+          assert.isTrue(Either.isLeft(wrong) && wrong.left._tag === "TurnNotFound")
+          const waiting = yield* Effect.fork(sessions.awaitTurn(me, mine.id, accepted.turnId!))
+          for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+          assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)), "awaitTurn answered before the turn ended")
+          yield* call.release("done")
+          const result = yield* Fiber.join(waiting)
+          assert.strictEqual(result.output, "done")
+          // Ended: the same question is answered from the log.
+          assert.strictEqual((yield* sessions.awaitTurn(me, mine.id, accepted.turnId!)).output, "done")
+        }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer })))
+      }))
   })
 
   describe("workspaces", () => {
