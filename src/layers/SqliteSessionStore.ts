@@ -174,18 +174,28 @@ const syncTransact = (handle: Handle) => {
       return next.value.right
     }
   )
-  return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>): Effect.Effect<A, E | SqlError> =>
-    Effect.clockWith((clock) =>
-      Effect.suspend((): Effect.Effect<A, E | SqlError> => {
-        try {
-          return Effect.succeed(inTransaction.immediate(steps, clock) as A)
-        } catch (error) {
-          if (error instanceof Refused) return Effect.fail(error.error as E)
-          // Anything else was thrown by better-sqlite3 (a statement, BEGIN or COMMIT).
-          return error instanceof Crashed ? Effect.die(error.defect) : Effect.fail(failed(error))
-        }
-      })
-    )
+  /** Runs the transaction now, synchronously; the returned effect only reports how it went. */
+  return <A, E>(
+    steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>,
+    clock: Clock.Clock
+  ): Effect.Effect<A, E | SqlError> => {
+    try {
+      return Effect.succeed(inTransaction.immediate(steps, clock) as A)
+    } catch (error) {
+      if (error instanceof Refused) return Effect.fail(error.error as E)
+      // Anything else was thrown by better-sqlite3 (a statement, BEGIN or COMMIT).
+      return error instanceof Crashed ? Effect.die(error.defect) : Effect.fail(failed(error))
+    }
+  }
+}
+
+/** Runs one statement on the handle now, synchronously; the returned effect only reports how it went. */
+const runNow = (handle: Handle, text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<any>, SqlError> => {
+  try {
+    return Effect.succeed(handle.run(text, params))
+  } catch (error) {
+    return Effect.fail(failed(error))
+  }
 }
 
 /** WAL pages a commit may leave before it checkpoints them itself (SQLite's default is 1,000). */
@@ -203,13 +213,13 @@ const checkpointEvery = Duration.seconds(1)
  * here or in another process) every `checkpointEvery`, between statements.
  * A checkpoint that cannot run is retried at the next tick.
  */
-const checkpoints = (handle: Handle, atomic: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) =>
+const checkpoints = (handle: Handle, atomic: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>) =>
   Effect.gen(function*() {
     yield* Effect.try({
       try: () => handle.db.pragma(`wal_autocheckpoint = ${autocheckpointPages}`),
       catch: (cause) => new StoreUnavailable({ operation: "open", cause })
     })
-    yield* atomic(Effect.try(() => handle.db.pragma("wal_checkpoint(PASSIVE)"))).pipe(
+    yield* atomic(() => runNow(handle, "PRAGMA wal_checkpoint(PASSIVE)", [])).pipe(
       Effect.ignore,
       Effect.delay(checkpointEvery),
       Effect.forever,
@@ -228,7 +238,9 @@ const checkpoints = (handle: Handle, atomic: <A, E, R>(effect: Effect.Effect<A, 
  * transaction runs in one step that nothing can interleave with, so it takes
  * the lock only while a transaction of several Effect steps (a `create`) holds
  * the connection: a round on the semaphore costs ~30 Effect steps, more than
- * the statement.
+ * the statement. The check and the statement run in the same synchronous
+ * thunk: the fiber cannot yield between them, so a transaction cannot begin in
+ * between and take the statement in (and roll it back with its own).
  */
 const dialectWith = (handle: Handle | undefined) =>
   Effect.gen(function*() {
@@ -238,9 +250,9 @@ const dialectWith = (handle: Handle | undefined) =>
     // Transactions of several Effect steps under way (0 or 1: they hold the lock).
     let open = 0
     const exclusive = lock.withPermits(1)
-    const atomic = handle === undefined
-      ? exclusive
-      : <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.suspend(() => (open === 0 ? effect : exclusive(effect)))
+    /** Runs `now` (which does its work when called) at once if no transaction is open, else under the lock. */
+    const atomic = <A, E>(now: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      Effect.suspend(() => (open === 0 ? now() : exclusive(Effect.suspend(now))))
     const run = (statement: string) => conn.execute(statement, [], undefined)
     // Not `sql.withTransaction`: its `BEGIN` is deferred (two processes upgrading
     // read locks deadlock into SQLITE_BUSY), and it opens a span and prepares
@@ -265,8 +277,13 @@ const dialectWith = (handle: Handle | undefined) =>
       clock: Effect.map(Clock.currentTimeMillis, (ms): SqlSessionStore.Clock => ({ text: "?", params: [ms] })),
       lockRow: "",
       transaction,
-      outside: (text, params) => atomic(conn.execute(text, params, undefined)),
-      transact: transact === undefined ? undefined : (steps) => atomic(transact(steps))
+      outside: (text, params) =>
+        handle === undefined
+          ? exclusive(conn.execute(text, params, undefined))
+          : atomic(() => runNow(handle, text, params)),
+      transact: transact === undefined
+        ? undefined
+        : (steps) => Effect.clockWith((clock) => atomic(() => transact(steps, clock)))
     } satisfies SqlSessionStore.Dialect
   })
 
