@@ -11,6 +11,7 @@
  *   turn, shows the next reply and ends when the agent waits again.
  */
 import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
 import { Effect } from "effect"
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -58,6 +59,30 @@ describe("a wait_user agent from the command line", () => {
       assert.strictEqual(requests.length, 2)
       // One turn: the second call carries the prompt, the first reply and the user's answer.
       assert.deepStrictEqual(userMessages(requests[1]!), ["Delete a file.", "a.txt"])
+    }), 60_000)
+
+  it.scopedLive.skipIf(!hasTerminal)("Ctrl-C at the you> prompt interrupts the turn (recorded) and exits 130", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir
+      const agentsFile = join(home, "agents.json")
+      writeFileSync(agentsFile, JSON.stringify(AGENTS))
+      const model = yield* OpenAiServer.make
+      yield* model.enqueue(reply("Which file?"))
+      const env = envFor(home, { TROUPE_MODEL_BASE_URL: model.baseUrl, TROUPE_MODEL: "gpt-test", TROUPE_MODEL_API_KEY: "k" })
+      const store = ["--store", `sqlite:${join(home, "t.db")}`]
+      const child = yield* start(["run", ...store, "--agents", agentsFile, "Delete a file."], env, { terminal: true })
+      yield* child.waitFor("you> ", "stdout")
+      child.proc.stdin!.write("\x03")
+      const result = yield* child.exit
+      assert.strictEqual(result.code, 130, result.stdout)
+      assert.include(result.stdout, "interrupted")
+      // The log says so: the turn ended as interrupted.
+      const db = new Database(join(home, "t.db"), { readonly: true })
+      const ends = db.prepare("SELECT body FROM troupe_log").all()
+        .map((row) => JSON.parse((row as { body: string }).body) as { _tag: string; outcome?: string })
+        .filter((body) => body._tag === "turn_ended")
+      db.close()
+      assert.deepStrictEqual(ends.map((end) => end.outcome), ["interrupted"])
     }), 60_000)
 
   it.scopedLive("without a terminal troupe run ends at the wait; a daemon on the store takes the reply into the turn", () =>
