@@ -4,7 +4,8 @@
  *
  * - `troupe run` on a terminal (a pseudo terminal from `script(1)`) reads the
  *   user's replies at a `you>` prompt; the same turn goes on; an empty line
- *   ends the run with exit 0 and the turn left waiting.
+ *   ends the run with exit 0 and the turn left waiting; Ctrl-C there
+ *   interrupts the turn (recorded) and exits 130.
  * - Without a terminal, `troupe run` prints the reply and ends (exit 0)
  *   instead of waiting forever; a daemon on the same store later takes the
  *   user's reply (`troupe sessions send --wait`), which goes into the waiting
