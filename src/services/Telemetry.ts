@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Config, Context, Effect, FiberRef, Layer } from "effect"
+import { Clock, Config, Context, Effect, Exit, FiberRef, Layer, Tracer } from "effect"
 import { dual } from "effect/Function"
 import { globalValue } from "effect/GlobalValue"
 import type { ProductEvent } from "../schema/ProductEvent.js"
@@ -110,6 +110,37 @@ export const spanAttributes = (ids: SpanIds): Record<string, string | number> =>
   return attributes
 }
 
+/**
+ * `Effect.withSpan` in fewer Effect steps (~17 instead of ~35; a tool turn
+ * runs four spans): the span is made, made the parent by updating the fiber's
+ * context in one step rather than through `provideService`'s `locally` (an
+ * acquire/release of its own), and ended with the exit, all inside one
+ * uninterruptible region so that the context is restored and the span ended
+ * whatever happens.
+ * Stack traces are never captured (always the same call site: they say
+ * nothing, and capturing one costs ~0.05 ms a turn).
+ */
+const inSpan = <A, E, R>(self: Effect.Effect<A, E, R>, name: string, attributes: Record<string, unknown>) =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(Effect.makeSpan(name, { attributes, captureStackTrace: false }), (span) =>
+      Effect.flatMap(
+        FiberRef.getAndUpdate(FiberRef.currentContext, (context) => Context.add(context, Tracer.ParentSpan, span)),
+        (outer) =>
+          Effect.withFiberRuntime<A, E, R>((fiber) => {
+            const timing = fiber.getFiberRef(FiberRef.currentTracerTimingEnabled)
+            const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+            const end = (exit: Exit.Exit<A, E>) =>
+              Effect.flatMap(FiberRef.set(FiberRef.currentContext, outer), () => {
+                if (span.status._tag !== "Ended") span.end(timing ? clock.unsafeCurrentTimeNanos() : BigInt(0), exit)
+                return exit
+              })
+            return Effect.matchCauseEffect(restore(self), {
+              onFailure: (cause) => end(Exit.failCause(cause)),
+              onSuccess: (value) => end(Exit.succeed(value))
+            })
+          })
+      )))
+
 /** Runs a turn in a `troupe.turn` span carrying session id, turn id and lease epoch. */
 export const withTurnSpan: {
   (ids: SpanIds & { readonly turnId: string; readonly epoch: number }, attributes?: Record<string, unknown>): <A, E, R>(
@@ -123,11 +154,7 @@ export const withTurnSpan: {
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E, R>(self: Effect.Effect<A, E, R>, ids: SpanIds, attributes?: Record<string, unknown>) =>
-    Effect.withSpan(self, "troupe.turn", {
-      attributes: { ...attributes, ...spanAttributes(ids) },
-      // Always the same call site: its stack trace says nothing, and capturing it costs ~0.05 ms a turn.
-      captureStackTrace: false
-    })
+    inSpan(self, "troupe.turn", { ...attributes, ...spanAttributes(ids) })
 )
 
 /**
@@ -149,8 +176,5 @@ export const withOperationSpan: {
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E, R>(self: Effect.Effect<A, E, R>, kind: "model" | "tool", ids: SpanIds, attributes?: Record<string, unknown>) =>
-    Effect.withSpan(self, kind === "model" ? "troupe.model_call" : "troupe.tool_call", {
-      attributes: { ...attributes, ...spanAttributes(ids) },
-      captureStackTrace: false
-    })
+    inSpan(self, kind === "model" ? "troupe.model_call" : "troupe.tool_call", { ...attributes, ...spanAttributes(ids) })
 )
