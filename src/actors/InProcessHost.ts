@@ -12,7 +12,6 @@
  */
 import {
   Cause,
-  Deferred,
   Duration,
   Effect,
   Exit,
@@ -29,7 +28,7 @@ import type { RecordBody, TurnEnded } from "../schema/Record.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
 import * as Model from "../services/Model.js"
-import { Decision, SessionHost } from "../services/SessionHost.js"
+import { Decision, type Interest, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as Lock from "./Lock.js"
 import * as SessionActor from "./SessionActor.js"
@@ -52,7 +51,55 @@ export interface Options {
   readonly modelSettings?: ModelSettings | undefined
 }
 
-type Waiter = Deferred.Deferred<Decision, SessionActor.Refusal>
+/**
+ * A one-shot answer, awaited before or after it comes: a `Deferred` in fewer
+ * Effect steps (awaiting an answer that came is one step, not ~11; callers
+ * wait on one per send and per awaited turn).
+ */
+interface Cell<A, E> {
+  exit: Exit.Exit<A, E> | undefined
+  readonly resumes: Array<(exit: Exit.Exit<A, E>) => void>
+}
+
+const makeCell = <A, E>(): Cell<A, E> => ({ exit: undefined, resumes: [] })
+
+const complete = <A, E>(cell: Cell<A, E>, exit: Exit.Exit<A, E>) => {
+  if (cell.exit !== undefined) return
+  cell.exit = exit
+  for (const resume of cell.resumes.splice(0)) resume(exit)
+}
+
+const awaitCell = <A, E>(cell: Cell<A, E>): Effect.Effect<A, E> =>
+  Effect.suspend(() =>
+    cell.exit ?? Effect.async<A, E>((resume) => {
+      cell.resumes.push(resume)
+      return Effect.sync(() => {
+        const i = cell.resumes.indexOf(resume)
+        if (i >= 0) cell.resumes.splice(i, 1)
+      })
+    })
+  )
+
+/** Registers `cell` under `key` in `map`; the interest withdraws it again. */
+const register = <K, A, E>(map: Map<K, Array<Cell<A, E>>>, key: K, cell: Cell<A, E>, emptied?: () => void): Interest<A, E> => {
+  const list = map.get(key)
+  if (list === undefined) map.set(key, [cell])
+  else list.push(cell)
+  return {
+    await: awaitCell(cell),
+    withdraw: () => {
+      const list = map.get(key)
+      const i = list === undefined ? -1 : list.indexOf(cell)
+      if (i < 0) return
+      list!.splice(i, 1)
+      if (list!.length > 0) return
+      map.delete(key)
+      emptied?.()
+    }
+  }
+}
+
+type Waiter = Cell<Decision, SessionActor.Refusal>
 
 /** Builds the host; its actors and poller live as long as the enclosing scope. */
 export const make = (options: Options = {}) =>
@@ -83,7 +130,7 @@ export const make = (options: Options = {}) =>
         if (!bySession || !list) return
         bySession.delete(inputId)
         if (bySession.size === 0) waiters.delete(sessionId)
-        for (const waiter of list) Deferred.unsafeDone(waiter, exit)
+        for (const waiter of list) complete(waiter, exit)
       })
 
     /** Tells everyone still waiting on this session that no actor here will decide. */
@@ -92,11 +139,11 @@ export const make = (options: Options = {}) =>
         const bySession = waiters.get(sessionId)
         waiters.delete(sessionId)
         for (const list of bySession?.values() ?? []) {
-          for (const waiter of list) Deferred.unsafeDone(waiter, Exit.succeed(Decision.Admitted()))
+          for (const waiter of list) complete(waiter, Exit.succeed(Decision.Admitted()))
         }
       })
 
-    const turnWaiters = new Map<TurnId, Array<Deferred.Deferred<TurnEnded>>>()
+    const turnWaiters = new Map<TurnId, Array<Cell<TurnEnded, never>>>()
 
     /** Completes the waiters of a turn that ended, then broadcasts a commit's records (as events) to live subscribers. */
     const publishRecords = (sessionId: SessionId) => (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) =>
@@ -106,7 +153,8 @@ export const make = (options: Options = {}) =>
           const waiting = turnWaiters.get(record.turnId)
           if (waiting === undefined) continue
           turnWaiters.delete(record.turnId)
-          for (const waiter of waiting) Deferred.unsafeDone(waiter, Exit.succeed(record))
+          const exit = Exit.succeed(record)
+          for (const waiter of waiting) complete(waiter, exit)
         }
         // Events are built only for a session someone follows.
         const hub = hubs.get(sessionId)
@@ -191,21 +239,13 @@ export const make = (options: Options = {}) =>
 
     return SessionHost.of({
       expect: (sessionId, inputId) =>
-        Effect.gen(function*() {
-          const waiter = yield* Deferred.make<Decision, SessionActor.Refusal>()
-          const bySession = waiters.get(sessionId) ?? new Map<InputId, Array<Waiter>>()
-          waiters.set(sessionId, bySession)
-          bySession.set(inputId, [...(bySession.get(inputId) ?? []), waiter])
-          yield* Effect.addFinalizer(() =>
-            Effect.sync(() => {
-              const list = waiters.get(sessionId)?.get(inputId)?.filter((w) => w !== waiter)
-              if (list === undefined) return
-              if (list.length > 0) waiters.get(sessionId)!.set(inputId, list)
-              else waiters.get(sessionId)!.delete(inputId)
-              if (waiters.get(sessionId)?.size === 0) waiters.delete(sessionId)
-            })
-          )
-          return Deferred.await(waiter)
+        Effect.sync(() => {
+          let bySession = waiters.get(sessionId)
+          if (bySession === undefined) waiters.set(sessionId, bySession = new Map())
+          const inSession = bySession
+          return register(inSession, inputId, makeCell(), () => {
+            if (inSession.size === 0 && waiters.get(sessionId) === inSession) waiters.delete(sessionId)
+          })
         }),
       wake,
       live: (sessionId) =>
@@ -233,21 +273,7 @@ export const make = (options: Options = {}) =>
           )
           return yield* PubSub.subscribe(hub.pubsub)
         }),
-      turnEnded: (turnId) =>
-        Effect.gen(function*() {
-          const waiter = yield* Deferred.make<TurnEnded>()
-          yield* Effect.acquireRelease(
-            Effect.sync(() => turnWaiters.set(turnId, [...(turnWaiters.get(turnId) ?? []), waiter])),
-            () =>
-              Effect.sync(() => {
-                const rest = turnWaiters.get(turnId)?.filter((w) => w !== waiter)
-                if (rest === undefined) return
-                if (rest.length > 0) turnWaiters.set(turnId, rest)
-                else turnWaiters.delete(turnId)
-              })
-          )
-          return Deferred.await(waiter)
-        }),
+      turnEnded: (turnId) => Effect.sync(() => register(turnWaiters, turnId, makeCell<TurnEnded, never>())),
       // Holding every busy slot at once means no actor is busy.
       drain: (grace) =>
         slots.withPermits(maxBusy)(Effect.void).pipe(

@@ -30,8 +30,19 @@ export type Decision = Data.TaggedEnum<{
 /** Constructors for `Decision`. */
 export const Decision = Data.taggedEnum<Decision>()
 
+/**
+ * Interest registered with the host in something an actor will do: wait for
+ * it with `await` (at once if it already happened), and `withdraw` it when
+ * no longer waiting (a no-op once it happened). Whoever registers one
+ * withdraws it, whatever the outcome.
+ */
+export interface Interest<A, E = never> {
+  readonly await: Effect.Effect<A, E>
+  readonly withdraw: () => void
+}
+
 /** A pending decision on one input. */
-export type Expectation = Effect.Effect<Decision, SessionBusy | TurnMismatch | StaleCallback>
+export type Expectation = Interest<Decision, SessionBusy | TurnMismatch | StaleCallback>
 
 /** The port. */
 export class SessionHost extends Context.Tag("troupe/SessionHost")<
@@ -39,20 +50,19 @@ export class SessionHost extends Context.Tag("troupe/SessionHost")<
   {
     /**
      * Registers interest in the decision on `inputId` before the command is
-     * pushed (so a fast actor cannot decide before anyone listens). The
-     * returned effect waits for the decision; closing the scope withdraws it.
+     * pushed (so a fast actor cannot decide before anyone listens).
      */
-    readonly expect: (sessionId: SessionId, inputId: InputId) => Effect.Effect<Expectation, never, Scope.Scope>
+    readonly expect: (sessionId: SessionId, inputId: InputId) => Effect.Effect<Expectation>
     /** Wakes the session's actor, starting one if none runs here. */
     readonly wake: (sessionId: SessionId) => Effect.Effect<void>
     /** Live events of the session from now on, as this host's actors publish them. */
     readonly live: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<SessionEvent>, never, Scope.Scope>
     /**
      * Registers interest in the end of `turnId` before the caller looks for it
-     * in the log (so an end in between is not missed); the returned effect
-     * waits for the `turn_ended` record an actor of this host commits.
+     * in the log (so an end in between is not missed): the `turn_ended`
+     * record an actor of this host commits.
      */
-    readonly turnEnded: (turnId: TurnId) => Effect.Effect<Effect.Effect<TurnEnded>, never, Scope.Scope>
+    readonly turnEnded: (turnId: TurnId) => Effect.Effect<Interest<TurnEnded>>
     /**
      * Waits, at most `grace`, until no turn here is busy: every running turn
      * finished or parked (on a callback, or waiting for the user). A daemon

@@ -39,7 +39,7 @@ import type { ListScope, Session, SessionPage } from "../schema/Session.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
 import * as Telemetry from "./Telemetry.js"
-import { type Decision, SessionHost } from "./SessionHost.js"
+import { type Decision, type Interest, SessionHost } from "./SessionHost.js"
 import { SessionStore } from "./SessionStore.js"
 
 /** What creating a session takes besides the principal. */
@@ -203,15 +203,34 @@ export const make = Effect.gen(function*() {
   const open = (principal: Principal, sessionId: SessionId) =>
     Effect.filterOrFail(owned(principal, sessionId), (s) => s.status !== "closed", () => new SessionClosed({ sessionId }))
 
+  /**
+   * Runs `use` with an interest registered with the host, and withdraws it
+   * however `use` ends (an `acquireRelease` in a `Scope` in fewer Effect steps).
+   */
+  const interested = <I extends Interest<unknown, unknown>, A, E>(
+    register: Effect.Effect<I>,
+    use: (interest: I) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(register, (interest) =>
+        Effect.matchCauseEffect(restore(use(interest)), {
+          onFailure: (cause) => {
+            interest.withdraw()
+            return Effect.failCause(cause)
+          },
+          onSuccess: (value) => {
+            interest.withdraw()
+            return Effect.succeed(value)
+          }
+        })))
+
   /** Pushes a command and waits for the actor's decision on it. */
   const submit = (sessionId: SessionId, command: Message | Steer | Interrupt | Control | CallbackAnswer) =>
-    Effect.scoped(Effect.gen(function*() {
-      const decision = yield* host.expect(sessionId, command.inputId)
-      const admission = yield* store.push(sessionId, command)
-      if (admission.duplicate) return Option.none<Decision>()
-      yield* host.wake(sessionId)
-      return Option.some(yield* decision)
-    }))
+    interested(host.expect(sessionId, command.inputId), (decision) =>
+      Effect.flatMap(store.push(sessionId, command), (admission) =>
+        admission.duplicate
+          ? Effect.succeed(Option.none<Decision>())
+          : Effect.zipRight(host.wake(sessionId), Effect.map(decision.await, Option.some))))
 
   // A session's workspace never changes, so ownership checks can skip the store once seen.
   const workspaces = new Map<SessionId, string>()
@@ -285,20 +304,20 @@ export const make = Effect.gen(function*() {
    * log nor running does not exist: `TurnNotFound`, rather than waiting forever.
    */
   const findTurnEnd = (sessionId: SessionId, turnId: TurnId, after: number) =>
-    Effect.scoped(Effect.gen(function*() {
-      // Interest first, then the log: an end before the read is in the log, an end after it is announced.
-      const announced = yield* host.turnEnded(turnId)
-      const first = yield* scanForEnd(sessionId, turnId, after)
-      if (Option.isSome(first.ended)) return first.ended.value
-      const session = yield* store.get(sessionId)
-      if (session.activeTurnId !== turnId) {
-        // It may have ended between the scan and the read.
-        const again = yield* scanForEnd(sessionId, turnId, first.cursor)
-        if (Option.isSome(again.ended)) return again.ended.value
-        return yield* new TurnNotFound({ sessionId, turnId })
-      }
-      return yield* announced
-    }))
+    // Interest first, then the log: an end before the read is in the log, an end after it is announced.
+    interested(host.turnEnded(turnId), (announced) =>
+      Effect.gen(function*() {
+        const first = yield* scanForEnd(sessionId, turnId, after)
+        if (Option.isSome(first.ended)) return first.ended.value
+        const session = yield* store.get(sessionId)
+        if (session.activeTurnId !== turnId) {
+          // It may have ended between the scan and the read.
+          const again = yield* scanForEnd(sessionId, turnId, first.cursor)
+          if (Option.isSome(again.ended)) return again.ended.value
+          return yield* new TurnNotFound({ sessionId, turnId })
+        }
+        return yield* announced.await
+      }))
 
   const events = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
     Stream.unwrapScoped(Effect.gen(function*() {
