@@ -119,7 +119,7 @@ export const make = (options: Options = {}) =>
     const maxBusy = options.maxBusyActors ?? 64
     const slots = yield* Effect.makeSemaphore(maxBusy)
     const entries = new Map<SessionId, Queue.Queue<void>>()
-    const lock = Lock.exclusive(yield* Effect.makeSemaphore(1))
+    const lock = Lock.make()
     const waiters = new Map<SessionId, Map<InputId, Array<Waiter>>>()
     const hubs = new Map<SessionId, { readonly pubsub: PubSub.PubSub<SessionEvent>; refs: number }>()
 

@@ -1,16 +1,74 @@
 /**
- * Mutual exclusion on an Effect semaphore of one permit, at a lower cost when
- * nobody holds it: `withPermits` suspends on the permit even when it is free
- * (~30 Effect steps a round), `withPermitsIfAvailable` takes a free permit at
- * once (~20). The actors take their locks several times per turn.
+ * Mutual exclusion for the actors, in fewer Effect steps than a semaphore of
+ * one permit: a free lock is taken in one uninterruptible region with no
+ * extra fiber steps (~7 Effect steps a round, against ~20 for
+ * `withPermitsIfAvailable` and ~30 for `withPermits`), and the actors take
+ * their locks several times per turn. A held lock queues its waiters in
+ * arrival order and hands itself to the first on release.
  *
  * @since 0.1.0
  */
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 
-/** Runs `effect` holding the permit of `semaphore`: at once when it is free, else once it is. */
-export const exclusive = (semaphore: Effect.Semaphore) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(
-    semaphore.withPermitsIfAvailable(1)(effect),
-    (done) => (Option.isSome(done) ? Effect.succeed(done.value) : semaphore.withPermits(1)(effect))
-  )
+/** Runs an effect holding the lock: at once when it is free, else once it is handed over. */
+export type Exclusive = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+
+interface Waiter {
+  /** Set when the lock was handed to this waiter: from then on it must be released. */
+  granted: boolean
+  resume: ((effect: Effect.Effect<void>) => void) | undefined
+}
+
+/** A new, free lock. */
+export const make = (): Exclusive => {
+  let held = false
+  const waiting: Array<Waiter> = []
+  const release = () => {
+    const next = waiting.shift()
+    if (next === undefined) {
+      held = false
+      return
+    }
+    next.granted = true
+    next.resume!(Effect.void)
+  }
+  // Runs `effect` (interruptible as the caller was) and releases the lock however it ends.
+  const holding = <A, E, R>(
+    restore: <AX, EX, RX>(effect: Effect.Effect<AX, EX, RX>) => Effect.Effect<AX, EX, RX>,
+    effect: Effect.Effect<A, E, R>
+  ) =>
+    Effect.matchCauseEffect(restore(effect), {
+      onFailure: (cause) => {
+        release()
+        return Effect.failCause(cause)
+      },
+      onSuccess: (value) => {
+        release()
+        return Effect.succeed(value)
+      }
+    })
+  return <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.uninterruptibleMask((restore) => {
+      if (!held) {
+        held = true
+        return holding(restore, effect)
+      }
+      const waiter: Waiter = { granted: false, resume: undefined }
+      const wait = Effect.async<void>((resume) => {
+        waiter.resume = resume
+        waiting.push(waiter)
+        return Effect.sync(() => {
+          const i = waiting.indexOf(waiter)
+          if (i >= 0) waiting.splice(i, 1)
+        })
+      })
+      return Effect.matchCauseEffect(restore(wait), {
+        // Interrupted while waiting: a lock handed over meanwhile goes to the next waiter.
+        onFailure: (cause) => {
+          if (waiter.granted) release()
+          return Effect.failCause(cause)
+        },
+        onSuccess: () => holding(restore, effect)
+      })
+    })
+}

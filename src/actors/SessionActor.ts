@@ -165,7 +165,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const history: Array<Model.Message> = []
     // Queued messages already told "queued", so a rescan does not tell them twice.
     const queued = new Set<InputId>()
-    const writer = Lock.exclusive(yield* Effect.makeSemaphore(1))
+    const writer = Lock.make()
     /** The open callback a `callback_opened` record at `seq` stands for. */
     const openCallbackOf = (body: CallbackOpened, seq: number, at: number) =>
       new OpenCallback({
