@@ -132,6 +132,9 @@ export const run = (ctx: TurnContext) =>
     const model = yield* Model.Model
     const toolkit = yield* Effect.serviceOption(Toolkit)
     const costs = yield* Effect.serviceOption(CostMeter)
+    // Read in place rather than one Effect step per reading: the meter is checked around every operation.
+    const clock = yield* Effect.clock
+    const now = () => clock.unsafeCurrentTimeMillis()
     const { agent, meter, plan, turnId } = ctx
     const spanIds = { sessionId: ctx.sessionId, turnId, epoch: ctx.epoch }
     const budgets = plan.budgets
@@ -157,7 +160,7 @@ export const run = (ctx: TurnContext) =>
 
     const end = (fields: Omit<ConstructorParameters<typeof TurnEnded>[0], "turnId" | "usage">) =>
       Effect.gen(function*() {
-        const usage = meter.usage(yield* Clock.currentTimeMillis)
+        const usage = meter.usage(now())
         yield* ctx.commit([...take(), new TurnEnded({ ...fields, turnId, usage }, true)])
         return fields.outcome === "completed"
           ? { outcome: "completed", output: fields.output ?? "" } satisfies TurnSummary
@@ -292,7 +295,7 @@ export const run = (ctx: TurnContext) =>
         if (call >= agent.maxCycles) {
           return yield* end({ outcome: "failed", failureCode: "max_cycles", failure: { _tag: "MaxCycles", maxCycles: agent.maxCycles } })
         }
-        const before = TurnMeter.checkBeforeModelCall(budgets, meter, yield* Clock.currentTimeMillis)
+        const before = TurnMeter.checkBeforeModelCall(budgets, meter, now())
         if (before !== undefined) return yield* exhausted(before)
       }
       const operationId = previous !== undefined ? previous.operationId : yield* makeOperationId
@@ -351,7 +354,7 @@ export const run = (ctx: TurnContext) =>
       }
       const cost = Option.isSome(costs) ? costs.value.cost(request.model, result.inputTokens, result.outputTokens) : 0
       meter.addModelCall(result.inputTokens, result.outputTokens, cost)
-      const afterCall = TurnMeter.checkAfterResult(budgets, meter, yield* Clock.currentTimeMillis)
+      const afterCall = TurnMeter.checkAfterResult(budgets, meter, now())
       if (afterCall !== undefined) return yield* exhausted(afterCall)
       messages.push({
         role: "assistant",
@@ -385,7 +388,7 @@ export const run = (ctx: TurnContext) =>
       const finish = plan.finishes ? result.toolCalls.find((c) => c.name === FINISH) : undefined
       const work = result.toolCalls.filter((c) => c !== finish)
       if (work.length > 0) {
-        const batch = TurnMeter.checkBeforeToolBatch(budgets, meter, work.map((c) => c.name), yield* Clock.currentTimeMillis)
+        const batch = TurnMeter.checkBeforeToolBatch(budgets, meter, work.map((c) => c.name), now())
         if (batch !== undefined) return yield* exhausted(batch)
       }
       for (const toolCall of work) {
@@ -394,7 +397,7 @@ export const run = (ctx: TurnContext) =>
         messages.push({ role: "tool", toolCallId: toolCall.id, content: render(toolOutcome.output) })
       }
       if (finish !== undefined) return yield* complete(finishOutput(finish.arguments) ?? result.text)
-      const afterTools = TurnMeter.checkAfterResult(budgets, meter, yield* Clock.currentTimeMillis)
+      const afterTools = TurnMeter.checkAfterResult(budgets, meter, now())
       if (afterTools !== undefined) return yield* exhausted(afterTools)
       for (const content of yield* ctx.takeSteers) messages.push({ role: "user", content })
     }
