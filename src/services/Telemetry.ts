@@ -47,7 +47,8 @@ export const withExcluded: {
 } = dual(
   2,
   <A, E, R>(self: Effect.Effect<A, E, R>, isExcluded: boolean): Effect.Effect<A, E, R> =>
-    Effect.locally(self, excluded, isExcluded)
+    // Already so (an actor's turn announcing its end, mostly): no `locally`, ~20 Effect steps less.
+    Effect.flatMap(FiberRef.get(excluded), (current) => current === isExcluded ? self : Effect.locally(self, excluded, isExcluded))
 )
 
 /** Whether events emitted here now would be excluded. */
