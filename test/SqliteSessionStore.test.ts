@@ -18,24 +18,36 @@ sessionStoreSuite({
   ttl: 1_000
 })
 
+// The same store through @effect/sql-sqlite-node's client, one Effect per statement (decision 0006).
+const viaClient = join(mkdtempSync(join(tmpdir(), "troupe-sqlite-client-")), "store.db")
+sessionStoreSuite({
+  name: "sqlite through @effect/sql-sqlite-node",
+  layer: SqliteSessionStore.layerSqlClient({ filename: viaClient }),
+  second: SqliteSessionStore.layerSqlClient({ filename: viaClient }),
+  advance: (millis) => TestClock.adjust(millis),
+  ttl: 1_000
+})
+
 describe("SqliteSessionStore file", () => {
   persistsAcrossProcesses(`sqlite:${filename}`, SqliteSessionStore.layer({ filename }))
 })
 
 describe("SqliteSessionStore opening", () => {
-  it.effect("a file that is not a database is StoreUnavailable, not a crash", () =>
-    Effect.gen(function*() {
-      const bogus = join(mkdtempSync(join(tmpdir(), "troupe-sqlite-")), "not-a-db")
-      writeFileSync(bogus, "this is not a SQLite database, just text that is long enough to have a header")
-      const error = yield* Effect.flip(Layer.build(SqliteSessionStore.layer({ filename: bogus })).pipe(Effect.scoped))
-      assert.strictEqual(error._tag, "StoreUnavailable")
-    }))
+  for (const [name, layer] of [["layer", SqliteSessionStore.layer], ["layerSqlClient", SqliteSessionStore.layerSqlClient]] as const) {
+    it.effect(`${name}: a file that is not a database is StoreUnavailable, not a crash`, () =>
+      Effect.gen(function*() {
+        const bogus = join(mkdtempSync(join(tmpdir(), "troupe-sqlite-")), "not-a-db")
+        writeFileSync(bogus, "this is not a SQLite database, just text that is long enough to have a header")
+        const error = yield* Effect.flip(Layer.build(layer({ filename: bogus })).pipe(Effect.scoped))
+        assert.strictEqual(error._tag, "StoreUnavailable")
+      }))
 
-  it.effect("a path in a missing directory is StoreUnavailable, not a crash", () =>
-    Effect.gen(function*() {
-      const missing = join(tmpdir(), `troupe-missing-${Date.now()}`, "deeper", "store.db")
-      const error = yield* Effect.flip(Layer.build(SqliteSessionStore.layer({ filename: missing })).pipe(Effect.scoped))
-      assert.strictEqual(error._tag, "StoreUnavailable")
-      assert.strictEqual(error.operation, "open")
-    }))
+    it.effect(`${name}: a path in a missing directory is StoreUnavailable, not a crash`, () =>
+      Effect.gen(function*() {
+        const missing = join(tmpdir(), `troupe-missing-${Date.now()}`, "deeper", "store.db")
+        const error = yield* Effect.flip(Layer.build(layer({ filename: missing })).pipe(Effect.scoped))
+        assert.strictEqual(error._tag, "StoreUnavailable")
+        assert.strictEqual(error.operation, "open")
+      }))
+  }
 })

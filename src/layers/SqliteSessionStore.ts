@@ -12,6 +12,7 @@
  * @since 0.1.0
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
@@ -315,3 +316,21 @@ export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavaila
       return yield* Effect.provideService(makeWith(handle), SqlClient.SqlClient, sql)
     })
   )
+
+/**
+ * The store on a SQLite database opened through `@effect/sql-sqlite-node`'s
+ * client: every statement of a commit is its own Effect step (as `make` does).
+ * The same conformance suite holds it to the same answers as `layer`, which is
+ * the faster default (docs/decisions/0006-sqlite-sync-commit.md); a failure to
+ * open is `StoreUnavailable` here too.
+ */
+export const layerSqlClient = (options: Options): Layer.Layer<SessionStore, StoreUnavailable> =>
+  Layer.scoped(SessionStore, make).pipe(
+    Layer.provide(
+      Layer.unwrapEffect(
+        // A file that cannot be opened makes the client's layer throw: open it first, as `layer` does.
+        Effect.as(Effect.scoped(open(options.filename)), SqliteClient.layer({ filename: options.filename }))
+      ).pipe(Layer.mapError((cause) => (cause instanceof StoreUnavailable ? cause : new StoreUnavailable({ operation: "open", cause }))))
+    )
+  )
+
