@@ -222,18 +222,99 @@ const transformation = (ast: AST.Transformation): ((a: unknown, i: unknown) => u
   }
 }
 
+/**
+ * How a `Schema.Class` builds an instance from its decoded fields, without
+ * the generic constructor (a copy of the props, `_tag` deleted and put back
+ * through `lazilyMergeDefaults`, then `Object.assign`; ~1–2 µs a class, two
+ * or three classes an event): a fresh object of the class's prototype given
+ * the same own properties in the same order, with the same constructor
+ * defaults. Set up from the first value the constructor itself built, and
+ * only when it gives back exactly that value (same prototype, same own keys
+ * in the same order, the same values); otherwise the constructor keeps doing
+ * it.
+ */
+type Build = (a: Record<string, unknown>) => unknown
+
+const classBuild = (
+  ast: AST.Transformation,
+  a: Record<string, unknown>,
+  built: unknown
+): Build | undefined => {
+  if (typeof built !== "object" || built === null) return undefined
+  const proto: unknown = Object.getPrototypeOf(built)
+  const ctor: unknown = typeof proto === "object" && proto !== null && hasOwn(proto, "constructor")
+    ? (proto as { readonly constructor: unknown }).constructor
+    : undefined
+  // The class's own transformation (cached by `Schema.Class`), so its decode is `new ctor(a, true)`.
+  if (typeof ctor !== "function" || !("fields" in ctor) || (ctor as { readonly ast?: unknown }).ast !== ast) return undefined
+  const fields = (ctor as { readonly fields: unknown }).fields
+  if (typeof fields !== "object" || fields === null) return undefined
+  const defaults: Array<readonly [string, () => unknown]> = []
+  for (const key of Reflect.ownKeys(fields)) {
+    const field: unknown = (fields as Record<PropertyKey, unknown>)[key]
+    if (!Schema.isPropertySignature(field)) continue
+    const psAst = field.ast
+    const defaultValue = psAst._tag === "PropertySignatureDeclaration" ? psAst.defaultValue : psAst.to.defaultValue
+    if (defaultValue === undefined) continue
+    if (typeof key !== "string" || key in Object.prototype) return undefined
+    defaults.push([key, defaultValue])
+  }
+  // `Schema.TaggedClass` and its kin drop the given `_tag` and put back their own (last).
+  const dropTag = defaults.some(([key]) => key === "_tag")
+  const build: Build = (a) => {
+    const out = Object.create(proto as object) as Record<string, unknown>
+    for (const key of Object.keys(a)) {
+      if (dropTag && key === "_tag") continue
+      out[key] = a[key]
+    }
+    for (let i = 0; i < defaults.length; i++) {
+      const [key, defaultValue] = defaults[i]!
+      if ((dropTag && key === "_tag") || a[key] === undefined) out[key] = defaultValue()
+    }
+    return out
+  }
+  const direct = build(a)
+  const keys = Reflect.ownKeys(built)
+  const directKeys = Reflect.ownKeys(direct as object)
+  if (keys.length !== directKeys.length) return undefined
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!
+    if (directKeys[i] !== key) return undefined
+    if (!Object.is((direct as Record<PropertyKey, unknown>)[key], (built as Record<PropertyKey, unknown>)[key])) return undefined
+  }
+  return build
+}
+
+/** Its compiled walk gives a fresh plain object (a struct, or a struct's optional keys' defaults applied to one). */
+const buildsPlainObject = (ast: AST.AST): boolean =>
+  ast._tag === "TypeLiteral" ||
+  (ast._tag === "Transformation" && ast.transformation._tag === "TypeLiteralTransformation" &&
+    ast.from._tag === "TypeLiteral")
+
 const compileTransformation = (ast: AST.Transformation): Node => {
   const from = compile(ast.from)
   const to = compile(ast.to).run
   const transform = transformation(ast)
   if (transform === undefined) return giveUp
   const fromRun = from.run
+  const generic = (a: unknown, u: unknown) => {
+    const b = transform(a, u)
+    return b === Miss ? Miss : to(b)
+  }
+  // A class's own transformation whose `from` side builds fresh plain objects: the first value decoded
+  // through the constructor tells whether `classBuild` can build the next ones.
+  let build: Build | "unknown" | "no" = ast.transformation._tag === "FinalTransformation" &&
+      ast.to._tag === "Declaration" && buildsPlainObject(ast.from)
+    ? "unknown"
+    : "no"
   return {
     run: (u) => {
       const a = fromRun(u)
       if (a === Miss) return Miss
-      const b = transform(a, u)
-      return b === Miss ? Miss : to(b)
+      if (typeof build === "function") return build(a as Record<string, unknown>)
+      const b = generic(a, u)
+      if (build === "unknown" && b !== Miss) build = classBuild(ast, a as Record<string, unknown>, b) ?? "no"
+      return b
     },
     kinds: from.kinds,
     identity: false

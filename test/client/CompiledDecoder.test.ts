@@ -46,7 +46,10 @@ const agrees = (input: unknown): boolean => {
       assert.strictEqual(Object.getPrototypeOf(walked.event), Object.getPrototypeOf(expected.right.event))
       if (walked.event._tag === "durable" && expected.right.event._tag === "durable") {
         assert.strictEqual(Object.getPrototypeOf(walked.event.record), Object.getPrototypeOf(expected.right.event.record))
+        // Classes after the first of their kind are built without their constructors: the same own keys, in order.
+        assert.deepStrictEqual(Reflect.ownKeys(walked.event.record), Reflect.ownKeys(expected.right.event.record))
       }
+      assert.deepStrictEqual(Reflect.ownKeys(walked.event), Reflect.ownKeys(expected.right.event))
     }
   }
   return true
