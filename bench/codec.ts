@@ -10,23 +10,15 @@
  * typical read size), so frames straddle chunk boundaries as they do live.
  */
 import { Either } from "effect"
-import { availableParallelism, loadavg } from "node:os"
+import { availableParallelism } from "node:os"
 import * as Cbor from "../src/protocol/Cbor.js"
 import * as Envelope from "../src/protocol/Envelope.js"
 import * as Frame from "../src/protocol/Frame.js"
+import { arg, loadAverage, median } from "./support.js"
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i >= 0 ? process.argv[i + 1]! : fallback
-}
 const rounds = Number(arg("rounds", "5"))
 const framesPerRound = Number(arg("frames", "200000"))
 const chunkSize = Number(arg("chunk", "65536"))
-
-const median = (xs: ReadonlyArray<number>) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2
-}
 
 /** A streamed text delta as `session.events` sends it: the commonest frame on a busy connection. */
 const payload = (i: number) => ({
@@ -120,7 +112,7 @@ measure("decode frames/s (frame only)", () => decodeRound(false))
 measure("payload CBOR encode+decode/s", cborOnlyRound)
 
 console.log(
-  `node ${process.version}, ${availableParallelism()} CPUs, load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`
+  `node ${process.version}, ${availableParallelism()} CPUs, load average ${loadAverage()}`
 )
 console.log(
   `rounds ${rounds}, frames/round ${framesPerRound}, chunk ${chunkSize} B, body ${sample.length} B, frame ${

@@ -11,18 +11,15 @@
  */
 import { Effect, Layer } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
-import { loadavg, tmpdir } from "node:os"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
 import { Principal } from "../src/schema/Principal.js"
 import { SessionHost } from "../src/services/SessionHost.js"
 import { Sessions } from "../src/services/Sessions.js"
 import * as Troupe from "../src/Troupe.js"
+import { arg, cpuMicros, loadAverage, percentile, upperMedian } from "./support.js"
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i >= 0 ? process.argv[i + 1]! : fallback
-}
 const turns = Number(arg("turns", "1000"))
 const sessionCount = Number(arg("sessions", "10000"))
 
@@ -32,13 +29,6 @@ const principal = new Principal({
   workspaceId: "00000000-0000-4000-8000-000000000003"
 })
 const agent = new Agent({ name: "bench", instructions: "benchmark", model: new ModelRef({ name: "scripted" }) })
-
-const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
-const median = (xs: ReadonlyArray<number>) => percentile([...xs].sort((a, b) => a - b), 0.5)
-const cpuMicros = () => {
-  const u = process.cpuUsage()
-  return u.user + u.system
-}
 
 let peakRss = 0
 const sampleRss = setInterval(() => {
@@ -64,8 +54,8 @@ const sequential = Effect.gen(function*() {
   const totalCpu = cpuMicros() - c0
   const sorted = [...latencies].sort((a, b) => a - b)
   const tenth = Math.max(1, Math.floor(turns / 10))
-  const first = median(cpu.slice(0, tenth))
-  const last = median(cpu.slice(-tenth))
+  const first = upperMedian(cpu.slice(0, tenth))
+  const last = upperMedian(cpu.slice(-tenth))
   console.log(`\none session × ${turns} sequential turns (SQLite file)`)
   console.log(`  turns/s                     ${((turns / wall) * 1000).toFixed(0)}`)
   console.log(`  CPU ms per turn (mean)      ${(totalCpu / turns / 1000).toFixed(3)}`)
@@ -107,7 +97,7 @@ const concurrent = Effect.gen(function*() {
 })
 
 const main = async () => {
-  console.log(`node ${process.version}, load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`)
+  console.log(`node ${process.version}, load average ${loadAverage()}`)
   const dir = mkdtempSync(join(tmpdir(), "troupe-bench-"))
   const runtime = (name: string) =>
     Troupe.layerSqlite({ filename: join(dir, name) }, { host: { idleTimeout: "200 millis" } }) as Layer.Layer<

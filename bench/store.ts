@@ -21,12 +21,8 @@ import { Message } from "../src/schema/Inbox.js"
 import { Commit, type Lease } from "../src/schema/Lease.js"
 import { Principal } from "../src/schema/Principal.js"
 import { SessionStore } from "../src/services/SessionStore.js"
-import { fillLog, turnRecords } from "./support.js"
+import { arg, fillLog, loadAverage, median, turnRecords } from "./support.js"
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i >= 0 ? process.argv[i + 1]! : fallback
-}
 const rounds = Number(arg("rounds", "5"))
 const commitsPerRound = Number(arg("commits", "2000"))
 const replayRecords = Number(arg("records", "20000"))
@@ -38,12 +34,6 @@ const principal = new Principal({
   workspaceId: "00000000-0000-4000-8000-000000000003"
 })
 const agent = new Agent({ name: "bench", instructions: "benchmark", model: new ModelRef({ name: "scripted" }) })
-
-const median = (xs: ReadonlyArray<number>) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2
-}
-
 
 /** Pushes `n` messages, then times `n` commits that each consume one. */
 const commitRound = (n: number, sessionsInParallel: number) =>
@@ -130,7 +120,7 @@ const suite = (name: string, parallel: ReadonlyArray<number>) =>
   })
 
 const main = async () => {
-  const load = (await import("node:os")).loadavg().map((x) => x.toFixed(2)).join(" ")
+  const load = loadAverage()
   console.log(`node ${process.version}, load average ${load}, rounds ${rounds}, commits/round ${commitsPerRound}`)
   if (only === "all" || only === "sqlite") {
     const dir = mkdtempSync(join(tmpdir(), "troupe-bench-"))

@@ -1,8 +1,11 @@
 /**
- * What several benches share: the canonical four-record turn, and a session
- * whose log is filled with such turns straight through the store.
+ * What several benches share: command-line options, medians and percentiles,
+ * the process's CPU time and the machine's load, the canonical four-record
+ * turn, and a session whose log is filled with such turns straight through
+ * the store.
  */
 import { Effect, Option } from "effect"
+import { loadavg } from "node:os"
 import type { Agent } from "../src/schema/Agent.js"
 import { Usage } from "../src/schema/Budget.js"
 import { type InputId, makeCommitId, makeOperationId, makeTurnId } from "../src/schema/Ids.js"
@@ -10,6 +13,34 @@ import { Commit } from "../src/schema/Lease.js"
 import type { Principal } from "../src/schema/Principal.js"
 import { OperationCompleted, OperationStarted, TurnEnded, TurnStarted } from "../src/schema/Record.js"
 import { SessionStore } from "../src/services/SessionStore.js"
+
+/** The value after `--name` on the command line, or `fallback`. */
+export const arg = (name: string, fallback: string): string => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i >= 0 ? process.argv[i + 1]! : fallback
+}
+
+/** The median: the middle value, or the mean of the two middle ones. */
+export const median = (xs: ReadonlyArray<number>): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2
+}
+
+/** The value at fraction `p` of values sorted in ascending order (0.5: the upper of the two middle ones). */
+export const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
+
+/** The median as the turn benches take it: `percentile(…, 0.5)`, a value from the sample even for an even count. */
+export const upperMedian = (xs: ReadonlyArray<number>): number => percentile([...xs].sort((a, b) => a - b), 0.5)
+
+/** CPU time this process has used so far (user + system), in µs. */
+export const cpuMicros = (): number => {
+  const u = process.cpuUsage()
+  return u.user + u.system
+}
+
+/** The machine's load averages over 1, 5 and 15 minutes, as the benches print them. */
+export const loadAverage = (): string => loadavg().map((x) => x.toFixed(2)).join(" ")
 
 /** One completed turn: `turn_started`, a model call's start and receipt, `turn_ended`. */
 export const turnRecords = (inputId: InputId) =>

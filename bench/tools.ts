@@ -21,7 +21,7 @@
 import Database from "better-sqlite3"
 import { Effect, Layer, Schema } from "effect"
 import { mkdtempSync, rmSync, statSync } from "node:fs"
-import { loadavg, tmpdir } from "node:os"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -34,11 +34,8 @@ import { Sessions } from "../src/services/Sessions.js"
 import * as Tool from "../src/services/Tool.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
+import { arg, cpuMicros, loadAverage, percentile, upperMedian } from "./support.js"
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i >= 0 ? process.argv[i + 1]! : fallback
-}
 const turns = Number(arg("turns", "1000"))
 const rounds = Number(arg("rounds", "5"))
 const warmup = Number(arg("warmup", "200"))
@@ -94,14 +91,7 @@ const runtime = (filename: string) =>
     tools: Toolkit.layer([echo])
   }) as Layer.Layer<Troupe.Services>
 
-const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
-const median = (xs: ReadonlyArray<number>) => percentile([...xs].sort((a, b) => a - b), 0.5)
 const mean = (xs: ReadonlyArray<number>) => xs.reduce((a, b) => a + b, 0) / xs.length
-const cpuMicros = () => {
-  const u = process.cpuUsage()
-  return u.user + u.system
-}
-const load = () => loadavg().map((x) => x.toFixed(2)).join(" ")
 const fixed = (x: number, digits = 0) => x.toFixed(digits)
 
 let peakRss = 0
@@ -195,15 +185,15 @@ const sequentialRound = (filename: string, count: number) =>
     const totalCpu = cpuMicros() - c0
     const sorted = [...latencies].sort((a, b) => a - b)
     const tenth = Math.max(1, Math.floor(count / 10))
-    const deciles = Array.from({ length: 10 }, (_, d) => median(cpu.slice(d * tenth, (d + 1) * tenth)))
+    const deciles = Array.from({ length: 10 }, (_, d) => upperMedian(cpu.slice(d * tenth, (d + 1) * tenth)))
     return {
       sessionId: session.id as string,
       turnsPerSecond: (count / wall) * 1000,
       cpuMicrosPerTurn: totalCpu / count,
       p50: percentile(sorted, 0.5),
       p99: percentile(sorted, 0.99),
-      firstCpu: median(cpu.slice(0, tenth)),
-      lastCpu: median(cpu.slice(-tenth)),
+      firstCpu: upperMedian(cpu.slice(0, tenth)),
+      lastCpu: upperMedian(cpu.slice(-tenth)),
       deciles
     }
   }).pipe(
@@ -213,7 +203,7 @@ const sequentialRound = (filename: string, count: number) =>
       ...r,
       stored: storedPerTurn(filename, r.sessionId),
       fileBytes: statSync(filename).size,
-      load: load()
+      load: loadAverage()
     }))
   )
 
@@ -243,8 +233,8 @@ const sequential = (dir: string) =>
         max: Math.max(...r.stored.map(pick))
       }))
       return {
-        first: median(perRound.map((x) => x.first)),
-        last: median(perRound.map((x) => x.last)),
+        first: upperMedian(perRound.map((x) => x.first)),
+        last: upperMedian(perRound.map((x) => x.last)),
         min: Math.min(...perRound.map((x) => x.min)),
         max: Math.max(...perRound.map((x) => x.max))
       }
@@ -256,23 +246,23 @@ const sequential = (dir: string) =>
         } (min ${b.min}, max ${b.max})`
       )
     const storedTurns = results[0]!.stored.length
-    const cpuMs = median(results.map((r) => r.cpuMicrosPerTurn)) / 1000
+    const cpuMs = upperMedian(results.map((r) => r.cpuMicrosPerTurn)) / 1000
     console.log(`\n  medians of ${rounds} rounds`)
-    console.log(`  turns/s                      ${fixed(median(results.map((r) => r.turnsPerSecond)))}`)
+    console.log(`  turns/s                      ${fixed(upperMedian(results.map((r) => r.turnsPerSecond)))}`)
     console.log(`  CPU ms per turn (mean)       ${fixed(cpuMs, 3)} (aim ≤ 1 ms: ${fixed(cpuMs, 2)}× the aim)`)
     console.log(
-      `  latency p50 / p99 ms         ${fixed(median(results.map((r) => r.p50)), 3)} / ${
-        fixed(median(results.map((r) => r.p99)), 3)
+      `  latency p50 / p99 ms         ${fixed(upperMedian(results.map((r) => r.p50)), 3)} / ${
+        fixed(upperMedian(results.map((r) => r.p99)), 3)
       }`
     )
     console.log(
-      `  CPU µs/turn first 10% ${fixed(median(results.map((r) => r.firstCpu)))}, last 10% ${
-        fixed(median(results.map((r) => r.lastCpu)))
-      }, ratio ${fixed(median(results.map((r) => r.lastCpu / r.firstCpu)), 2)} (aim ≤ 1.5)`
+      `  CPU µs/turn first 10% ${fixed(upperMedian(results.map((r) => r.firstCpu)))}, last 10% ${
+        fixed(upperMedian(results.map((r) => r.lastCpu)))
+      }, ratio ${fixed(upperMedian(results.map((r) => r.lastCpu / r.firstCpu)), 2)} (aim ≤ 1.5)`
     )
     console.log(
       `  CPU µs/turn by tenth of the turns: ${
-        Array.from({ length: 10 }, (_, d) => fixed(median(results.map((r) => r.deciles[d]!)))).join(" ")
+        Array.from({ length: 10 }, (_, d) => fixed(upperMedian(results.map((r) => r.deciles[d]!)))).join(" ")
       }`
     )
     console.log(`  bytes stored per turn (${storedTurns} turns, ${results[0]!.stored[0]?.records} log records each)`)
@@ -280,7 +270,7 @@ const sequential = (dir: string) =>
     line("operation input + output", bytes((t) => t.operations))
     line("inbox command", bytes((t) => t.inbox))
     line("all of the above", bytes((t) => t.log + t.operations + t.inbox))
-    const file = median(results.map((r) => r.fileBytes))
+    const file = upperMedian(results.map((r) => r.fileBytes))
     console.log(`  database file after closing  ${fixed(file / 1024 / 1024, 2)} MiB (${fixed(file / turns)} bytes per turn)`)
   })
 
@@ -317,7 +307,7 @@ const concurrent = (filename: string) =>
     gc()
     console.log(`  live actors after idling    ${(yield* host.running).length}`)
     console.log(`  heap retained after passivation MB ${fixed((process.memoryUsage().heapUsed - heapBefore) / 1024 / 1024, 1)}`)
-    console.log(`  load average at the end     ${load()}`)
+    console.log(`  load average at the end     ${loadAverage()}`)
     return created[0]!.id as string
   }).pipe(
     Effect.provide(runtime(filename)),
@@ -332,7 +322,7 @@ const concurrent = (filename: string) =>
   )
 
 const main = async () => {
-  console.log(`node ${process.version}, load average ${load()}`)
+  console.log(`node ${process.version}, load average ${loadAverage()}`)
   const dir = mkdtempSync(join(tmpdir(), "troupe-bench-"))
   try {
     if (only === "all" || only === "seq") await Effect.runPromise(sequential(dir))

@@ -36,7 +36,7 @@ import { Chunk, Effect, Layer, ManagedRuntime, Schema, Stream } from "effect"
 import { fork } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as net from "node:net"
-import { cpus, loadavg, tmpdir } from "node:os"
+import { cpus, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as AgentClient from "../src/client/AgentClient.js"
@@ -58,12 +58,8 @@ import * as Server from "../src/server/Server.js"
 import * as SessionRoutes from "../src/server/SessionRoutes.js"
 import { SessionStore } from "../src/services/SessionStore.js"
 import * as Troupe from "../src/Troupe.js"
-import { fillLog } from "./support.js"
+import { arg, fillLog, loadAverage, median } from "./support.js"
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i >= 0 ? process.argv[i + 1]! : fallback
-}
 const rounds = Number(arg("rounds", "5"))
 const pipelinedRequests = Number(arg("requests", "100000"))
 const serialRequests = Number(arg("serial", "10000"))
@@ -71,11 +67,6 @@ const depth = Number(arg("depth", "64"))
 const eventCount = Number(arg("events", "20000"))
 const store = arg("store", "memory") as "memory" | "sqlite"
 const only = arg("only", "")
-
-const median = (xs: ReadonlyArray<number>) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2
-}
 
 // ---- servers (child process) ----
 
@@ -417,7 +408,7 @@ const startChild = (kind: string, path: string, ...rest: Array<string>) =>
 const format = (value: number) => Math.round(value).toLocaleString("en-US")
 
 const main = async () => {
-  console.log(`load average at start: ${loadavg().map((x) => x.toFixed(2)).join(" ")} (${cpus().length} CPUs)`)
+  console.log(`load average at start: ${loadAverage()} (${cpus().length} CPUs)`)
   console.log(`rounds ${rounds}, pipelined ${pipelinedRequests} requests at depth ${depth}, serial ${serialRequests}`)
   console.log(`event streams: ${eventCount} events replayed from a ${store} store`)
   const dir = mkdtempSync(join(tmpdir(), "tb-"))
@@ -486,7 +477,7 @@ const main = async () => {
     console.log(`ratio routed / ping, pipelined:                ${ratio("troupe bench.echo (routed), raw driver, pipelined", "troupe core.ping, raw driver, pipelined")}`)
     console.log(`ratio troupe events (raw) / JSON lines:        ${ratio("troupe session.events replay, raw driver", "JSON lines session.events replay")}`)
     console.log(`ratio troupe events (SessionClient) / JSON:    ${ratio("troupe session.events replay, SessionClient", "JSON lines session.events replay")}`)
-    console.log(`load average at end: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`)
+    console.log(`load average at end: ${loadAverage()}`)
   } finally {
     for (const child of children) child.kill()
     rmSync(dir, { recursive: true, force: true })
@@ -511,5 +502,4 @@ if (serveIndex >= 0) {
     process.exit(1)
   })
 }
-
 
