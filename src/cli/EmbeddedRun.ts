@@ -41,26 +41,6 @@ import * as TurnView from "./TurnView.js"
 
 type Decision = { readonly decision: "approve" | "approve_session" | "deny"; readonly reason?: string }
 
-/** Asks y/n/a on the terminal. */
-const ask = (question: string): Effect.Effect<Decision> =>
-  Effect.async<Decision>((resume) => {
-    const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
-    const prompt = () =>
-      rl.question(question, (answer) => {
-        const word = answer.trim().toLowerCase()
-        if (word === "y" || word === "yes") return done({ decision: "approve" })
-        if (word === "a" || word === "always") return done({ decision: "approve_session" })
-        if (word === "n" || word === "no" || word === "") return done({ decision: "deny", reason: "denied on the terminal" })
-        prompt()
-      })
-    const done = (decision: Decision) => {
-      rl.close()
-      resume(Effect.succeed(decision))
-    }
-    prompt()
-    return Effect.sync(() => rl.close())
-  })
-
 /** What the user typed at a prompt: a line, the end of input (Ctrl-D or an empty line), or Ctrl-C. */
 type Prompted = Data.TaggedEnum<{
   Line: { readonly text: string }
@@ -87,6 +67,19 @@ const readLine = (prompt: string): Effect.Effect<Prompted> =>
       settled = true
       rl.close()
     })
+  })
+
+const deniedOnTerminal: Decision = { decision: "deny", reason: "denied on the terminal" }
+
+/** Asks y/n/a on the terminal until one of them comes; no answer (an empty line, Ctrl-D, Ctrl-C) is no. */
+const ask = (question: string): Effect.Effect<Decision> =>
+  Effect.flatMap(readLine(question), (answer): Effect.Effect<Decision> => {
+    if (answer._tag !== "Line") return Effect.succeed(deniedOnTerminal)
+    const word = answer.text.trim().toLowerCase()
+    if (word === "y" || word === "yes") return Effect.succeed({ decision: "approve" })
+    if (word === "a" || word === "always") return Effect.succeed({ decision: "approve_session" })
+    if (word === "n" || word === "no") return Effect.succeed(deniedOnTerminal)
+    return ask(question)
   })
 
 /** Picks the agent to run. */
