@@ -20,6 +20,7 @@ import { Usage } from "../src/schema/Budget.js"
 import { Conflict, SessionNotFound, StoreUnavailable } from "../src/schema/Errors.js"
 import * as ProductEvent from "../src/schema/ProductEvent.js"
 import * as Telemetry from "../src/services/Telemetry.js"
+import { readEvents } from "./support/telemetryFile.js"
 
 const sessionId = "ses_01J00000000000000000000000"
 const turnId = "turn_01J00000000000000000000000"
@@ -40,8 +41,6 @@ const turnEnded = ProductEvent.turnEnded({ kind: "root", status: "failed", failu
 
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "troupe-telemetry-")), "nested", "events.jsonl")
 
-const readLines = (path: string): Array<Record<string, unknown>> =>
-  readFileSync(path, "utf8").split("\n").filter((line) => line.length > 0).map((line) => JSON.parse(line))
 
 const withConfig = (entries: ReadonlyArray<readonly [string, string]>) =>
   Effect.withConfigProvider(ConfigProvider.fromMap(new Map(entries)))
@@ -262,7 +261,7 @@ describe("LogTelemetry", () => {
         // An event that does not fit the schema is dropped whole.
         yield* telemetry.emit({ event: "session.started", kind: "my agent" } as unknown as ProductEvent.ProductEvent)
       }).pipe(Effect.provide(LogTelemetry.layer({ path })))
-      const lines = readLines(path)
+      const lines = readEvents(path)
       const at = "1970-01-01T00:00:00.000Z"
       assert.deepStrictEqual(lines, [
         { event: "session.started", kind: "root", excluded: false, at },
@@ -279,7 +278,7 @@ describe("LogTelemetry", () => {
       const once = Telemetry.emit(ProductEvent.sessionStarted("root")).pipe(Effect.provide(LogTelemetry.layer({ path })))
       yield* once
       yield* once
-      assert.lengthOf(readLines(path), 2)
+      assert.lengthOf(readEvents(path), 2)
     }))
 
   it.effect("writes to stderr without a path", () =>
@@ -370,7 +369,7 @@ describe("noop and configuration", () => {
         Effect.provide(EnvTelemetry.layerConfig),
         withConfig([["TROUPE_TELEMETRY", "log"], ["TROUPE_TELEMETRY_FILE", path]])
       )
-      assert.deepStrictEqual(readLines(path), [
+      assert.deepStrictEqual(readEvents(path), [
         { event: "session.started", kind: "root", excluded: false, at: "1970-01-01T00:00:00.000Z" }
       ])
     }))

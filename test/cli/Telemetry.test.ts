@@ -9,14 +9,14 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { ExitCode } from "../../src/cli/ExitCode.js"
-import { envFor, jsonLines, ok, serve, tempDir, troupe } from "./harness.js"
+import { readEvents } from "../support/telemetryFile.js"
+import { envFor, ok, serve, tempDir, troupe } from "./harness.js"
 
 /** The lines of a telemetry file without their timestamps. */
 const events = (file: string) =>
-  jsonLines(readFileSync(file, "utf8")).map((line) => {
+  readEvents(file).map((line) => {
     const { at, ...event } = line as { at: string }
     assert.match(at, /^\d{4}-\d\d-\d\dT/)
     return event

@@ -7,7 +7,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer } from "effect"
-import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import * as LogTelemetry from "../../src/layers/LogTelemetry.js"
@@ -19,18 +18,14 @@ import * as SessionRoutes from "../../src/server/SessionRoutes.js"
 import { Sessions } from "../../src/services/Sessions.js"
 import * as Troupe from "../../src/Troupe.js"
 import { agent, principal } from "../support/fixtures.js"
-import { awaitEvents } from "../support/telemetryFile.js"
+import { awaitEvents, readEvents } from "../support/telemetryFile.js"
 import * as H from "./harness.js"
 
 const TOKEN_QUIET = "token-quiet"
 const TOKEN_LOUD = "token-loud"
 
 /** The product events written so far, without their times. */
-const lines = (path: string): ReadonlyArray<Record<string, unknown>> =>
-  readFileSync(path, "utf8").split("\n").filter((line) => line.length > 0).map((line) => {
-    const { at: _at, ...event } = JSON.parse(line) as Record<string, unknown>
-    return event
-  })
+const lines = (path: string): ReadonlyArray<Record<string, unknown>> => readEvents(path).map(({ at: _at, ...event }) => event)
 
 /** Runs a client as if its own telemetry were enabled. */
 const telemetryOn = Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["TROUPE_TELEMETRY_ENABLED", "true"]])))

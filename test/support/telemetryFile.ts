@@ -6,16 +6,13 @@
  * expected, then returns what it holds.
  */
 import { Effect } from "effect"
-import { readFileSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 
-/** The JSON lines written to `path` so far (none if the file does not exist yet). */
-export const readEvents = (path: string): Array<Record<string, any>> => {
-  try {
-    return readFileSync(path, "utf8").split("\n").filter((line) => line.length > 0).map((line) => JSON.parse(line))
-  } catch {
-    return []
-  }
-}
+/** The JSON lines written to `path` so far (none if the file does not exist yet; a line that is not JSON throws). */
+export const readEvents = (path: string): Array<Record<string, any>> =>
+  existsSync(path)
+    ? readFileSync(path, "utf8").split("\n").filter((line) => line.length > 0).map((line) => JSON.parse(line))
+    : []
 
 /** The lines in `path` once there are at least `count` (or after `timeoutMs`, whatever is there). */
 export const awaitEvents = (path: string, count: number, timeoutMs = 5_000): Effect.Effect<Array<Record<string, any>>> =>
