@@ -12,7 +12,6 @@ import { join } from "node:path"
 import * as AgentClient from "../../src/client/AgentClient.js"
 import * as Handshake from "../../src/protocol/Handshake.js"
 import * as Naming from "../../src/protocol/Naming.js"
-import type * as Connection from "../../src/server/Connection.js"
 import * as H from "../server/harness.js"
 
 const { FLAG_SESSION_START: START, FLAG_TERMINAL: TERMINAL } = AgentClient
@@ -20,18 +19,7 @@ const { FLAG_SESSION_START: START, FLAG_TERMINAL: TERMINAL } = AgentClient
 const ping = H.body("core.ping", {})
 
 /** A daemon on a unix socket (trusted-local) and TCP (token) in this scope. */
-const daemon = (connection?: Connection.Options) =>
-  Effect.gen(function*() {
-    const dir = yield* H.tempDir
-    const probes = yield* H.makeProbes
-    const path = join(dir, "agent.sock")
-    const server = yield* H.startServer(
-      { unix: path, tcp: { host: "127.0.0.1", port: 0 }, connection },
-      H.routerOf(H.testRoutes(probes)),
-      H.localAuth
-    )
-    return { dir, path, probes, port: Option.getOrThrow(server.tcp).port }
-  })
+const daemon = H.testDaemon
 
 describe("AgentClient (Effect API)", () => {
   it.scopedLive("connects, keeps the core.ready body, and answers requests on sequential ids", () =>

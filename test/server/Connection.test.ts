@@ -26,15 +26,7 @@ type Kind = "unix" | "tcp"
 /** A daemon with the test routes on a unix socket (trusted-local) and on TCP (token). */
 const daemon = (connection?: Connection.Options) =>
   Effect.gen(function*() {
-    const dir = yield* H.tempDir
-    const probes = yield* H.makeProbes
-    const path = join(dir, "agent.sock")
-    const server = yield* H.startServer(
-      { unix: path, tcp: { host: "127.0.0.1", port: 0 }, connection },
-      H.routerOf(H.testRoutes(probes)),
-      H.localAuth
-    )
-    const port = Option.getOrThrow(server.tcp).port
+    const { path, port, probes } = yield* H.testDaemon(connection)
     const target = (kind: Kind): H.Target => kind === "unix" ? { path } : { host: "127.0.0.1", port }
     /** A peer ready for routed messages: TCP peers say hello with the token first. */
     const peer = (kind: Kind) =>

@@ -13,6 +13,7 @@ import * as Frame from "../../src/protocol/Frame.js"
 import * as Handshake from "../../src/protocol/Handshake.js"
 import type { Principal } from "../../src/schema/Principal.js"
 import * as Authenticator from "../../src/server/Authenticator.js"
+import type * as Connection from "../../src/server/Connection.js"
 import { type Handler, type Outgoing, type Route, Router, WireError } from "../../src/server/Router.js"
 import type * as Listener from "../../src/server/Listener.js"
 import * as Server from "../../src/server/Server.js"
@@ -149,6 +150,20 @@ export const startServer = (
   Layer.build(
     Server.layer(options).pipe(Layer.provide(Layer.merge(Layer.succeed(Router, router), auth)))
   ).pipe(Effect.map((context) => Context.get(context, Server.Server)))
+
+/** A server with the test routes on a unix socket (trusted-local) and on TCP (token), in this scope. */
+export const testDaemon = (connection?: Connection.Options) =>
+  Effect.gen(function*() {
+    const dir = yield* tempDir
+    const probes = yield* makeProbes
+    const path = join(dir, "agent.sock")
+    const server = yield* startServer(
+      { unix: path, tcp: { host: "127.0.0.1", port: 0 }, connection },
+      routerOf(testRoutes(probes)),
+      localAuth
+    )
+    return { dir, path, probes, port: Option.getOrThrow(server.tcp).port }
+  })
 
 /** The body of a message. */
 export const body = (type: string, payload: unknown): Uint8Array => Envelope.encodeBodyUnsafe(type, payload)
