@@ -13,19 +13,17 @@ import { join } from "node:path"
 import * as AgentClient from "../../src/client/AgentClient.js"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import type { SessionEvent } from "../../src/schema/Event.js"
-import * as Messages from "../../src/protocol/Messages.js"
 import type * as ScriptedModel from "../../src/layers/ScriptedModel.js"
 import { makeSessionId, makeTurnId } from "../../src/schema/Ids.js"
 import * as AgentCatalog from "../../src/server/AgentCatalog.js"
 import * as Authenticator from "../../src/server/Authenticator.js"
-import { Router } from "../../src/server/Router.js"
 import * as Server from "../../src/server/Server.js"
-import * as SessionRoutes from "../../src/server/SessionRoutes.js"
 import { Sessions } from "../../src/services/Sessions.js"
 import * as Toolkit from "../../src/services/Toolkit.js"
 import * as Troupe from "../../src/Troupe.js"
 import { deployCall, deployingAgent, deployTool } from "../support/deploy.js"
 import { principal } from "../support/fixtures.js"
+import * as H from "../server/harness.js"
 
 /** A long reply: thousands of deltas, more than the socket and both buffers hold. */
 const LONG = Array.from({ length: 6000 }, (_, i) => `word${i}`).join(" ")
@@ -54,23 +52,9 @@ const daemon = (runs: Ref.Ref<number>, eventBuffer?: number) =>
     const b = principal("b")
     const runtime = Troupe.layerTest({ scripts: SCRIPTS, tools: Toolkit.layer([deployTool(runs)]) })
     // The routes, with the reason of every event stream's end noted.
-    const ends = yield* Ref.make<ReadonlyArray<string>>([])
-    const routes = Layer.effect(
-      Router,
-      Effect.map(SessionRoutes.make({ eventBuffer }), (router) =>
-        Router.of({
-          route: (type) => {
-            const route = router.route(type)
-            if (route === undefined || type !== Messages.Type.sessionEvents) return route
-            return {
-              ...route,
-              handler: (exchange) =>
-                Effect.tap(route.handler(exchange), (end) =>
-                  Ref.update(ends, (all) => [...all, (end.payload as { reason: string }).reason]))
-            }
-          }
-        }))
-    ).pipe(
+    const observed = yield* H.observedSessionRoutes({ eventBuffer })
+    const ends = observed.ends
+    const routes = observed.routes.pipe(
       Layer.provide(AgentCatalog.layer([deployingAgent("worker", "Deploys."), deployingAgent("talker", "Talks a lot.")]))
     )
     const app = Layer.provideMerge(

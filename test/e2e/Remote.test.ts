@@ -20,15 +20,12 @@ import { join } from "node:path"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import * as Cbor from "../../src/protocol/Cbor.js"
 import * as Frame from "../../src/protocol/Frame.js"
-import * as Messages from "../../src/protocol/Messages.js"
 import type { SessionEvent } from "../../src/schema/Event.js"
 import { makeCallbackId, makeTurnId, type SessionId } from "../../src/schema/Ids.js"
 import type { Principal } from "../../src/schema/Principal.js"
 import * as AgentCatalog from "../../src/server/AgentCatalog.js"
 import * as Authenticator from "../../src/server/Authenticator.js"
-import { Router } from "../../src/server/Router.js"
 import * as Server from "../../src/server/Server.js"
-import * as SessionRoutes from "../../src/server/SessionRoutes.js"
 import { Sessions } from "../../src/services/Sessions.js"
 import * as Troupe from "../../src/Troupe.js"
 import { agent, principal } from "../support/fixtures.js"
@@ -63,27 +60,8 @@ const daemon = (options: { readonly eventBuffer?: number } = {}) =>
     const a = principal("a")
     const b = principal("b")
     const runtime = Troupe.layerSqlite({ filename: join(dir, "troupe.db") }, { scripts: { agents: { talker: [LONG] } } })
-    const ends = yield* Ref.make<ReadonlyArray<string>>([])
-    const subscriptions = yield* Ref.make(0)
-    const routes = Layer.effect(
-      Router,
-      Effect.map(SessionRoutes.make({ eventBuffer: options.eventBuffer }), (router) =>
-        Router.of({
-          route: (type) => {
-            const route = router.route(type)
-            if (route === undefined || type !== Messages.Type.sessionEvents) return route
-            return {
-              ...route,
-              handler: (exchange) =>
-                Effect.andThen(
-                  Ref.update(subscriptions, (n) => n + 1),
-                  Effect.tap(route.handler(exchange), (end) =>
-                    Ref.update(ends, (all) => [...all, (end.payload as { reason: string }).reason]))
-                )
-            }
-          }
-        }))
-    ).pipe(Layer.provide(AgentCatalog.layer([agent("echo"), agent("talker")])))
+    const { ends, routes: observed, subscriptions } = yield* H.observedSessionRoutes({ eventBuffer: options.eventBuffer })
+    const routes = observed.pipe(Layer.provide(AgentCatalog.layer([agent("echo"), agent("talker")])))
     const app = Layer.provideMerge(
       Layer.mergeAll(routes, Authenticator.layerStatic({ [TOKEN_A]: a, [TOKEN_B]: b })),
       runtime

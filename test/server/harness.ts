@@ -3,7 +3,7 @@
  * handlers report what happened to them, a server started in the test's
  * scope, and a raw peer that writes arbitrary bytes and reads frames back.
  */
-import { Context, Deferred, Duration, Effect, Either, Layer, Option, Queue, Schema, type Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Either, Layer, Option, Queue, Ref, Schema, type Scope } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
@@ -11,12 +11,14 @@ import { join } from "node:path"
 import * as Envelope from "../../src/protocol/Envelope.js"
 import * as Frame from "../../src/protocol/Frame.js"
 import * as Handshake from "../../src/protocol/Handshake.js"
+import * as Messages from "../../src/protocol/Messages.js"
 import type { Principal } from "../../src/schema/Principal.js"
 import * as Authenticator from "../../src/server/Authenticator.js"
 import type * as Connection from "../../src/server/Connection.js"
 import { type Handler, type Outgoing, type Route, Router, WireError } from "../../src/server/Router.js"
 import type * as Listener from "../../src/server/Listener.js"
 import * as Server from "../../src/server/Server.js"
+import * as SessionRoutes from "../../src/server/SessionRoutes.js"
 import { principal as freshPrincipal } from "../support/fixtures.js"
 
 /** A directory removed with the scope. Short, so socket paths stay under the 108-byte limit. */
@@ -163,6 +165,36 @@ export const testDaemon = (connection?: Connection.Options) =>
       localAuth
     )
     return { dir, path, probes, port: Option.getOrThrow(server.tcp).port }
+  })
+
+/**
+ * The real session routes, with each `session.events` stream counted as it
+ * starts (`subscriptions`) and the reason it ended noted (`ends`).
+ */
+export const observedSessionRoutes = (options: SessionRoutes.Options = {}) =>
+  Effect.gen(function*() {
+    const ends = yield* Ref.make<ReadonlyArray<string>>([])
+    const subscriptions = yield* Ref.make(0)
+    const routes = Layer.effect(
+      Router,
+      Effect.map(SessionRoutes.make(options), (router) =>
+        Router.of({
+          route: (type) => {
+            const route = router.route(type)
+            if (route === undefined || type !== Messages.Type.sessionEvents) return route
+            return {
+              ...route,
+              handler: (exchange) =>
+                Effect.andThen(
+                  Ref.update(subscriptions, (n) => n + 1),
+                  Effect.tap(route.handler(exchange), (end) =>
+                    Ref.update(ends, (all) => [...all, (end.payload as { reason: string }).reason]))
+                )
+            }
+          }
+        }))
+    )
+    return { routes, ends, subscriptions }
   })
 
 /** The body of a message. */
