@@ -189,6 +189,27 @@ const serveJsonLines = (path: string) => {
 
 // ---- drivers (this process) ----
 
+/**
+ * A raw driver's connection: it skips the server's preamble, decodes frames
+ * and hands each chunk's frames to `onFrames` (the first is `core.ready`).
+ */
+const rawConnection = (
+  path: string,
+  reject: (error: Error) => void,
+  onFrames: (frames: ReadonlyArray<Frame.RawFrame>) => void
+): net.Socket => {
+  const socket = net.connect({ path })
+  const decoder = Frame.makeDecoder()
+  let preamble = 0
+  socket.on("error", reject)
+  socket.on("data", (chunk: Buffer) => {
+    const skip = Math.min(Handshake.PREAMBLE_SIZE - preamble, chunk.length)
+    preamble += skip
+    onFrames(decoder.push(skip > 0 ? chunk.subarray(skip) : chunk).frames)
+  })
+  return socket
+}
+
 /** Keeps `outstanding` requests in flight until `total` were answered; round trips per second. */
 const driveTroupe = (path: string, type: string, payload: unknown, total: number, outstanding: number) =>
   new Promise<number>((resolve, reject) => {
@@ -196,22 +217,12 @@ const driveTroupe = (path: string, type: string, payload: unknown, total: number
     for (let id = 1; id <= outstanding; id++) {
       frames.set(id, Frame.encodeUnsafe({ id, flags: 0, body: Envelope.encodeBodyUnsafe(type, payload) }))
     }
-    const socket = net.connect({ path })
-    const decoder = Frame.makeDecoder()
-    let handshake = 0
     let sent = 0
     let answered = 0
     let started = 0
-    socket.on("error", reject)
-    socket.on("data", (chunk: Buffer) => {
-      let rest: Uint8Array = chunk
-      if (handshake < Handshake.PREAMBLE_SIZE) {
-        const skip = Math.min(Handshake.PREAMBLE_SIZE - handshake, rest.length)
-        handshake += skip
-        rest = rest.subarray(skip)
-      }
+    const socket = rawConnection(path, reject, (received) => {
       const out: Array<Uint8Array> = []
-      for (const frame of decoder.push(rest).frames) {
+      for (const frame of received) {
         if (frame.id === 0) {
           // core.ready: start.
           started = performance.now()
@@ -294,25 +305,15 @@ const driveClient = (path: string, type: string, payload: unknown, total: number
 /** Replays the session over `session.events` with the raw driver; events per second. */
 const driveEventsRaw = (path: string, sessionId: string, expected: number) =>
   new Promise<number>((resolve, reject) => {
-    const socket = net.connect({ path })
-    const decoder = Frame.makeDecoder()
     const open = Frame.encodeUnsafe({
       id: 1,
       flags: Frame.FLAG_SESSION_START,
       body: Envelope.encodeBodyUnsafe("session.events", { sessionId, follow: false })
     })
-    let handshake = 0
     let events = 0
     let started = 0
-    socket.on("error", reject)
-    socket.on("data", (chunk: Buffer) => {
-      let rest: Uint8Array = chunk
-      if (handshake < Handshake.PREAMBLE_SIZE) {
-        const skip = Math.min(Handshake.PREAMBLE_SIZE - handshake, rest.length)
-        handshake += skip
-        rest = rest.subarray(skip)
-      }
-      for (const frame of decoder.push(rest).frames) {
+    const socket = rawConnection(path, reject, (frames) => {
+      for (const frame of frames) {
         if (frame.id === 0) {
           started = performance.now()
           socket.write(open)
