@@ -49,7 +49,7 @@ export const turnRecords = (inputId: InputId) =>
     const operationId = yield* makeOperationId
     return [
       new TurnStarted({ turnId, inputId, text: "hello" }),
-      new OperationStarted({ operationId, turnId, kind: "model", name: "scripted", input: { messages: 1 } }),
+      new OperationStarted({ operationId, turnId, kind: "model", name: "scripted", input: { messages: 1, tools: 0 } }),
       new OperationCompleted({ operationId, turnId, output: { text: "hi there" }, isError: false }),
       new TurnEnded({ turnId, outcome: "completed", output: "hi there", usage: Usage.zero })
     ]

@@ -50,7 +50,7 @@ const program = Effect.gen(function*() {
       consumes: [message.inputId], // the message leaves the inbox in the same transaction
       records: [
         new TurnStarted({ turnId, inputId: message.inputId, text: message.text }),
-        new OperationStarted({ operationId, turnId, kind: "model", name: agent.model.name, input: message.text }),
+        new OperationStarted({ operationId, turnId, kind: "model", name: agent.model.name, input: { messages: 1, tools: 0 } }),
         new OperationCompleted({ operationId, turnId, output: { text: reply } }),
         new TurnEnded({ turnId, outcome: "completed", output: reply, usage })
       ]

@@ -13,12 +13,12 @@ import * as ScriptedModel from "./layers/ScriptedModel.js"
 import * as SqliteSessionStore from "./layers/SqliteSessionStore.js"
 import type { StoreUnavailable } from "./schema/Errors.js"
 import * as CallbackBroker from "./services/CallbackBroker.js"
-import type { CostMeter } from "./services/CostMeter.js"
+import * as CostMeter from "./services/CostMeter.js"
 import type { Model } from "./services/Model.js"
 import type { SessionHost } from "./services/SessionHost.js"
 import * as Sessions from "./services/Sessions.js"
 import type { SessionStore } from "./services/SessionStore.js"
-import type { Telemetry } from "./services/Telemetry.js"
+import * as Telemetry from "./services/Telemetry.js"
 import * as Toolkit from "./services/Toolkit.js"
 
 /** Everything a composed runtime provides. */
@@ -35,9 +35,9 @@ export interface RuntimeOptions {
   /** The server tools this host runs (`Toolkit.layer([...])`); default none. */
   readonly tools?: Layer.Layer<Toolkit.Toolkit> | undefined
   /** Prices for the cost budget (`CostMeter.layer({...})`); default free. */
-  readonly costs?: Layer.Layer<CostMeter> | undefined
+  readonly costs?: Layer.Layer<CostMeter.CostMeter> | undefined
   /** Product telemetry (`LogTelemetry.layer(...)`, `OtelTelemetry.layer(...)`, `EnvTelemetry.layerConfig`); default none. */
-  readonly telemetry?: Layer.Layer<Telemetry> | undefined
+  readonly telemetry?: Layer.Layer<Telemetry.Telemetry> | undefined
 }
 
 /** Wires the API, the host and a model over any store layer. */
@@ -48,8 +48,8 @@ export const layer = <E, R>(
   const model = options.model ?? ScriptedModel.layer(options.scripts)
   const extras = Layer.mergeAll(
     options.tools ?? Toolkit.layerEmpty,
-    options.costs ?? Layer.empty,
-    options.telemetry ?? Layer.empty
+    options.costs ?? CostMeter.layerNoop,
+    options.telemetry ?? Telemetry.layerNoop
   )
   const base = Layer.provideMerge(CallbackBroker.layer, Layer.mergeAll(store, model, extras))
   const host = Layer.provideMerge(InProcessHost.layer(options.host), base)

@@ -9,7 +9,7 @@ import { Chunk, Effect, Layer, Queue, Ref, Schema, Stream, TestClock } from "eff
 import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import * as ScriptedModel from "../src/layers/ScriptedModel.js"
 import { Agent, ModelRef, ModelSettings, PermissionPolicy } from "../src/schema/Agent.js"
-import { Budgets } from "../src/schema/Budget.js"
+import { type BudgetDimension, Budgets } from "../src/schema/Budget.js"
 import type { PendingCallback } from "../src/schema/Callback.js"
 import type { SessionId, TurnId } from "../src/schema/Ids.js"
 import type { Principal } from "../src/schema/Principal.js"
@@ -256,7 +256,7 @@ const expectExhausted = (
   sessionId: SessionId,
   turnId: TurnId,
   expected: {
-    readonly dimension: string
+    readonly dimension: BudgetDimension
     readonly limit: number
     readonly observed: number
     readonly toolName?: string

@@ -40,6 +40,7 @@ import {
   TurnStarted
 } from "../src/schema/Record.js"
 import { Usage } from "../src/schema/Budget.js"
+import { ApprovalRequest, ClientToolRequest } from "../src/schema/Callback.js"
 import { type Head, project } from "../src/services/LogProjection.js"
 import { SessionStore } from "../src/services/SessionStore.js"
 import { agent, commit, inputId, message, principal } from "./support/fixtures.js"
@@ -100,7 +101,7 @@ const batch = (rng: Random, p: Pools) =>
           break
         case 2:
           p.operations.push({ operationId: operation, turnId })
-          records.push(new OperationStarted({ operationId: operation, turnId, kind: "tool", name: "t", input: { i } }))
+          records.push(new OperationStarted({ operationId: operation, turnId, kind: "tool", name: "t", input: { callId: `c${i}`, arguments: "{}", requestedBy: operation } }))
           break
         case 3: {
           const started = rng.next() < 0.8 && p.operations.length > 0 ? rng.pick(p.operations) : undefined
@@ -125,7 +126,7 @@ const batch = (rng: Random, p: Pools) =>
         case 6:
           p.callbacks.push(callback)
           records.push(
-            new CallbackOpened({ callbackId: callback, turnId, operationId: operation, kind: "approval", request: { i } })
+            new CallbackOpened({ callbackId: callback, turnId, operationId: operation, kind: "approval", request: new ApprovalRequest({ toolName: "t", callId: `c${i}`, arguments: "{}" }) })
           )
           break
         case 7: {
@@ -138,7 +139,7 @@ const batch = (rng: Random, p: Pools) =>
           p.callbacks.push(callback)
           records.push(
             new CallbackResolved({ callbackId: callback, turnId, resolution: "cancelled" }),
-            new CallbackOpened({ callbackId: callback, turnId, operationId: operation, kind: "client_tool", request: null })
+            new CallbackOpened({ callbackId: callback, turnId, operationId: operation, kind: "client_tool", request: new ClientToolRequest({ toolName: "t", callId: "c", arguments: "{}" }) })
           )
           break
         case 9:

@@ -30,7 +30,7 @@ describe("SqliteSessionStore commit paths", () => {
         const session = yield* store.create({ principal: principal(), agent: agent() })
         const lease = Option.getOrThrow(yield* store.acquire(session.id, "worker", 60_000))
         // JSON has no BigInt: writing the body throws in the store's own code, not in the driver.
-        const unwritable = new InputApplied({ inputId: InputId.make("in-1"), kind: "message", detail: { n: 1n } }, true)
+        const unwritable = new InputApplied({ inputId: InputId.make("in-1"), kind: "message", detail: { text: 1n } as unknown as { text: string } }, true)
         const exit = yield* Effect.exit(store.append(yield* commit(lease, 1, [...(yield* turnBatch()), unwritable])))
         assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
         assert.strictEqual((yield* store.get(session.id)).headSeq, 1)

@@ -21,6 +21,7 @@ import { Command, Message } from "../src/schema/Inbox.js"
 import { canonical } from "../src/schema/Json.js"
 import { decodePrincipal, Principal } from "../src/schema/Principal.js"
 import { Usage } from "../src/schema/Budget.js"
+import { ApprovalRequest } from "../src/schema/Callback.js"
 import * as Record from "../src/schema/Record.js"
 import { RecordBody } from "../src/schema/Record.js"
 
@@ -283,14 +284,14 @@ describe("record JSON", () => {
           turnId,
           outcome: "failed",
           failureCode: "budget_exhausted",
-          failure: { dimension: "toolCalls", limit: 1, observed: 2 },
+          failure: { _tag: "BudgetExhausted", dimension: "toolCalls", limit: 1, observed: 2 },
           usage
         }),
         new Record.InputApplied({ inputId, kind: "steer", turnId }),
-        new Record.OperationStarted({ operationId, turnId, kind: "tool", name: "echo", input: { x: [1, "2"] } }),
+        new Record.OperationStarted({ operationId, turnId, kind: "tool", name: "echo", input: { callId: "c1", arguments: '{"x":[1,"2"]}', requestedBy: operationId } }),
         new Record.OperationCompleted({ operationId, turnId, output: "ok", isError: false }),
         new Record.OperationUnknown({ operationId, turnId }),
-        new Record.CallbackOpened({ callbackId, turnId, operationId, kind: "approval", request: { tool: "echo" } }),
+        new Record.CallbackOpened({ callbackId, turnId, operationId, kind: "approval", request: new ApprovalRequest({ toolName: "echo", callId: "c1", arguments: "{}" }) }),
         new Record.CallbackResolved({ callbackId, turnId, resolution: "answered", result: { approved: true } }),
         new Record.ChildSpawned({ childSessionId: sessionId, agentName: "b", alias: null }),
         new Record.ChildResultRecorded({ childSessionId: sessionId, turnId, outcome: "completed", output: "done" }),

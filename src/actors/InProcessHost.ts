@@ -27,7 +27,6 @@ import { type InputId, type SessionId, type TurnId, ulid } from "../schema/Ids.j
 import type { RecordBody, TurnEnded } from "../schema/Record.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
-import * as Model from "../services/Model.js"
 import { Decision, type Interest, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as Lock from "./Lock.js"
@@ -105,7 +104,8 @@ type Waiter = Cell<Decision, SessionActor.Refusal>
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
-    const context = yield* Effect.context<SessionStore | Model.Model | CallbackBroker>()
+    // The services actors run on, taken once: an actor outlives whichever caller woke it.
+    const context = yield* Effect.context<SessionActor.Services>()
     const broker = yield* CallbackBroker
     const leaseTtl = Duration.decode(options.leaseTtl ?? "15 seconds")
     const actorOptions: SessionActor.Options = {
@@ -284,8 +284,8 @@ export const make = (options: Options = {}) =>
     })
   })
 
-/** The in-process host as a layer; needs a store, a model and a callback broker. */
+/** The in-process host as a layer; needs the services actors run on (a store, a model, a callback broker, tools, prices, telemetry). */
 export const layer = (
   options: Options = {}
-): Layer.Layer<SessionHost, never, SessionStore | Model.Model | CallbackBroker> =>
+): Layer.Layer<SessionHost, never, SessionActor.Services> =>
   Layer.scoped(SessionHost, make(options))

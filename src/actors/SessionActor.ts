@@ -3,54 +3,41 @@
  * admission order, runs at most one turn at a time as a child fiber, and is
  * the only writer of the session's log while its lease lasts.
  *
- * Life: acquire the lease (or leave the session to whoever holds it), start
- * the `LeaseKeeper`, rebuild the transcript from the log, resume a turn a
- * crashed owner left active, then loop over the inbox until idle for
- * `idleTimeout` with nothing to do (passivation), or until the lease is lost
- * (then nothing more is written and the actor stops with `LeaseLost`).
+ * A thin loop over two pure parts: acquire the lease (or leave the session to
+ * whoever holds it), start the `LeaseKeeper`, fold the log into a
+ * `SessionState`, resume a turn a crashed owner left active, then read the
+ * inbox → `Decisions.decide` → append → run the outcome, until idle for
+ * `idleTimeout` (passivation) or the lease is lost (then nothing more is
+ * written and the actor stops with `LeaseLost`). Every commit, the actor's or
+ * its turn's, goes through one write path that folds what it wrote onto the
+ * state.
  *
  * @since 0.1.0
  */
-import { Chunk, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberSet, Option, Queue, Ref } from "effect"
-import type { Agent, ModelSettings } from "../schema/Agent.js"
-import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
-import { LeaseLost, SessionBusy, StaleCallback, type StoreUnavailable, TurnMismatch } from "../schema/Errors.js"
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Option, Queue, Ref } from "effect"
+import type { ModelSettings } from "../schema/Agent.js"
+import { Usage } from "../schema/Budget.js"
+import { LeaseLost, type SessionBusy, type StaleCallback, type StoreUnavailable, type TurnMismatch } from "../schema/Errors.js"
 import type { AssistantDelta } from "../schema/Event.js"
-import {
-  type CallbackId,
-  type InputId,
-  makeCallbackId,
-  makeCommitId,
-  makeTurnId,
-  type OperationId,
-  type SessionId,
-  type TurnId
-} from "../schema/Ids.js"
-import type { CallbackAnswer, Command, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
-import type { Commit, CommitReceipt, Lease } from "../schema/Lease.js"
-import {
-  Archived,
-  CallbackOpened,
-  CallbackResolved,
-  Closed,
-  InputApplied,
-  type RecordBody,
-  Renamed,
-  TurnEnded,
-  TurnStarted
-} from "../schema/Record.js"
-import type { RunOptions } from "../schema/Run.js"
+import { type CallbackId, type InputId, makeCommitId, makeTurnId, type SessionId } from "../schema/Ids.js"
+import type { InboxItem } from "../schema/Inbox.js"
+import type { CommitReceipt, Lease } from "../schema/Lease.js"
+import type { RecordBody, TurnEnded } from "../schema/Record.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
+import type { Session } from "../schema/Session.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
-import * as Telemetry from "../services/Telemetry.js"
+import type { CostMeter } from "../services/CostMeter.js"
 import type * as Model from "../services/Model.js"
 import { Decision } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
+import * as Telemetry from "../services/Telemetry.js"
+import type { Toolkit } from "../services/Toolkit.js"
+import * as BusySlot from "./BusySlot.js"
+import * as Decisions from "./Decisions.js"
 import * as LeaseKeeper from "./LeaseKeeper.js"
 import * as Lock from "./Lock.js"
-import * as TurnMeter from "./TurnMeter.js"
-import * as TurnPlan from "./TurnPlan.js"
-import * as TurnRunner from "./TurnRunner.js"
+import * as RunningTurn from "./RunningTurn.js"
+import * as SessionState from "./SessionState.js"
 
 /** How an actor is tuned. */
 export interface Options {
@@ -64,6 +51,9 @@ export interface Options {
 
 /** The refusals an actor may decide on an input. */
 export type Refusal = SessionBusy | TurnMismatch | StaleCallback
+
+/** The services an actor and its turns use. */
+export type Services = SessionStore | CallbackBroker | Model.Model | Toolkit | CostMeter | Telemetry.Telemetry
 
 /** What the host gives an actor. */
 export interface Wiring {
@@ -95,575 +85,261 @@ export interface Wiring {
   readonly slots: Effect.Semaphore
 }
 
-interface ActiveTurn {
-  readonly turnId: TurnId
-  readonly fiber: Fiber.RuntimeFiber<TurnRunner.TurnSummary | undefined>
-  readonly steers: Queue.Queue<string>
-  readonly meter: TurnMeter.TurnMeter
-  /** Its product events are excluded from analytics. */
-  readonly excluded: boolean
-  /** True while the turn waits for the user (`wait_user`): messages then go to it. */
-  waitingForUser: boolean
+/** Everything a running actor keeps between commands. */
+interface Actor {
+  readonly session: Session
+  state: SessionState.SessionState
+  running: RunningTurn.RunningTurn | undefined
+  /** Messages already told "queued", so a rescan does not tell them twice. */
+  readonly queued: Set<InputId>
+  /** Where parked turns wait for answers. */
+  readonly answers: Map<CallbackId, Deferred.Deferred<unknown>>
 }
 
-/** A callback of this session as the log tells it, and, while open, how its turn waits for the answer. */
-interface KnownCallback {
-  /** Its `callback_opened` record, with the seq and time the commit gave it. */
-  opened: OpenCallback
-  readonly toolName: string
-  status: TurnRunner.KnownCallback["status"]
-  result?: unknown
-  /** Set while a running turn waits on it: answers are taken only then. */
-  answer?: Deferred.Deferred<unknown> | undefined
-}
+/** Folds the whole log of `sessionId`, page by page. */
+const foldLog = (sessionId: SessionId) =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    let state = SessionState.empty(sessionId)
+    for (;;) {
+      const page = yield* store.readLog(sessionId, { after: state.head, limit: 1000 })
+      state = SessionState.fold(state, page.records)
+      if (!page.more) return state
+    }
+  })
 
-const isSessionApproval = (result: unknown) =>
-  (result as { decision?: unknown } | undefined)?.decision === "approve_session"
+/** Holds the lease for the actor's scope: renewed by the keeper, released at the end unless lost or handed back. */
+const holdLease = (acquired: Lease, ttl: Duration.Duration, fatal: Deferred.Deferred<never, LeaseLost | StoreUnavailable>) =>
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    const lease = yield* Ref.make(acquired)
+    const handedBack = { value: false }
+    yield* Effect.addFinalizer((exit) =>
+      // A lost lease is not ours to release, and one handed back on passivating was released already.
+      (Exit.isFailure(exit) && exit.cause._tag === "Fail") || handedBack.value
+        ? Effect.void
+        : Effect.ignore(Effect.flatMap(Ref.get(lease), store.release))
+    )
+    yield* LeaseKeeper.run(lease, ttl).pipe(Effect.catchAll((error) => Deferred.fail(fatal, error)), Effect.forkScoped)
+    return { lease, handedBack }
+  })
+
+/** What the sender of a command is told, once its commit is written. */
+const replyExit = (
+  reply: Decisions.Reply,
+  firstSeq: number,
+  records: ReadonlyArray<RecordBody>
+): Exit.Exit<Decision, Refusal> => {
+  switch (reply._tag) {
+    case "Started": {
+      const at = records.findIndex((record) => record._tag === "turn_started")
+      return Exit.succeed(Decision.Started({ turnId: reply.turnId, cursor: firstSeq + at }))
+    }
+    case "Queued":
+      return Exit.succeed(Decision.Queued())
+    case "Steered":
+      return Exit.succeed(Decision.Steered({ turnId: reply.turnId }))
+    case "Interrupted":
+      return Exit.succeed(Decision.Interrupted({ turnId: reply.turnId, outcome: reply.outcome }))
+    case "Applied":
+      return Exit.succeed(Decision.Applied())
+    case "Refused":
+      return Exit.fail(reply.error)
+  }
+}
 
 /** Runs the actor of `sessionId` until it passivates; fails with `LeaseLost` when the lease goes. */
 export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
   Effect.scoped(Effect.gen(function*() {
     const store = yield* SessionStore
     const broker = yield* CallbackBroker
-    const telemetry = Option.getOrElse(yield* Effect.serviceOption(Telemetry.Telemetry), () => Telemetry.noop)
-    const ttlMillis = Duration.toMillis(options.leaseTtl)
-    let holdsSlot = false
-    const takeSlot = Effect.zipRight(wiring.slots.take(1), Effect.sync(() => (holdsSlot = true)))
-    const giveSlot = Effect.suspend(() => {
-      if (!holdsSlot) return Effect.void
-      holdsSlot = false
-      return wiring.slots.release(1)
-    })
-    yield* Effect.addFinalizer(() => giveSlot)
-    yield* takeSlot
-    const acquired = yield* store.acquire(sessionId, options.owner, ttlMillis)
+    const telemetry = yield* Telemetry.Telemetry
+    const slot = yield* BusySlot.make(wiring.slots)
+    yield* slot.take
+    const acquired = yield* store.acquire(sessionId, options.owner, Duration.toMillis(options.leaseTtl))
     yield* wiring.onLease(Option.isSome(acquired))
     if (Option.isNone(acquired)) return
-    const lease = yield* Ref.make(acquired.value)
-    // Set once the host released the lease on passivating: releasing it again would be a write for nothing.
-    let passivated = false
-    yield* Effect.addFinalizer((exit) =>
-      // A lost lease is not ours to release; a closing actor gives it back.
-      (Exit.isFailure(exit) && exit.cause._tag === "Fail") || passivated
-        ? Effect.void
-        : Effect.ignore(Effect.flatMap(Ref.get(lease), store.release))
-    )
     const fatal = yield* Deferred.make<never, LeaseLost | StoreUnavailable>()
-    const turns = yield* FiberSet.make<TurnRunner.TurnSummary | undefined>()
-    yield* LeaseKeeper.run(lease, options.leaseTtl).pipe(
-      Effect.catchAll((error) => Deferred.fail(fatal, error)),
-      Effect.forkScoped
-    )
-
-    const session = yield* store.get(sessionId)
-    const agent: Agent = session.agent
-    const busyPolicy = session.busyPolicy
-    let head = session.headSeq
-    let closed = session.status === "closed"
-    let active: ActiveTurn | undefined
-    const ended = new Set<TurnId>()
-    const history: Array<Model.Message> = []
-    // Queued messages already told "queued", so a rescan does not tell them twice.
-    const queued = new Set<InputId>()
+    const { handedBack, lease } = yield* holdLease(acquired.value, options.leaseTtl, fatal)
+    const turns = yield* FiberSet.make<void>()
     const writer = Lock.make()
-    /** The open callback a `callback_opened` record at `seq` stands for. */
-    const openCallbackOf = (body: CallbackOpened, seq: number, at: number) =>
-      new OpenCallback({
-        callbackId: body.callbackId,
-        sessionId,
-        turnId: body.turnId,
-        operationId: body.operationId,
-        kind: body.kind,
-        request: body.request,
-        openedSeq: seq,
-        openedAt: at
-      }, true)
-    // Every callback of the session, open or closed: a stale answer is told how its callback closed.
-    const callbacks = new Map<CallbackId, KnownCallback>()
-    // Tools approved "for the session" by an approval answer.
-    const approvals = new Set<string>()
-
-    /**
-     * The single write path: append, advance the head, publish. Losing the
-     * lease is fatal. `persisted` runs between the append and the publishing,
-     * so whoever sees a record published (an `awaitTurn`, a live subscriber)
-     * also sees what it caused, such as a turn's product event.
-     */
-    const append = (
-      records: ReadonlyArray<RecordBody>,
-      consumes: ReadonlyArray<InputId>,
-      persisted: Effect.Effect<void> = Effect.void
-    ): Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable> =>
-      Effect.flatMap(Ref.get(lease), (current) =>
-        Effect.flatMap(makeCommitId, (commitId) => {
-          // A plain value: it goes to the store and no further.
-          const commit: Commit = {
-            commitId,
-            sessionId,
-            owner: current.owner,
-            epoch: current.epoch,
-            expectedHeadSeq: head,
-            records,
-            consumes
-          }
-          return Effect.matchEffect(store.append(commit), {
-            onFailure: (error) => {
-              switch (error._tag) {
-                case "Conflict":
-                case "SessionNotFound":
-                  return Effect.die(error)
-                case "SequenceConflict":
-                  return lose(new LeaseLost({ sessionId, epoch: current.epoch, owner: current.owner }))
-                default:
-                  return lose(error)
-              }
-            },
-            onSuccess: (receipt) => {
-              const from = head
-              head = receipt.headSeq
-              return Effect.zipRight(persisted, Effect.as(wiring.publishRecords(from + 1, receipt.at, records), receipt))
-            }
-          })
-        }))
-    const lose = (error: LeaseLost | StoreUnavailable) => Effect.zipRight(Deferred.fail(fatal, error), Effect.fail(error))
-
-    // ---- rebuild what the log knows: the conversation, which turns ended, the callbacks ----
-    let after = 0
-    let resume: TurnStarted | undefined
-    // Where the resumed turn's message sits in the transcript; what follows it are its steers.
-    let resumeAt = 0
-    for (;;) {
-      const page = yield* store.readLog(sessionId, { after, limit: 1000 })
-      for (const { at, body, seq } of page.records) {
-        if (body._tag === "callback_opened") {
-          callbacks.set(body.callbackId, {
-            opened: openCallbackOf(body, seq, at),
-            toolName: String((body.request as { toolName?: unknown } | undefined)?.toolName ?? ""),
-            status: "open"
-          })
-        } else if (body._tag === "callback_resolved") {
-          const known = callbacks.get(body.callbackId)
-          if (known !== undefined) {
-            known.status = body.resolution
-            known.result = body.result
-            if (known.opened.kind === "approval" && isSessionApproval(body.result)) approvals.add(known.toolName)
-          }
-        } else if (body._tag === "turn_started") {
-          history.push({ role: "user", content: body.text })
-          if (body.turnId === session.activeTurnId) {
-            resume = body
-            resumeAt = history.length - 1
-          }
-        } else if (body._tag === "input_applied" && body.kind === "steer" && body.turnId !== undefined) {
-          const text = (body.detail as { text?: unknown } | undefined)?.text
-          if (typeof text === "string") history.push({ role: "user", content: text })
-        } else if (body._tag === "turn_ended") {
-          ended.add(body.turnId)
-          if (body.outcome === "completed" && body.output) history.push({ role: "assistant", content: body.output })
-        }
-      }
-      after = page.cursor
-      if (!page.more) break
+    const actor: Actor = {
+      session: yield* store.get(sessionId),
+      state: yield* foldLog(sessionId),
+      running: undefined,
+      queued: new Set(),
+      answers: new Map()
     }
-
-    /** Reports a turn's end to product telemetry (bounded dimensions only). */
-    const announceEnd = (end: TurnEnded, excluded: boolean) =>
+    const lose = (error: LeaseLost | StoreUnavailable) => Effect.zipRight(Deferred.fail(fatal, error), Effect.fail(error))
+    const append = makeAppend(store, actor, lease, wiring, lose, (end, excluded) =>
       Telemetry.withExcluded(
         telemetry.emit(ProductEvent.turnEnded({
-          kind: session.parentId === null ? "root" : "child",
+          kind: actor.session.parentId === null ? "root" : "child",
           status: end.outcome,
           failureCode: end.failureCode,
           usage: end.usage
         })),
         excluded
-      )
-
-    /** Parks the calling turn on `effect`: its busy slot goes to other actors meanwhile. */
-    const park = <A>(effect: Effect.Effect<A>) =>
-      Effect.gen(function*() {
-        yield* giveSlot
-        const result = yield* effect
-        yield* takeSlot
-        return result
-      })
-
-    const startTurn = (
-      turnId: TurnId,
-      inputId: InputId,
-      text: string,
-      run: RunOptions | undefined,
-      excluded: boolean,
-      resumed: boolean
-    ) =>
-      Effect.gen(function*() {
-        const priorHistory = resumed ? history.slice(0, resumeAt) : history.slice()
-        if (!resumed) history.push({ role: "user", content: text })
-        const steers = yield* Queue.unbounded<string>()
-        if (resumed) for (const m of history.slice(resumeAt + 1)) steers.unsafeOffer(m.content)
-        const receipts = resumed ? yield* store.operations(sessionId, turnId) : []
-        // A resumed turn's open callbacks wait for answers again, and are offered to providers again.
-        const known: Array<TurnRunner.KnownCallback> = []
-        if (resumed) {
-          for (const [callbackId, entry] of callbacks) {
-            if (entry.opened.turnId !== turnId) continue
-            known.push({
-              callbackId,
-              operationId: entry.opened.operationId,
-              kind: entry.opened.kind,
-              status: entry.status,
-              result: entry.result
-            })
-            if (entry.status !== "open") continue
-            entry.answer = yield* Deferred.make<unknown>()
-            yield* broker.dispatch(entry.opened)
-          }
-        }
-        const meter = TurnMeter.make(yield* Clock.currentTimeMillis)
-        const turn = { waitingForUser: false }
-        const commit = (records: ReadonlyArray<RecordBody>) =>
-          writer(
-            Effect.gen(function*() {
-              const end = records.find((record): record is TurnEnded => record._tag === "turn_ended")
-              return yield* append(
-                records,
-                [],
-                end === undefined ? Effect.void : Effect.suspend(() => {
-                  ended.add(turnId)
-                  active = undefined
-                  return announceEnd(end, excluded)
-                })
-              )
-            })
-          ).pipe(Effect.catchAll(() => Effect.interrupt))
-        const openCallback = (operationId: OperationId, request: CallbackRequest, records: ReadonlyArray<RecordBody>) =>
-          Effect.gen(function*() {
-            const callbackId = yield* makeCallbackId
-            const answer = yield* Deferred.make<unknown>()
-            const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request }, true)
-            const entry: KnownCallback = {
-              // Placed before the commit, so an answer applied right after it finds the callback.
-              opened: openCallbackOf(opened, 0, 0),
-              toolName: request.toolName,
-              status: "open",
-              answer
-            }
-            callbacks.set(callbackId, entry)
-            const receipt = yield* commit([...records, opened])
-            entry.opened = openCallbackOf(opened, receipt.headSeq, receipt.at)
-            yield* broker.dispatch(entry.opened)
-            return yield* park(Deferred.await(answer))
-          })
-        // A lease keeps its epoch for as long as this actor renews it.
-        const epoch = (yield* Ref.get(lease)).epoch
-        const body = TurnRunner.run({
-          sessionId,
-          turnId,
-          epoch,
-          inputId,
-          agent,
-          plan: TurnPlan.resolve({ agent, run, sessionBudgets: session.budgets, hostSettings: options.modelSettings }),
-          history: priorHistory,
-          text,
-          receipts,
-          callbacks: known,
-          meter,
-          approvals,
-          commit: (records) => Effect.asVoid(commit(records)),
-          publish: wiring.broadcast,
-          takeSteers: Effect.map(Queue.takeAll(steers), Chunk.toReadonlyArray),
-          awaitSteers: park(Effect.gen(function*() {
-            turn.waitingForUser = true
-            // Messages queued behind the turn are now its answer: the inbox is read again.
-            yield* Queue.offer(wiring.wakes, undefined)
-            const first = yield* Queue.take(steers)
-            turn.waitingForUser = false
-            return [first, ...Chunk.toReadonlyArray(yield* Queue.takeAll(steers))]
-          })).pipe(Effect.ensuring(Effect.sync(() => (turn.waitingForUser = false)))),
-          openCallback,
-          awaitCallback: (callbackId) => {
-            const answer = callbacks.get(callbackId)?.answer
-            return answer === undefined ? Effect.never : park(Deferred.await(answer))
-          }
-        }).pipe(
-          Telemetry.withTurnSpan({ sessionId, turnId, epoch }, { "troupe.resumed": resumed }),
-          Effect.tap((summary) =>
-            Effect.sync(() => {
-              if (summary.outcome === "completed" && summary.output) {
-                history.push({ role: "assistant", content: summary.output })
-              }
-            })
-          ),
-          Effect.ensuring(Queue.offer(wiring.wakes, undefined)),
-          Effect.catchAllDefect((defect) => Deferred.die(fatal, defect).pipe(Effect.as(undefined)))
-        )
-        const fiber = yield* FiberSet.run(turns, body)
-        active = {
-          excluded,
-          turnId,
-          fiber,
-          steers,
-          meter,
-          get waitingForUser() {
-            return turn.waitingForUser
-          }
-        }
-      })
-
-    /** Closes a turn's open callbacks as cancelled: the records to append. */
-    const cancelCallbacks = (turnId: TurnId) =>
-      Effect.gen(function*() {
-        const records: Array<RecordBody> = []
-        for (const [callbackId, entry] of callbacks) {
-          if (entry.opened.turnId !== turnId || entry.status !== "open") continue
-          records.push(new CallbackResolved({ callbackId, turnId, resolution: "cancelled" }, true))
-          entry.status = "cancelled"
-          entry.answer = undefined
-          yield* broker.withdraw(callbackId)
-        }
-        return records
-      })
-
-    /** Interrupts the active turn and records it; the caller holds the writer. */
-    const interruptActive = (reason: string, consumes: ReadonlyArray<InputId>, extra: ReadonlyArray<RecordBody>) =>
-      Effect.gen(function*() {
-        const turn = active!
-        yield* Fiber.interrupt(turn.fiber)
-        const now = yield* Clock.currentTimeMillis
-        const end = new TurnEnded({ turnId: turn.turnId, outcome: "interrupted", reason, usage: turn.meter.usage(now) }, true)
-        yield* append([...(yield* cancelCallbacks(turn.turnId)), end, ...extra], consumes, Effect.suspend(() => {
-          ended.add(turn.turnId)
-          active = undefined
-          return announceEnd(end, turn.excluded)
-        }))
-      })
-
-    const begin = (command: Message | Steer) =>
-      Effect.gen(function*() {
-        const turnId = yield* makeTurnId
-        const run = command._tag === "message" ? command.run : undefined
-        const excludeFromAnalytics = command._tag === "message" ? command.excludeFromAnalytics : undefined
-        yield* append([
-          new TurnStarted({ turnId, inputId: command.inputId, text: command.text, run, excludeFromAnalytics }, true)
-        ], [command.inputId])
-        yield* startTurn(turnId, command.inputId, command.text, run, excludeFromAnalytics === true, false)
-        return Decision.Started({ turnId, cursor: head })
-      })
-
-    const onMessage = (command: Message) =>
-      Effect.gen(function*() {
-        if (active === undefined) {
-          const started = yield* begin(command)
-          queued.delete(command.inputId)
-          return yield* wiring.decide(command.inputId, Exit.succeed(started))
-        }
-        // The running turn asked the user for more (`wait_user`): this is the answer.
-        if (active.waitingForUser) return yield* onSteer(command)
-        switch (busyPolicy) {
-          case "queue": {
-            if (!queued.has(command.inputId)) {
-              queued.add(command.inputId)
-              yield* wiring.decide(command.inputId, Exit.succeed(Decision.Queued()))
-            }
-            return
-          }
-          case "steer":
-            return yield* onSteer(command)
-          case "reject": {
-            const activeTurnId = active.turnId
-            yield* append([
-              new InputApplied({
-                inputId: command.inputId,
-                kind: "message",
-                turnId: activeTurnId,
-                detail: { rejected: "busy" }
-              }, true)
-            ], [command.inputId])
-            return yield* wiring.decide(command.inputId, Exit.fail(new SessionBusy({ sessionId, activeTurnId })))
-          }
-          case "interrupt": {
-            yield* interruptActive("superseded by a new message", [], [])
-            return yield* wiring.decide(command.inputId, Exit.succeed(yield* begin(command)))
-          }
-        }
-      })
-
-    const onSteer = (command: Message | Steer) =>
-      Effect.gen(function*() {
-        if (active === undefined) return yield* wiring.decide(command.inputId, Exit.succeed(yield* begin(command)))
-        const turnId = active.turnId
-        yield* append([
-          new InputApplied({ inputId: command.inputId, kind: "steer", turnId, detail: { text: command.text } }, true)
-        ], [command.inputId])
-        active.steers.unsafeOffer(command.text)
-        // In the transcript a steer follows its turn's message, as in the log.
-        history.push({ role: "user", content: command.text })
-        yield* wiring.decide(command.inputId, Exit.succeed(Decision.Steered({ turnId })))
-      })
-
-    const onInterrupt = (command: Interrupt) =>
-      Effect.gen(function*() {
-        if (active !== undefined && active.turnId === command.expectedTurnId) {
-          const turnId = active.turnId
-          yield* interruptActive(command.reason ?? "interrupted", [command.inputId], [
-            new InputApplied({ inputId: command.inputId, kind: "interrupt", turnId, detail: { outcome: "interrupted" } }, true)
-          ])
-          return yield* wiring.decide(command.inputId, Exit.succeed(Decision.Interrupted({ turnId, outcome: "interrupted" })))
-        }
-        const raced = ended.has(command.expectedTurnId)
-        yield* append([
-          new InputApplied({
-            inputId: command.inputId,
-            kind: "interrupt",
-            turnId: command.expectedTurnId,
-            detail: { outcome: raced ? "already_ended" : "turn_mismatch" }
-          }, true)
-        ], [command.inputId])
-        yield* wiring.decide(
-          command.inputId,
-          raced
-            ? Exit.succeed(Decision.Interrupted({ turnId: command.expectedTurnId, outcome: "already_ended" }))
-            : Exit.fail(
-              new TurnMismatch({
-                sessionId,
-                expectedTurnId: command.expectedTurnId,
-                activeTurnId: active?.turnId ?? null
-              })
-            )
-        )
-      })
-
-    /** The first answer admitted wins: it closes the callback and wakes its turn; any other is stale. */
-    const onAnswer = (command: CallbackAnswer) =>
-      Effect.gen(function*() {
-        const entry = callbacks.get(command.callbackId)
-        const answer = entry?.answer
-        if (
-          entry === undefined || answer === undefined ||
-          entry.opened.turnId !== command.turnId || entry.opened.operationId !== command.operationId
-        ) {
-          const reason = entry === undefined
-            ? "not_open"
-            : entry.status === "answered"
-            ? "answered"
-            : entry.status === "open"
-            ? (answer === undefined ? "not_open" : "mismatch")
-            : "cancelled"
-          yield* append([
-            new InputApplied({
-              inputId: command.inputId,
-              kind: "callback_answer",
-              turnId: command.turnId,
-              detail: { callbackId: command.callbackId, stale: reason }
-            }, true)
-          ], [command.inputId])
-          return yield* wiring.decide(
-            command.inputId,
-            Exit.fail(new StaleCallback({ sessionId, callbackId: command.callbackId, reason }))
-          )
-        }
-        yield* append([
-          new CallbackResolved({
-            callbackId: command.callbackId,
-            turnId: entry.opened.turnId,
-            resolution: "answered",
-            result: command.result
-          }, true),
-          new InputApplied({ inputId: command.inputId, kind: "callback_answer", turnId: entry.opened.turnId }, true)
-        ], [command.inputId])
-        entry.status = "answered"
-        entry.result = command.result
-        entry.answer = undefined
-        if (entry.opened.kind === "approval" && isSessionApproval(command.result)) approvals.add(entry.toolName)
-        yield* broker.withdraw(command.callbackId)
-        yield* Deferred.succeed(answer, command.result)
-        yield* wiring.decide(command.inputId, Exit.succeed(Decision.Applied()))
-      })
-
-    const onControl = (command: Control) =>
-      Effect.gen(function*() {
-        const action = command.action
-        const applied = new InputApplied({ inputId: command.inputId, kind: "control" }, true)
-        switch (action._tag) {
-          case "rename":
-            yield* append([new Renamed({ title: action.title }, true), applied], [command.inputId])
-            break
-          case "archive":
-            yield* append([new Archived({ archived: action.archived }, true), applied], [command.inputId])
-            break
-          case "close":
-            if (active !== undefined) {
-              yield* interruptActive("session closed", [command.inputId], [new Closed({}, true), applied])
-            } else {
-              yield* append([new Closed({}, true), applied], [command.inputId])
-            }
-            closed = true
-            break
-        }
-        yield* wiring.decide(command.inputId, Exit.succeed(Decision.Applied()))
-      })
-
-    const apply = (command: Command) => {
-      switch (command._tag) {
-        case "message":
-          return onMessage(command)
-        case "steer":
-          return onSteer(command)
-        case "interrupt":
-          return onInterrupt(command)
-        case "control":
-          return onControl(command)
-        case "callback_answer":
-          return onAnswer(command)
-        default:
-          // Child results are applied by the subagent work; until then they are recorded and consumed.
-          return Effect.zipRight(
-            append([new InputApplied({ inputId: command.inputId, kind: command._tag }, true)], [command.inputId]),
-            wiring.decide(command.inputId, Exit.succeed(Decision.Applied()))
-          )
-      }
+      ), broker)
+    const host: RunningTurn.Host = {
+      sessionId,
+      agent: actor.session.agent,
+      sessionBudgets: actor.session.budgets,
+      hostSettings: options.modelSettings,
+      epoch: acquired.value.epoch,
+      state: () => actor.state,
+      commit: (records) => writer(append(records, [])).pipe(Effect.catchAll(() => Effect.interrupt)),
+      broadcast: wiring.broadcast,
+      answers: (callbackId) => {
+        let answer = actor.answers.get(callbackId)
+        if (answer === undefined) actor.answers.set(callbackId, answer = Deferred.unsafeMake(FiberId.none))
+        return answer
+      },
+      wake: Effect.asVoid(Queue.offer(wiring.wakes, undefined)),
+      broker,
+      slot,
+      turns,
+      die: (defect) => Deferred.die(fatal, defect)
     }
-
-    /** Applies every ready command it can; true when something changed. */
+    const startTurn = (started: Parameters<typeof RunningTurn.start>[1], resumed: boolean) =>
+      Effect.map(RunningTurn.start(host, started, resumed), (turn) => {
+        actor.running = turn
+      })
+    const execute = (item: InboxItem) => runOutcome(actor, item, append, startTurn, wiring)
     const drain = writer(Effect.gen(function*() {
       const items = yield* store.readInbox(sessionId, { limit: 256 })
       let changed = false
-      for (const item of items) {
-        const before = head
-        if (closed) {
-          // A command admitted just before the close: recorded and consumed, never acted on.
-          yield* append([new InputApplied({ inputId: item.command.inputId, kind: item.command._tag, detail: { ignored: "session closed" } }, true)], [item.command.inputId])
-          yield* wiring.decide(item.command.inputId, Exit.succeed(Decision.Applied()))
-        } else {
-          yield* apply(item.command)
-        }
-        if (head !== before) changed = true
-      }
+      for (const item of items) if (yield* execute(item)) changed = true
       return changed && items.length === 256
     }))
 
-    if (resume !== undefined && !closed) {
-      yield* writer(
-        startTurn(resume.turnId, resume.inputId, resume.text, resume.run, resume.excludeFromAnalytics === true, true)
-      )
+    if (actor.state.active !== undefined && !actor.state.closed) {
+      yield* writer(startTurn(actor.state.active.started, true))
     }
-
     const loop = Effect.gen(function*() {
       for (;;) {
         if (yield* drain) continue
-        if (active !== undefined) {
+        if (actor.running !== undefined) {
           yield* Queue.take(wiring.wakes)
           continue
         }
         // Idle: let another actor work while this one waits.
-        yield* giveSlot
+        yield* slot.give
         const woke = yield* Queue.take(wiring.wakes).pipe(Effect.timeout(options.idleTimeout), Effect.option)
-        if (Option.isNone(woke) && active === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) {
+        if (Option.isNone(woke) && actor.running === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) {
           // The host released the lease as it agreed.
-          passivated = true
+          handedBack.value = true
           return
         }
-        yield* takeSlot
+        yield* slot.take
       }
     })
     yield* Effect.raceFirst(loop, Deferred.await(fatal))
   }))
+
+/**
+ * The single write path: append fenced by the lease and the head, fold the
+ * records onto the state, then announce them. What a commit causes (a turn's
+ * end reported, its callbacks withdrawn, a steer handed to the turn) happens
+ * between the append and the publishing, so whoever sees a record published
+ * also sees what it caused. Losing the lease is fatal.
+ */
+const makeAppend = (
+  store: SessionStore["Type"],
+  actor: Actor,
+  lease: Ref.Ref<Lease>,
+  wiring: Wiring,
+  lose: (error: LeaseLost | StoreUnavailable) => Effect.Effect<never, LeaseLost | StoreUnavailable>,
+  announceEnd: (end: TurnEnded, excluded: boolean) => Effect.Effect<void>,
+  broker: CallbackBroker["Type"]
+) =>
+  Effect.fnUntraced(function*(records: ReadonlyArray<RecordBody>, consumes: ReadonlyArray<InputId>) {
+    const current = yield* Ref.get(lease)
+    const before = actor.state
+    const receipt: CommitReceipt = yield* store.append({
+      commitId: yield* makeCommitId,
+      sessionId: before.sessionId,
+      owner: current.owner,
+      epoch: current.epoch,
+      expectedHeadSeq: before.head,
+      records,
+      consumes
+    }).pipe(Effect.catchAll((error) => {
+      switch (error._tag) {
+        case "Conflict":
+        case "SessionNotFound":
+          return Effect.die(error)
+        case "SequenceConflict":
+          return lose(new LeaseLost({ sessionId: before.sessionId, epoch: current.epoch, owner: current.owner }))
+        default:
+          return lose(error)
+      }
+    }))
+    const firstSeq = before.head + 1
+    actor.state = SessionState.applyCommit(before, firstSeq, receipt.at, records)
+    for (const record of records) {
+      switch (record._tag) {
+        case "turn_ended":
+          if (actor.running?.started.turnId === record.turnId) actor.running = undefined
+          if (before.active?.started.turnId === record.turnId) {
+            yield* announceEnd(record, before.active.started.excludeFromAnalytics === true)
+          }
+          break
+        case "callback_resolved":
+          actor.answers.delete(record.callbackId)
+          yield* broker.withdraw(record.callbackId)
+          break
+        case "input_applied":
+          if (record.kind === "steer" && actor.running !== undefined) yield* actor.running.steered
+          break
+      }
+    }
+    yield* wiring.publishRecords(firstSeq, receipt.at, records)
+    return receipt
+  })
+
+/**
+ * Decides one inbox item and carries the outcome out: interrupt the running
+ * turn first when asked (its end records lead the commit), append, then start
+ * a turn or resume a parked callback, and tell the sender. True when the
+ * session changed.
+ */
+const runOutcome = (
+  actor: Actor,
+  item: InboxItem,
+  append: (records: ReadonlyArray<RecordBody>, consumes: ReadonlyArray<InputId>) => Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable>,
+  startTurn: (started: Parameters<typeof RunningTurn.start>[1], resumed: boolean) => Effect.Effect<void, never, Services>,
+  wiring: Wiring
+) =>
+  Effect.gen(function*() {
+    const command = item.command
+    const outcome = Decisions.decide(actor.state, command, {
+      busyPolicy: actor.session.busyPolicy,
+      waitingForUser: actor.running?.waitingForUser() ?? false,
+      nextTurnId: yield* makeTurnId
+    })
+    if (outcome.reply._tag === "Queued") {
+      if (actor.queued.has(command.inputId)) return false
+      actor.queued.add(command.inputId)
+      yield* wiring.decide(command.inputId, Exit.succeed(Decision.Queued()))
+      return false
+    }
+    let records = outcome.records
+    if (outcome.interrupt !== undefined) {
+      const turn = actor.running
+      if (turn !== undefined) yield* Fiber.interrupt(turn.fiber)
+      const usage = turn === undefined ? undefined : turn.meter.usage(yield* Clock.currentTimeMillis)
+      records = [
+        ...Decisions.interruptRecords(actor.state, outcome.interrupt.turnId, outcome.interrupt.reason, usage ?? Usage.zero),
+        ...records
+      ]
+    }
+    // Taken before the commit, which forgets the callbacks it closes.
+    const answer = outcome.resume === undefined ? undefined : actor.answers.get(outcome.resume.callbackId)
+    const receipt = yield* append(records, outcome.consumes)
+    if (outcome.start !== undefined) yield* startTurn(outcome.start, false)
+    if (answer !== undefined) yield* Deferred.succeed(answer, outcome.resume!.result)
+    actor.queued.delete(command.inputId)
+    yield* wiring.decide(command.inputId, replyExit(outcome.reply, receipt.headSeq - records.length + 1, records))
+    return true
+  })

@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Either, Option, Schema, Stream } from "effect"
+import { Clock, Effect, Either, Schema, Stream } from "effect"
 import type { Agent, ToolSpec } from "../schema/Agent.js"
 import {
   ApprovalAnswer,
@@ -28,8 +28,9 @@ import {
   ClientToolAnswer,
   ClientToolRequest
 } from "../schema/Callback.js"
+import type { ModelError } from "../schema/Errors.js"
 import { AssistantDelta } from "../schema/Event.js"
-import { type CallbackId, type InputId, makeOperationId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
+import { type CallbackId, makeOperationId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { OperationReceipt } from "../schema/Operation.js"
 import {
   OperationCompleted,
@@ -43,6 +44,7 @@ import * as Model from "../services/Model.js"
 import { errorOutcome, type ToolOutcome } from "../services/Tool.js"
 import * as Telemetry from "../services/Telemetry.js"
 import { Toolkit } from "../services/Toolkit.js"
+import { unknownOutcome } from "./SessionState.js"
 import * as TurnMeter from "./TurnMeter.js"
 import { FINISH, type TurnPlan } from "./TurnPlan.js"
 
@@ -55,34 +57,42 @@ export interface KnownCallback {
   readonly result?: unknown
 }
 
+/** A model request's conversation, and how many waiting steers it takes. */
+export interface Prompt {
+  readonly messages: ReadonlyArray<Model.Message>
+  readonly steers: number
+}
+
 /** What a turn is given by the actor that runs it. */
 export interface TurnContext {
   readonly sessionId: SessionId
   readonly turnId: TurnId
   /** The epoch of the lease the turn runs under (for spans). */
   readonly epoch: number
-  readonly inputId: InputId
   readonly agent: Agent
   readonly plan: TurnPlan
-  /** The conversation before this turn. */
-  readonly history: ReadonlyArray<Model.Message>
-  readonly text: string
+  /**
+   * The conversation a model call made now is given: the session's transcript
+   * (every earlier turn's steps, and this turn's so far) with `pending`
+   * records folded on, then every steer waiting for the turn.
+   */
+  readonly prompt: (pending: ReadonlyArray<RecordBody>) => Prompt
+  /** How many steers wait for the turn's next model call, once `pending` records took theirs. */
+  readonly waitingSteers: (pending: ReadonlyArray<RecordBody>) => number
   /** Receipts of operations this turn recorded before a crash. */
   readonly receipts: ReadonlyArray<OperationReceipt>
   /** Callbacks this turn opened before a crash. */
   readonly callbacks: ReadonlyArray<KnownCallback>
   /** The turn's usage, shared with the actor (which reports it when it interrupts the turn). */
   readonly meter: TurnMeter.TurnMeter
-  /** Tools approved "for the session": they are not asked about again. */
-  readonly approvals: ReadonlySet<string>
+  /** True for a tool approved "for the session": it is not asked about again. */
+  readonly approved: (toolName: string) => boolean
   /** Appends records to the session log (fenced by the actor's lease). */
   readonly commit: (records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
   /** Broadcasts volatile events. */
   readonly publish: (deltas: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
-  /** Takes the steering messages that arrived since the last model call. */
-  readonly takeSteers: Effect.Effect<ReadonlyArray<string>>
-  /** Parks until the user says something (`wait_user`), then takes it. */
-  readonly awaitSteers: Effect.Effect<ReadonlyArray<string>>
+  /** Parks until the user says something (`wait_user`): a steer waits for the turn. */
+  readonly awaitSteers: Effect.Effect<void>
   /**
    * Commits `records` with a new `callback_opened` for `operationId`, offers it
    * to providers, and parks until it is answered; returns the answer.
@@ -96,16 +106,7 @@ export interface TurnContext {
   readonly awaitCallback: (callbackId: CallbackId) => Effect.Effect<unknown>
 }
 
-/** How a turn ended, for the actor's in-memory transcript. */
-export interface TurnSummary {
-  readonly outcome: "completed" | "failed"
-  readonly output: string
-}
-
-/** What the model is told when a crash left a tool call's outcome unknown. */
-export const unknownOutcome = errorOutcome(
-  "the outcome of this call is unknown: the host stopped while it ran, and the tool does not declare that it may safely run again"
-)
+export { unknownOutcome }
 
 // Answers were checked against these schemas when admitted; a stored one that no longer decodes is refused, not a crash.
 const decodeApproval = (answer: unknown): ApprovalAnswer =>
@@ -114,8 +115,6 @@ const decodeApproval = (answer: unknown): ApprovalAnswer =>
     () => new ApprovalAnswer({ decision: "deny", reason: "the approval answer was unreadable" })
   )
 const decodeClientTool = Schema.decodeUnknownEither(ClientToolAnswer)
-
-const render = (output: unknown) => (typeof output === "string" ? output : JSON.stringify(output ?? null))
 
 const finishOutput = (argumentsText: string): string | undefined => {
   try {
@@ -130,8 +129,8 @@ const finishOutput = (argumentsText: string): string | undefined => {
 export const run = (ctx: TurnContext) =>
   Effect.gen(function*() {
     const model = yield* Model.Model
-    const toolkit = yield* Effect.serviceOption(Toolkit)
-    const costs = yield* Effect.serviceOption(CostMeter)
+    const toolkit = yield* Toolkit
+    const costs = yield* CostMeter
     // Read in place rather than one Effect step per reading: the meter is checked around every operation.
     const clock = yield* Effect.clock
     const now = () => clock.unsafeCurrentTimeMillis()
@@ -142,14 +141,10 @@ export const run = (ctx: TurnContext) =>
     // Model call ids are only unique within one reply, so a tool call is known by the reply that asked for it.
     const toolReceipts = new Map<string, OperationReceipt>()
     for (const receipt of ctx.receipts) {
-      const input = receipt.input as { callId?: unknown; requestedBy?: unknown } | undefined
-      if (receipt.kind === "tool" && typeof input?.callId === "string") {
-        toolReceipts.set(`${String(input.requestedBy)}/${input.callId}`, receipt)
-      }
+      const input = receipt.input as OperationStarted["input"]
+      if (receipt.kind === "tool" && "callId" in input) toolReceipts.set(`${input.requestedBy}/${input.callId}`, receipt)
     }
     const callbacksOf = (operationId: OperationId) => ctx.callbacks.filter((c) => c.operationId === operationId)
-    const messages: Array<Model.Message> = [...ctx.history, { role: "user", content: ctx.text }]
-    for (const content of yield* ctx.takeSteers) messages.push({ role: "user", content })
     // Records of steps without side effects (a model reply, a refused call) ride along with the next commit.
     let pending: Array<RecordBody> = []
     const take = () => {
@@ -162,9 +157,6 @@ export const run = (ctx: TurnContext) =>
       Effect.gen(function*() {
         const usage = meter.usage(now())
         yield* ctx.commit([...take(), new TurnEnded({ ...fields, turnId, usage }, true)])
-        return fields.outcome === "completed"
-          ? { outcome: "completed", output: fields.output ?? "" } satisfies TurnSummary
-          : { outcome: "failed", output: "" } satisfies TurnSummary
       })
     const complete = (output: string) => end({ outcome: "completed", output, publicFinalMessage: output })
     const exhausted = (exhaustion: TurnMeter.Exhaustion) =>
@@ -207,7 +199,7 @@ export const run = (ctx: TurnContext) =>
           const answer = yield* parked(ctx.openCallback(operationId, request, [...take(), ...before]))
           return yield* completeOperation(operationId, clientOutcome(answer))
         }
-        const runnable = Option.isSome(toolkit) ? toolkit.value.get(call.name) : undefined
+        const runnable = toolkit.get(call.name)
         if (runnable === undefined) {
           return yield* refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
         }
@@ -281,7 +273,7 @@ export const run = (ctx: TurnContext) =>
         if (permission === "deny") {
           return yield* refuse(operationId, errorOutcome("denied by permission policy"), [started])
         }
-        if (permission === "ask" && !ctx.approvals.has(call.name)) {
+        if (permission === "ask" && !ctx.approved(call.name)) {
           const request = new ApprovalRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
           const answer = yield* parked(ctx.openCallback(operationId, request, [...take(), started]))
           return yield* approved(call, spec, operationId, answer)
@@ -299,16 +291,6 @@ export const run = (ctx: TurnContext) =>
         if (before !== undefined) return yield* exhausted(before)
       }
       const operationId = previous !== undefined ? previous.operationId : yield* makeOperationId
-      const request: Model.Request = {
-        model: agent.model.name,
-        instructions: agent.instructions,
-        messages: messages.slice(),
-        tools: plan.tools,
-        settings: plan.settings,
-        sessionId: ctx.sessionId,
-        turnId,
-        agentName: agent.name
-      }
       let reply = Model.emptyReply
       const fold = (events: Iterable<Model.Event>) => {
         const deltas: Array<AssistantDelta> = []
@@ -320,9 +302,30 @@ export const run = (ctx: TurnContext) =>
         }
         return deltas.length === 0 ? Effect.void : ctx.publish(deltas)
       }
-      const outcome = previous !== undefined
-        ? Either.right(previous.output as Model.Reply)
-        : yield* (model.whole !== undefined
+      let outcome: Either.Either<Model.Reply, ModelError>
+      if (previous !== undefined) {
+        outcome = Either.right(previous.output as Model.Reply)
+      } else {
+        // The call's start is recorded with what it took, so a fold of the log gives the conversation it was sent.
+        const prompt = ctx.prompt(pending)
+        pending.push(new OperationStarted({
+          operationId,
+          turnId,
+          kind: "model",
+          name: agent.model.name,
+          input: { messages: prompt.messages.length, tools: plan.tools.length, steers: prompt.steers }
+        }, true))
+        const request: Model.Request = {
+          model: agent.model.name,
+          instructions: agent.instructions,
+          messages: prompt.messages,
+          tools: plan.tools,
+          settings: plan.settings,
+          sessionId: ctx.sessionId,
+          turnId,
+          agentName: agent.name
+        }
+        outcome = yield* (model.whole !== undefined
           ? Effect.flatMap(model.whole(request), fold)
           // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
           : Stream.runForEachChunk(model.stream(request), fold)).pipe(
@@ -330,14 +333,6 @@ export const run = (ctx: TurnContext) =>
           Effect.either,
           Telemetry.withOperationSpan("model", { ...spanIds, operationId }, { "troupe.model": request.model })
         )
-      if (previous === undefined) {
-        pending.push(new OperationStarted({
-          operationId,
-          turnId,
-          kind: "model",
-          name: request.model,
-          input: { messages: request.messages.length, tools: request.tools.length }
-        }, true))
       }
       if (Either.isLeft(outcome)) {
         const error = outcome.left
@@ -352,24 +347,16 @@ export const run = (ctx: TurnContext) =>
       if (previous === undefined) {
         pending.push(new OperationCompleted({ operationId, turnId, output: result, isError: false }, true))
       }
-      const cost = Option.isSome(costs) ? costs.value.cost(request.model, result.inputTokens, result.outputTokens) : 0
+      const cost = costs.cost(agent.model.name, result.inputTokens, result.outputTokens)
       meter.addModelCall(result.inputTokens, result.outputTokens, cost)
       const afterCall = TurnMeter.checkAfterResult(budgets, meter, now())
       if (afterCall !== undefined) return yield* exhausted(afterCall)
-      messages.push({
-        role: "assistant",
-        content: result.text,
-        toolCalls: result.toolCalls.length > 0 ? result.toolCalls : undefined
-      })
       // A later receipt proves the turn went on from here before a crash.
       const wentOn = reusable[call + 1] !== undefined
 
       if (result.toolCalls.length === 0) {
-        const steers = yield* ctx.takeSteers
-        if (steers.length > 0 && (wentOn || call + 1 < agent.maxCycles)) {
-          for (const content of steers) messages.push({ role: "user", content })
-          continue
-        }
+        // Steers that came meanwhile go to another model call, while there may be one.
+        if (ctx.waitingSteers(pending) > 0 && (wentOn || call + 1 < agent.maxCycles)) continue
         switch (agent.noToolPolicy) {
           case "finish":
             return yield* complete(result.text)
@@ -377,9 +364,7 @@ export const run = (ctx: TurnContext) =>
             continue
           case "wait_user": {
             if (pending.length > 0) yield* ctx.commit(take())
-            if (!wentOn) {
-              for (const content of yield* parked(ctx.awaitSteers)) messages.push({ role: "user", content })
-            }
+            if (!wentOn) yield* parked(ctx.awaitSteers)
             continue
           }
         }
@@ -392,13 +377,11 @@ export const run = (ctx: TurnContext) =>
         if (batch !== undefined) return yield* exhausted(batch)
       }
       for (const toolCall of work) {
-        const toolOutcome = yield* runCall(toolCall, operationId)
+        yield* runCall(toolCall, operationId)
         meter.addToolCall(toolCall.name)
-        messages.push({ role: "tool", toolCallId: toolCall.id, content: render(toolOutcome.output) })
       }
       if (finish !== undefined) return yield* complete(finishOutput(finish.arguments) ?? result.text)
       const afterTools = TurnMeter.checkAfterResult(budgets, meter, now())
       if (afterTools !== undefined) return yield* exhausted(afterTools)
-      for (const content of yield* ctx.takeSteers) messages.push({ role: "user", content })
     }
   })

@@ -95,7 +95,8 @@ const literalAt = (member: AST.AST, key: string): AST.LiteralValue | undefined =
  * that kind; with any of its members when they all leave inputs unchanged
  * (then the first that accepts gives the same value as any other); or, for
  * objects, with the member named by a required literal property (`_tag`)
- * whose value differs from member to member. Anything else gives up.
+ * whose value differs from member to member, or else with the one member
+ * whose required keys are all present. Anything else gives up.
  */
 const unionFor = (members: ReadonlyArray<AST.AST>, nodes: ReadonlyArray<Node>): ((u: unknown) => unknown) => {
   if (nodes.length === 0) return giveUp.run
@@ -121,6 +122,25 @@ const unionFor = (members: ReadonlyArray<AST.AST>, nodes: ReadonlyArray<Node>): 
     return (u) => {
       const run = isPlainObject(u) && hasOwn(u, key) ? byLiteral.get(u[key]) : undefined
       return run === undefined ? Miss : run(u)
+    }
+  }
+  // Objects with no literal to tell them apart (a record's typed `input` or `detail`): a member
+  // whose required keys the input lacks cannot decode it, so when exactly one member has all of
+  // its keys there, the schema's choice is that one; anything else is left to the schema.
+  const required = members.map((member) =>
+    encodedTypeLiteral(member)?.propertySignatures.flatMap((ps) => typeof ps.name === "string" && !ps.isOptional ? [ps.name] : [])
+  )
+  if (required.every((keys) => keys !== undefined && keys.length > 0)) {
+    const runs = nodes.map((node) => node.run)
+    return (u) => {
+      if (!isPlainObject(u)) return Miss
+      let chosen = -1
+      for (let i = 0; i < required.length; i++) {
+        if (!required[i]!.every((key) => hasOwn(u, key))) continue
+        if (chosen >= 0) return Miss
+        chosen = i
+      }
+      return chosen < 0 ? Miss : runs[chosen]!(u)
     }
   }
   return giveUp.run

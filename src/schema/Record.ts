@@ -5,8 +5,8 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { CallbackKind, CallbackResolution } from "./Callback.js"
-import { Usage } from "./Budget.js"
+import { BudgetDimension, Usage } from "./Budget.js"
+import { ApprovalRequest, CallbackKind, CallbackRequest, CallbackResolution, ClientToolRequest } from "./Callback.js"
 import { CallbackId, CommitId, InputId, OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
 import { OperationKind } from "./Operation.js"
@@ -35,6 +35,20 @@ export class TurnStarted extends Schema.TaggedClass<TurnStarted>("troupe/Record/
   excludeFromAnalytics: Schema.optional(Schema.Boolean)
 }) {}
 
+/** Why a turn failed, beside its `failureCode`: the fields a caller needs. */
+export const TurnFailure = Schema.Union(
+  Schema.TaggedStruct("BudgetExhausted", {
+    dimension: BudgetDimension,
+    limit: Schema.Number,
+    observed: Schema.Number,
+    toolName: Schema.optional(Schema.String)
+  }),
+  Schema.TaggedStruct("MaxCycles", { maxCycles: Schema.Number }),
+  Schema.TaggedStruct("ModelError", { reason: Schema.String, retryable: Schema.Boolean })
+)
+/** @since 0.1.0 */
+export type TurnFailure = typeof TurnFailure.Type
+
 /** A turn ended; `failureCode` and `failure` are set when it failed. */
 export class TurnEnded extends Schema.TaggedClass<TurnEnded>("troupe/Record/TurnEnded")("turn_ended", {
   turnId: TurnId,
@@ -42,18 +56,70 @@ export class TurnEnded extends Schema.TaggedClass<TurnEnded>("troupe/Record/Turn
   output: Schema.optional(Schema.String),
   publicFinalMessage: Schema.optional(Schema.String),
   failureCode: Schema.optional(FailureCode),
-  failure: Schema.optional(Json),
+  failure: Schema.optional(TurnFailure),
   reason: Schema.optional(Schema.String),
   usage: Usage
 }) {}
 
+/** The kinds of inbox command, as `input_applied` names them. */
+export const InputKind = Schema.Literal("message", "steer", "interrupt", "callback_answer", "child_result", "control")
+/** @since 0.1.0 */
+export type InputKind = typeof InputKind.Type
+
+/** A steer's text, delivered to the running turn at its next model call. */
+export const SteerDetail = Schema.Struct({ text: Schema.String })
+/** What an interrupt found: the turn it stopped, one that had already ended, or another turn. */
+export const InterruptDetail = Schema.Struct({ outcome: Schema.Literal("interrupted", "already_ended", "turn_mismatch") })
+/** A callback answer refused as stale, and why. */
+export const StaleAnswerDetail = Schema.Struct({
+  callbackId: CallbackId,
+  stale: Schema.Literal("not_open", "answered", "cancelled", "mismatch")
+})
+/** A message refused because a turn was running under the `reject` busy policy. */
+export const RejectedDetail = Schema.Struct({ rejected: Schema.Literal("busy") })
+/** A command admitted just before the session closed: recorded, never acted on. */
+export const IgnoredDetail = Schema.Struct({ ignored: Schema.String })
+
+/** What an `input_applied` record says about its command, by kind (see each detail schema). */
+export const InputDetail = Schema.Union(SteerDetail, InterruptDetail, StaleAnswerDetail, RejectedDetail, IgnoredDetail)
+/** @since 0.1.0 */
+export type InputDetail = typeof InputDetail.Type
+
 /** An inbox command other than a turn-starting message took effect. */
 export class InputApplied extends Schema.TaggedClass<InputApplied>("troupe/Record/InputApplied")("input_applied", {
   inputId: InputId,
-  kind: Schema.String,
+  kind: InputKind,
   turnId: Schema.optional(TurnId),
-  detail: Schema.optional(Json)
+  detail: Schema.optional(InputDetail)
 }) {}
+
+/** The input of a model call as its `operation_started` records it. */
+export const ModelCallInput = Schema.Struct({
+  /** How many messages the request carried. */
+  messages: Schema.Number,
+  /** How many tools were on offer. */
+  tools: Schema.Number,
+  /**
+   * How many steers, delivered since the previous model call, the request
+   * took (in arrival order). Absent in logs written before it was recorded:
+   * then all of them.
+   */
+  steers: Schema.optional(Schema.Number)
+})
+/** @since 0.1.0 */
+export type ModelCallInput = typeof ModelCallInput.Type
+
+/** The input of a tool call as its `operation_started` records it. */
+export const ToolCallInput = Schema.Struct({
+  /** The model's id for the call. */
+  callId: Schema.String,
+  /** The arguments as the model wrote them (JSON text). */
+  arguments: Schema.String,
+  /** The model call whose reply asked for it. */
+  requestedBy: OperationId
+})
+/** @since 0.1.0 */
+export type ToolCallInput = typeof ToolCallInput.Type
 
 /** A model or tool call began. */
 export class OperationStarted extends Schema.TaggedClass<OperationStarted>("troupe/Record/OperationStarted")(
@@ -63,7 +129,7 @@ export class OperationStarted extends Schema.TaggedClass<OperationStarted>("trou
     turnId: TurnId,
     kind: OperationKind,
     name: Schema.String,
-    input: Json
+    input: Schema.Union(ModelCallInput, ToolCallInput)
   }
 ) {}
 
@@ -94,7 +160,7 @@ export class CallbackOpened extends Schema.TaggedClass<CallbackOpened>("troupe/R
     turnId: TurnId,
     operationId: OperationId,
     kind: CallbackKind,
-    request: Json
+    request: CallbackRequest
   }
 ) {}
 
@@ -199,7 +265,13 @@ const revivers: { readonly [K in RecordBody["_tag"]]: (json: any) => RecordBody 
   operation_started: (json) => new OperationStarted(json, true),
   operation_completed: (json) => new OperationCompleted(json, true),
   operation_unknown: (json) => new OperationUnknown(json, true),
-  callback_opened: (json) => new CallbackOpened(json, true),
+  callback_opened: (json) =>
+    new CallbackOpened({
+      ...json,
+      request: json.request?._tag === "approval"
+        ? new ApprovalRequest(json.request, true)
+        : new ClientToolRequest(json.request, true)
+    }, true),
   callback_resolved: (json) => new CallbackResolved(json, true),
   child_spawned: (json) => new ChildSpawned(json, true),
   child_result: (json) => new ChildResultRecorded(json, true),

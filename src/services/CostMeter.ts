@@ -1,6 +1,6 @@
 /**
  * The `CostMeter` prices model calls for the `costMicros` budget and the
- * usage every turn reports. Without one, calls cost nothing.
+ * usage every turn reports. `layerNoop` prices nothing (every call is free).
  *
  * @since 0.1.0
  */
@@ -20,6 +20,9 @@ export class CostMeter extends Context.Tag("troupe/CostMeter")<
     readonly cost: (model: string, inputTokens: number, outputTokens: number) => number
   }
 >() {}
+
+/** Prices nothing: every call is free. */
+export const layerNoop: Layer.Layer<CostMeter> = Layer.succeed(CostMeter, CostMeter.of({ cost: () => 0 }))
 
 /** Prices by model name; models not listed cost `fallback` (default free). */
 export const layer = (prices: Readonly<Record<string, Price>>, fallback?: Price): Layer.Layer<CostMeter> =>

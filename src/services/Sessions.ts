@@ -186,7 +186,7 @@ export const make = Effect.gen(function*() {
   const store = yield* SessionStore
   const host = yield* SessionHost
   const broker = yield* CallbackBroker
-  const telemetry = Option.getOrElse(yield* Effect.serviceOption(Telemetry.Telemetry), () => Telemetry.noop)
+  const telemetry = yield* Telemetry.Telemetry
 
   const owned = (principal: Principal, sessionId: SessionId) =>
     store.get(sessionId).pipe(
@@ -515,7 +515,7 @@ export const make = Effect.gen(function*() {
 })
 
 /** The API over a store and a host. */
-export const layer: Layer.Layer<Sessions, never, SessionStore | SessionHost | CallbackBroker> = Layer.effect(
+export const layer: Layer.Layer<Sessions, never, SessionStore | SessionHost | CallbackBroker | Telemetry.Telemetry> = Layer.effect(
   Sessions,
   make
 )

@@ -13,6 +13,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
 import { Agent, ModelRef, ModelSettings, PermissionPolicy, ToolSpec } from "../../src/schema/Agent.js"
 import { Budgets } from "../../src/schema/Budget.js"
+import { ApprovalRequest, ClientToolRequest } from "../../src/schema/Callback.js"
 import {
   type InputId,
   makeCallbackId,
@@ -912,7 +913,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.strictEqual(current.activeTurnId, turnId)
 
             head = (yield* append(lease, head, [
-              new OperationStarted({ operationId: search, turnId, kind: "tool", name: "search", input: { q: "flights" } })
+              new OperationStarted({ operationId: search, turnId, kind: "tool", name: "search", input: { callId: "c1", arguments: '{"q":"flights"}', requestedBy: search } })
             ])).headSeq
             const started = yield* store.operations(id)
             assert.strictEqual(started.length, 1)
@@ -922,7 +923,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.strictEqual(started[0]?.kind, "tool")
             assert.strictEqual(started[0]?.name, "search")
             assert.strictEqual(started[0]?.status, "started")
-            assert.deepStrictEqual(started[0]?.input, { q: "flights" })
+            assert.deepStrictEqual(started[0]?.input, { callId: "c1", arguments: '{"q":"flights"}', requestedBy: search })
             assert.strictEqual(started[0]?.output, undefined)
             assert.strictEqual(started[0]?.startedSeq, 3)
             assert.strictEqual(started[0]?.endedSeq, undefined)
@@ -933,7 +934,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
                 turnId,
                 operationId: search,
                 kind: "approval",
-                request: { tool: "search", args: { q: "flights" } }
+                request: new ApprovalRequest({ toolName: "search", callId: "c1", arguments: '{"q":"flights"}' })
               })
             ])
             head = opened.headSeq
@@ -947,7 +948,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.strictEqual(callbacks[0]?.turnId, turnId)
             assert.strictEqual(callbacks[0]?.operationId, search)
             assert.strictEqual(callbacks[0]?.kind, "approval")
-            assert.deepStrictEqual(callbacks[0]?.request, { tool: "search", args: { q: "flights" } })
+            assert.deepStrictEqual(callbacks[0]?.request, { _tag: "approval", toolName: "search", callId: "c1", arguments: '{"q":"flights"}' })
             assert.strictEqual(callbacks[0]?.openedSeq, opened.firstSeq)
             assert.strictEqual(callbacks[0]?.openedAt, opened.at)
 
@@ -965,7 +966,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const [receipt] = yield* store.operations(id)
             assert.strictEqual(receipt?.status, "completed")
             assert.deepStrictEqual(receipt?.output, { hits: [1, 2, 3] })
-            assert.deepStrictEqual(receipt?.input, { q: "flights" })
+            assert.deepStrictEqual(receipt?.input, { callId: "c1", arguments: '{"q":"flights"}', requestedBy: search })
             assert.strictEqual(receipt?.isError, false)
             assert.strictEqual(receipt?.startedSeq, 3)
             assert.strictEqual(receipt?.endedSeq, completed.firstSeq)
@@ -973,14 +974,14 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             // Started and cut off in one commit: the receipt is `unknown`.
             const booking = yield* makeOperationId
             head = (yield* append(lease, head, [
-              new OperationStarted({ operationId: booking, turnId, kind: "tool", name: "book", input: { flight: "LH1" } }),
+              new OperationStarted({ operationId: booking, turnId, kind: "tool", name: "book", input: { callId: "c2", arguments: '{"flight":"LH1"}', requestedBy: booking } }),
               new OperationUnknown({ operationId: booking, turnId })
             ])).headSeq
             const afterCrash = yield* store.operations(id)
             assert.deepStrictEqual(afterCrash.map((op) => op.operationId), [search, booking])
             assert.strictEqual(afterCrash[1]?.status, "unknown")
             assert.strictEqual(afterCrash[1]?.name, "book")
-            assert.deepStrictEqual(afterCrash[1]?.input, { flight: "LH1" })
+            assert.deepStrictEqual(afterCrash[1]?.input, { callId: "c2", arguments: '{"flight":"LH1"}', requestedBy: booking })
 
             head = (yield* append(lease, head, [
               new TurnEnded({ turnId, outcome: "completed", output: "booked?", usage: Usage.zero })
@@ -1017,7 +1018,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const operationId = yield* makeOperationId
             const [quick, slow1, slow2] = [yield* makeCallbackId, yield* makeCallbackId, yield* makeCallbackId]
             const open = (callbackId: typeof quick) =>
-              new CallbackOpened({ callbackId, turnId, operationId, kind: "client_tool", request: { tool: "pick" } })
+              new CallbackOpened({ callbackId, turnId, operationId, kind: "client_tool", request: new ClientToolRequest({ toolName: "pick", callId: "c3", arguments: "{}" }) })
             const resolve = (callbackId: typeof quick) =>
               new CallbackResolved({ callbackId, turnId, resolution: "cancelled" })
 

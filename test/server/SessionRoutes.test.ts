@@ -27,6 +27,7 @@ import {
   TurnMismatch
 } from "../../src/schema/Errors.js"
 import { Usage } from "../../src/schema/Budget.js"
+import { ApprovalRequest } from "../../src/schema/Callback.js"
 import { AssistantDelta, Durable, type SessionEvent } from "../../src/schema/Event.js"
 import { InputId, makeCallbackId, makeOperationId, makeSessionId, makeTurnId, type SessionId } from "../../src/schema/Ids.js"
 import * as Record from "../../src/schema/Record.js"
@@ -760,14 +761,14 @@ describe("SessionRoutes", () => {
             outcome: "failed",
             output: undefined,
             failureCode: "budget_exhausted",
-            failure: { dimension: "toolCalls", limit: 1, observed: 2, nested: [{ deep: [1, null, "x"] }] },
+            failure: { _tag: "BudgetExhausted", dimension: "toolCalls", limit: 1, observed: 2, toolName: "deep" },
             usage
           }),
           new Record.InputApplied({ inputId, kind: "steer", turnId }),
-          new Record.OperationStarted({ operationId, turnId, kind: "tool", name: "echo", input: { x: [1, "2"] } }),
+          new Record.OperationStarted({ operationId, turnId, kind: "tool", name: "echo", input: { callId: "c1", arguments: '{"x":[1,"2"]}', requestedBy: operationId } }),
           new Record.OperationCompleted({ operationId, turnId, output: "ok", isError: false }),
           new Record.OperationUnknown({ operationId, turnId }),
-          new Record.CallbackOpened({ callbackId, turnId, operationId, kind: "approval", request: { tool: "echo" } }),
+          new Record.CallbackOpened({ callbackId, turnId, operationId, kind: "approval", request: new ApprovalRequest({ toolName: "echo", callId: "c1", arguments: "{}" }) }),
           new Record.CallbackResolved({ callbackId, turnId, resolution: "answered", result: { approved: true } }),
           new Record.ChildSpawned({ childSessionId: sessionId, agentName: "b", alias: null }),
           new Record.ChildResultRecorded({ childSessionId: sessionId, turnId, outcome: "completed", output: "done" }),

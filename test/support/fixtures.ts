@@ -86,7 +86,7 @@ export const turnBatch = (
         turnId,
         kind: "model",
         name: "scripted",
-        input: { messages: [{ role: "user", content: text }] }
+        input: { messages: 1, tools: 0 }
       }),
       new OperationCompleted({ operationId, turnId, output: { text: `echo: ${text}` } }),
       new TurnEnded({ turnId, outcome: "completed", output: `echo: ${text}`, usage: Usage.zero })

@@ -1,0 +1,40 @@
+/**
+ * An actor's permit to be busy, one of the host's shared `maxBusyActors`: an
+ * actor holds it from waking until it is idle with no running turn, and a turn
+ * parked on a callback or on the user gives it back meanwhile. The slot knows
+ * whether it is held, so giving it twice, or giving one never taken, is a no-op,
+ * and closing the scope it was made in gives it back.
+ *
+ * @since 0.1.0
+ */
+import { Effect, type Scope } from "effect"
+
+/** One actor's busy slot. */
+export interface BusySlot {
+  /** Waits for a permit, unless this slot holds one. */
+  readonly take: Effect.Effect<void>
+  /** Gives the permit back, if held. */
+  readonly give: Effect.Effect<void>
+  /** Runs `effect` without the permit (it is parked), then takes it again. */
+  readonly park: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+/** A slot over the host's permits; given back when `scope` closes. */
+export const make = (permits: Effect.Semaphore): Effect.Effect<BusySlot, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    let held = false
+    const take = Effect.suspend(() =>
+      held ? Effect.void : Effect.zipRight(permits.take(1), Effect.sync(() => (held = true)))
+    )
+    const give = Effect.suspend(() => {
+      if (!held) return Effect.void
+      held = false
+      return permits.release(1)
+    })
+    yield* Effect.addFinalizer(() => give)
+    return {
+      take,
+      give,
+      park: (effect) => Effect.zipRight(give, Effect.zipLeft(effect, take))
+    }
+  })

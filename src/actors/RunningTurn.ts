@@ -1,0 +1,157 @@
+/**
+ * The turn an actor runs: its fiber, its meter, whether it waits for the
+ * user, and the context it is given (the conversation from the session's
+ * state, the actor's write path, callbacks that park it). Starting one builds
+ * that context and forks `TurnRunner.run` into the actor's fiber set.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Deferred, Effect, type Fiber, FiberSet, HashSet, Queue } from "effect"
+import type { Agent, ModelSettings } from "../schema/Agent.js"
+import type { Budgets } from "../schema/Budget.js"
+import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
+import type { AssistantDelta } from "../schema/Event.js"
+import { type CallbackId, makeCallbackId, type OperationId, type SessionId } from "../schema/Ids.js"
+import type { CommitReceipt } from "../schema/Lease.js"
+import { CallbackOpened, type RecordBody, type TurnStarted } from "../schema/Record.js"
+import type { CallbackBroker } from "../services/CallbackBroker.js"
+import type * as Model from "../services/Model.js"
+import * as Telemetry from "../services/Telemetry.js"
+import type { BusySlot } from "./BusySlot.js"
+import * as SessionState from "./SessionState.js"
+import * as Transcript from "./Transcript.js"
+import * as TurnMeter from "./TurnMeter.js"
+import * as TurnPlan from "./TurnPlan.js"
+import * as TurnRunner from "./TurnRunner.js"
+
+/** A turn running in an actor. */
+export interface RunningTurn {
+  readonly started: TurnStarted
+  readonly fiber: Fiber.RuntimeFiber<void>
+  readonly meter: TurnMeter.TurnMeter
+  /** True while the turn waits for the user (`wait_user`): messages then go to it. */
+  readonly waitingForUser: () => boolean
+  /** Tells the turn a steer was delivered. */
+  readonly steered: Effect.Effect<void>
+}
+
+/** What the actor gives the turns it starts. */
+export interface Host {
+  readonly sessionId: SessionId
+  readonly agent: Agent
+  readonly sessionBudgets: Budgets | null
+  readonly hostSettings: ModelSettings | undefined
+  readonly epoch: number
+  /** The actor's newest state. */
+  readonly state: () => SessionState.SessionState
+  /** The actor's write path, under its writer lock; a lost lease interrupts the turn. */
+  readonly commit: (records: ReadonlyArray<RecordBody>) => Effect.Effect<CommitReceipt>
+  readonly broadcast: (events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
+  /** Where parked turns wait for answers, by callback. */
+  readonly answers: (callbackId: CallbackId) => Deferred.Deferred<unknown>
+  /** Asks the actor to read its inbox again (queued messages become a waiting turn's answer). */
+  readonly wake: Effect.Effect<void>
+  readonly broker: CallbackBroker["Type"]
+  readonly slot: BusySlot
+  readonly turns: FiberSet.FiberSet<void>
+  /** Ends the actor on a defect of a turn. */
+  readonly die: (defect: unknown) => Effect.Effect<void>
+}
+
+/** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers. */
+const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): TurnRunner.Prompt => {
+  const view = pending.length === 0 ? state : SessionState.applyCommit(state, state.head + 1, 0, pending)
+  const steers = view.active?.steers ?? []
+  const messages = Transcript.toArray(view.transcript) as Array<Model.Message>
+  for (const content of steers) messages.push({ role: "user", content })
+  return { messages, steers: steers.length }
+}
+
+/** Starts `started` as a turn of the actor (`resumed`: a turn a previous owner left active). */
+export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
+  Effect.gen(function*() {
+    const { sessionId, slot } = host
+    const turnId = started.turnId
+    const state = host.state()
+    const callbacks = resumed ? SessionState.callbacksOf(state, turnId) : []
+    // A resumed turn's open callbacks wait for answers again, and are offered to providers again.
+    for (const entry of callbacks) {
+      if (entry.status !== "open") continue
+      host.answers(entry.opened.callbackId)
+      yield* host.broker.dispatch(entry.opened)
+    }
+    const meter = TurnMeter.make(yield* Clock.currentTimeMillis)
+    const steers = yield* Queue.sliding<void>(1)
+    let waitingForUser = false
+
+    const openCallback = (operationId: OperationId, request: CallbackRequest, records: ReadonlyArray<RecordBody>) =>
+      Effect.gen(function*() {
+        const callbackId = yield* makeCallbackId
+        // Waited on before the commit, so an answer applied right after it finds the turn parked.
+        const answer = host.answers(callbackId)
+        const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request }, true)
+        const receipt = yield* host.commit([...records, opened])
+        yield* host.broker.dispatch(
+          new OpenCallback({
+            callbackId,
+            sessionId,
+            turnId,
+            operationId,
+            kind: request._tag,
+            request,
+            openedSeq: receipt.headSeq,
+            openedAt: receipt.at
+          }, true)
+        )
+        return yield* slot.park(Deferred.await(answer))
+      })
+
+    const awaitSteers = slot.park(Effect.gen(function*() {
+      waitingForUser = true
+      // Messages queued behind the turn are now its answer: the inbox is read again.
+      yield* host.wake
+      while (host.state().active?.steers.length === 0) yield* Queue.take(steers)
+    })).pipe(Effect.ensuring(Effect.sync(() => (waitingForUser = false))))
+
+    const body = TurnRunner.run({
+      sessionId,
+      turnId,
+      epoch: host.epoch,
+      agent: host.agent,
+      plan: TurnPlan.resolve({
+        agent: host.agent,
+        run: started.run,
+        sessionBudgets: host.sessionBudgets,
+        hostSettings: host.hostSettings
+      }),
+      prompt: (pending) => promptOf(host.state(), pending),
+      waitingSteers: (pending) => SessionState.waitingSteers(host.state(), pending),
+      receipts: resumed ? SessionState.receiptsOf(state) : [],
+      callbacks: callbacks.map((entry) => ({
+        callbackId: entry.opened.callbackId,
+        operationId: entry.opened.operationId,
+        kind: entry.opened.kind,
+        status: entry.status,
+        result: entry.result
+      })),
+      meter,
+      approved: (toolName) => HashSet.has(host.state().approvals, toolName),
+      commit: (records) => Effect.asVoid(host.commit(records)),
+      publish: host.broadcast,
+      awaitSteers,
+      openCallback,
+      awaitCallback: (callbackId) => slot.park(Deferred.await(host.answers(callbackId)))
+    }).pipe(
+      Telemetry.withTurnSpan({ sessionId, turnId, epoch: host.epoch }, { "troupe.resumed": resumed }),
+      Effect.ensuring(host.wake),
+      Effect.catchAllDefect(host.die)
+    )
+    const fiber = yield* FiberSet.run(host.turns, body)
+    return {
+      started,
+      fiber,
+      meter,
+      waitingForUser: () => waitingForUser,
+      steered: Effect.asVoid(Queue.offer(steers, undefined))
+    } satisfies RunningTurn
+  })

@@ -1,0 +1,351 @@
+/**
+ * What a session's log says, as one immutable value: the transcript the next
+ * model call is given, the turns that ended, every callback (open or closed,
+ * with its resolution), the tools approved for the session, and the active
+ * turn with its operations (the receipts a resumed turn reuses) and the steers
+ * it has not taken yet.
+ *
+ * `apply` folds one record onto a state; folding a log in one pass, in pages
+ * of any size, or commit by commit gives the same value. The actor keeps the
+ * newest state and folds each commit onto it, so after a restart the state
+ * rebuilt from the log is the one the actor had. Nothing here runs an effect.
+ *
+ * The store's own projection of the same records (`LogProjection`) keeps the
+ * session row's columns; this keeps what the actor needs, with one meaning of
+ * each record for both.
+ *
+ * @since 0.1.0
+ */
+import { HashMap, HashSet } from "effect"
+import type { CallbackResolution } from "../schema/Callback.js"
+import { OpenCallback } from "../schema/Callback.js"
+import type { CallbackId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
+import { OperationReceipt } from "../schema/Operation.js"
+import type { LogRecord, ModelCallInput, RecordBody, ToolCallInput, TurnEnded, TurnStarted } from "../schema/Record.js"
+import type * as Model from "../services/Model.js"
+import { errorOutcome } from "../services/Tool.js"
+import * as Transcript from "./Transcript.js"
+import { FINISH } from "./TurnPlan.js"
+
+/** A callback of the session as the log tells it. */
+export interface CallbackEntry {
+  /** Its `callback_opened` record as an open callback, with the seq and time of its commit. */
+  readonly opened: OpenCallback
+  readonly toolName: string
+  readonly status: "open" | CallbackResolution
+  /** The answer, once answered. */
+  readonly result?: unknown
+}
+
+/** One operation of the active turn. */
+export interface OperationEntry {
+  readonly operationId: OperationId
+  readonly kind: "model" | "tool"
+  readonly name: string
+  readonly input: ModelCallInput | ToolCallInput
+  readonly status: "started" | "completed" | "unknown"
+  readonly output?: unknown
+  readonly isError: boolean
+  readonly startedSeq: number
+  readonly endedSeq?: number | undefined
+}
+
+/** The turn that started and has not ended. */
+export interface ActiveTurn {
+  readonly started: TurnStarted
+  readonly startedSeq: number
+  /** Its operations in start order. */
+  readonly operations: ReadonlyArray<OperationEntry>
+  /** Steers delivered to it that no model call has taken yet, oldest first. */
+  readonly steers: ReadonlyArray<string>
+  /** Tool calls of its latest model reply that have no result yet. */
+  readonly unanswered: ReadonlyArray<Model.ToolCall>
+}
+
+/** A session's state as its log tells it. */
+export interface SessionState {
+  readonly sessionId: SessionId
+  /** The seq of the last record folded. */
+  readonly head: number
+  readonly closed: boolean
+  readonly transcript: Transcript.Transcript
+  readonly ended: HashSet.HashSet<TurnId>
+  readonly callbacks: HashMap.HashMap<CallbackId, CallbackEntry>
+  /** Tools approved "for the session" by an approval answer: not asked about again. */
+  readonly approvals: HashSet.HashSet<string>
+  readonly active: ActiveTurn | undefined
+}
+
+/** What the model is told when a crash left a tool call's outcome unknown. */
+export const unknownOutcome = errorOutcome(
+  "the outcome of this call is unknown: the host stopped while it ran, and the tool does not declare that it may safely run again"
+)
+
+/** A tool output as the model reads it: text as it is, anything else as JSON. */
+export const renderOutput = (output: unknown): string =>
+  typeof output === "string" ? output : JSON.stringify(output ?? null)
+
+/** The state of a session whose log is empty. */
+export const empty = (sessionId: SessionId): SessionState => ({
+  sessionId,
+  head: 0,
+  closed: false,
+  transcript: Transcript.empty(),
+  ended: HashSet.empty(),
+  callbacks: HashMap.empty(),
+  approvals: HashSet.empty(),
+  active: undefined
+})
+
+const isSessionApproval = (result: unknown) =>
+  typeof result === "object" && result !== null && (result as { readonly decision?: unknown }).decision === "approve_session"
+
+const toolMessage = (toolCallId: string, output: unknown): Model.Message => ({
+  role: "tool",
+  toolCallId,
+  content: renderOutput(output)
+})
+
+/** What a tool call with no result is given when its turn ends, so every call in the transcript has an answer. */
+const closingResult = (call: Model.ToolCall, end: TurnEnded): unknown =>
+  call.name === FINISH && end.outcome === "completed"
+    ? "ok"
+    : errorOutcome(
+      `not run: the turn ${
+        end.outcome === "failed" ? `failed (${end.failureCode ?? "internal"})` : end.outcome === "interrupted" ? "was interrupted" : "completed"
+      }`
+    ).output
+
+const replaceOperation = (
+  operations: ReadonlyArray<OperationEntry>,
+  operationId: OperationId,
+  change: (entry: OperationEntry) => OperationEntry
+): { readonly operations: ReadonlyArray<OperationEntry>; readonly entry: OperationEntry | undefined } => {
+  // The operation that ends is nearly always the newest one.
+  for (let i = operations.length - 1; i >= 0; i--) {
+    const entry = operations[i]!
+    if (entry.operationId !== operationId) continue
+    const next = operations.slice()
+    const changed = change(entry)
+    next[i] = changed
+    return { operations: next, entry: changed }
+  }
+  return { operations, entry: undefined }
+}
+
+const withoutCall = (calls: ReadonlyArray<Model.ToolCall>, callId: string) => {
+  const i = calls.findIndex((call) => call.id === callId)
+  return i < 0 ? calls : [...calls.slice(0, i), ...calls.slice(i + 1)]
+}
+
+const replyOf = (output: unknown): { readonly text: string; readonly toolCalls: ReadonlyArray<Model.ToolCall> } => {
+  const reply = output as { readonly text?: unknown; readonly toolCalls?: unknown } | undefined
+  return {
+    text: typeof reply?.text === "string" ? reply.text : "",
+    toolCalls: Array.isArray(reply?.toolCalls) ? reply.toolCalls as ReadonlyArray<Model.ToolCall> : []
+  }
+}
+
+/** Folds one record, stored at `seq` by a commit at `at`, onto `state`. */
+export const apply = (state: SessionState, body: RecordBody, seq: number, at: number): SessionState => {
+  switch (body._tag) {
+    case "turn_started":
+      return {
+        ...state,
+        head: seq,
+        transcript: Transcript.append(state.transcript, { role: "user", content: body.text }),
+        active: { started: body, startedSeq: seq, operations: [], steers: [], unanswered: [] }
+      }
+    case "input_applied": {
+      const active = state.active
+      if (
+        body.kind !== "steer" || active === undefined || body.turnId !== active.started.turnId ||
+        body.detail === undefined || !("text" in body.detail)
+      ) {
+        return { ...state, head: seq }
+      }
+      return { ...state, head: seq, active: { ...active, steers: [...active.steers, body.detail.text] } }
+    }
+    case "operation_started": {
+      const active = state.active
+      if (active === undefined || body.turnId !== active.started.turnId) return { ...state, head: seq }
+      const entry: OperationEntry = {
+        operationId: body.operationId,
+        kind: body.kind,
+        name: body.name,
+        input: body.input,
+        status: "started",
+        isError: false,
+        startedSeq: seq
+      }
+      let { steers, transcript } = { steers: active.steers, transcript: state.transcript }
+      if (body.kind === "model") {
+        // The steers this model call took go in just before its reply.
+        const taken = "steers" in body.input && body.input.steers !== undefined
+          ? Math.min(body.input.steers, steers.length)
+          : steers.length
+        for (let i = 0; i < taken; i++) transcript = Transcript.append(transcript, { role: "user", content: steers[i]! })
+        if (taken > 0) steers = steers.slice(taken)
+      }
+      return {
+        ...state,
+        head: seq,
+        transcript,
+        active: { ...active, steers, operations: [...active.operations, entry] }
+      }
+    }
+    case "operation_completed":
+    case "operation_unknown": {
+      const active = state.active
+      if (active === undefined || body.turnId !== active.started.turnId) return { ...state, head: seq }
+      const completed = body._tag === "operation_completed"
+      const { entry, operations } = replaceOperation(active.operations, body.operationId, (entry) => ({
+        ...entry,
+        status: completed ? "completed" : "unknown",
+        output: completed ? body.output : undefined,
+        isError: completed ? body.isError : false,
+        endedSeq: seq
+      }))
+      if (entry === undefined) return { ...state, head: seq }
+      let transcript = state.transcript
+      let unanswered = active.unanswered
+      if (entry.kind === "model") {
+        if (completed && !entry.isError) {
+          const reply = replyOf(entry.output)
+          transcript = Transcript.append(transcript, {
+            role: "assistant",
+            content: reply.text,
+            toolCalls: reply.toolCalls.length > 0 ? reply.toolCalls : undefined
+          })
+          unanswered = reply.toolCalls
+        }
+      } else if ("callId" in entry.input) {
+        transcript = Transcript.append(
+          transcript,
+          toolMessage(entry.input.callId, completed ? entry.output : unknownOutcome.output)
+        )
+        unanswered = withoutCall(unanswered, entry.input.callId)
+      }
+      return { ...state, head: seq, transcript, active: { ...active, operations, unanswered } }
+    }
+    case "turn_ended": {
+      const active = state.active
+      let transcript = state.transcript
+      if (active !== undefined && active.started.turnId === body.turnId) {
+        for (const call of active.unanswered) transcript = Transcript.append(transcript, toolMessage(call.id, closingResult(call, body)))
+        // Steers no model call took still belong to the conversation.
+        for (const content of active.steers) transcript = Transcript.append(transcript, { role: "user", content })
+      }
+      return {
+        ...state,
+        head: seq,
+        transcript,
+        ended: HashSet.add(state.ended, body.turnId),
+        active: active?.started.turnId === body.turnId ? undefined : active
+      }
+    }
+    case "callback_opened":
+      return {
+        ...state,
+        head: seq,
+        callbacks: HashMap.set(state.callbacks, body.callbackId, {
+          opened: new OpenCallback({
+            callbackId: body.callbackId,
+            sessionId: state.sessionId,
+            turnId: body.turnId,
+            operationId: body.operationId,
+            kind: body.kind,
+            request: body.request,
+            openedSeq: seq,
+            openedAt: at
+          }, true),
+          toolName: body.request.toolName,
+          status: "open"
+        })
+      }
+    case "callback_resolved": {
+      const known = HashMap.get(state.callbacks, body.callbackId)
+      if (known._tag === "None") return { ...state, head: seq }
+      const entry = known.value
+      return {
+        ...state,
+        head: seq,
+        callbacks: HashMap.set(state.callbacks, body.callbackId, { ...entry, status: body.resolution, result: body.result }),
+        approvals: entry.opened.kind === "approval" && body.resolution === "answered" && isSessionApproval(body.result)
+          ? HashSet.add(state.approvals, entry.toolName)
+          : state.approvals
+      }
+    }
+    case "closed":
+      return { ...state, head: seq, closed: true }
+    default:
+      return { ...state, head: seq }
+  }
+}
+
+/** Folds the records of one commit (stored from `firstSeq`, at `at`). */
+export const applyCommit = (
+  state: SessionState,
+  firstSeq: number,
+  at: number,
+  records: ReadonlyArray<RecordBody>
+): SessionState => {
+  let next = state
+  for (let i = 0; i < records.length; i++) next = apply(next, records[i]!, firstSeq + i, at)
+  return next
+}
+
+/** Folds a page of log records. */
+export const fold = (state: SessionState, records: ReadonlyArray<LogRecord>): SessionState => {
+  let next = state
+  for (const record of records) next = apply(next, record.body, record.seq, record.at)
+  return next
+}
+
+/**
+ * How many steers wait for the active turn's next model call, once the
+ * `pending` records (not committed yet) have taken theirs.
+ */
+export const waitingSteers = (state: SessionState, pending: ReadonlyArray<RecordBody>): number => {
+  let waiting = state.active?.steers.length ?? 0
+  for (const record of pending) {
+    if (record._tag === "operation_started" && record.kind === "model" && "messages" in record.input) {
+      waiting -= record.input.steers ?? waiting
+    }
+  }
+  return Math.max(0, waiting)
+}
+
+/** The callbacks of `turnId` that are still open, in the order they opened. */
+export const openCallbacksOf = (state: SessionState, turnId: TurnId): ReadonlyArray<CallbackEntry> => {
+  const open: Array<CallbackEntry> = []
+  for (const entry of HashMap.values(state.callbacks)) {
+    if (entry.status === "open" && entry.opened.turnId === turnId) open.push(entry)
+  }
+  return open.sort((a, b) => a.opened.openedSeq - b.opened.openedSeq)
+}
+
+/** Every callback of `turnId`, open or closed, in the order they opened. */
+export const callbacksOf = (state: SessionState, turnId: TurnId): ReadonlyArray<CallbackEntry> => {
+  const all: Array<CallbackEntry> = []
+  for (const entry of HashMap.values(state.callbacks)) if (entry.opened.turnId === turnId) all.push(entry)
+  return all.sort((a, b) => a.opened.openedSeq - b.opened.openedSeq)
+}
+
+/** The active turn's operations as the receipts a resumed turn reuses. */
+export const receiptsOf = (state: SessionState): ReadonlyArray<OperationReceipt> =>
+  (state.active?.operations ?? []).map((entry) =>
+    new OperationReceipt({
+      operationId: entry.operationId,
+      sessionId: state.sessionId,
+      turnId: state.active!.started.turnId,
+      kind: entry.kind,
+      name: entry.name,
+      status: entry.status,
+      input: entry.input,
+      output: entry.output,
+      isError: entry.isError,
+      startedSeq: entry.startedSeq,
+      endedSeq: entry.endedSeq
+    }, true)
+  )
