@@ -19,7 +19,8 @@ import {
   marker,
   type ModelCallLine,
   RESULT,
-  type ResumeResult
+  type ResumeResult,
+  SECOND
 } from "./support/crashTurn.js"
 
 const script = fileURLToPath(new URL("./support/crashTurn.ts", import.meta.url))
@@ -183,5 +184,23 @@ describe.concurrent("crash safety across processes (SIGKILL, then a fresh proces
     assert.deepStrictEqual(resumed!.tools, [JSON.stringify({ recorded: "hello" })])
     // One receipt per model call: the turn's records are those of an uninterrupted turn.
     assert.strictEqual(result.tags.filter((t) => t === "operation_completed").length, 3)
+    // The conversation the restarted actor rebuilt from the log is the one the killed call was sent.
+    assert.deepStrictEqual(resumed!.messages, killed!.messages)
+    assert.deepStrictEqual(resumed!.messages.map((m) => m.role), ["user", "assistant", "tool"])
+  }, timeout)
+
+  it("killed between turns: the next turn is sent the whole conversation the killed process had", async () => {
+    const { modelCalls, result, sideEffects } = await crashAndResume(makeCase("between-turns", "unsupported"))
+    assertCompleted(result)
+    assert.strictEqual(sideEffects.length, 1)
+    assert.deepStrictEqual(calls(modelCalls, "start"), [1, 2])
+    assert.deepStrictEqual(calls(modelCalls, "resume"), [3])
+    const before = modelCalls.find((l) => l.mode === "start" && l.call === 2)!
+    const after = modelCalls.find((l) => l.mode === "resume" && l.call === 3)!
+    assert.deepStrictEqual(after.messages, [
+      ...before.messages,
+      { role: "assistant", content: FINAL },
+      { role: "user", content: SECOND }
+    ])
   }, timeout)
 })

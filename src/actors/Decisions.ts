@@ -11,6 +11,7 @@ import { HashMap, HashSet } from "effect"
 import { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
 import type { InputId, TurnId } from "../schema/Ids.js"
 import type { CallbackAnswer, Command, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
+import type { Refusal, Refusals } from "../services/SessionHost.js"
 import type { BusyPolicy } from "../schema/Policy.js"
 import {
   Archived,
@@ -25,8 +26,8 @@ import {
 import type { Usage } from "../schema/Budget.js"
 import * as SessionState from "./SessionState.js"
 
-/** What the sender of a command is told. */
-export type Reply =
+/** What the sender of a command is told; `E` is what it may be refused with. */
+export type Reply<E extends Refusal = Refusal> =
   /** A message (or a steer to an idle session) started this turn. */
   | { readonly _tag: "Started"; readonly turnId: TurnId }
   /** A message waits behind the running turn. */
@@ -38,15 +39,15 @@ export type Reply =
   /** A control command, an answer or a child result took effect. */
   | { readonly _tag: "Applied" }
   /** The command was refused. */
-  | { readonly _tag: "Refused"; readonly error: SessionBusy | TurnMismatch | StaleCallback }
+  | { readonly _tag: "Refused"; readonly error: E }
 
-/** A decision on one command. */
-export interface Outcome {
+/** A decision on one command, which may be refused with `E`. */
+export interface Outcome<E extends Refusal = Refusal> {
   /** Interrupt this running turn before the commit; the commit then begins with `interruptRecords`. */
   readonly interrupt?: { readonly turnId: TurnId; readonly reason: string } | undefined
   readonly records: ReadonlyArray<RecordBody>
   readonly consumes: ReadonlyArray<InputId>
-  readonly reply: Reply
+  readonly reply: Reply<E>
   /** After the commit: run the turn this commit started. */
   readonly start?: TurnStarted | undefined
   /** After the commit: hand this answer to the turn parked on the callback. */
@@ -69,7 +70,7 @@ const applied = (
   detail?: InputApplied["detail"]
 ) => new InputApplied({ inputId, kind, turnId, detail }, true)
 
-const begin = (command: Message | Steer, context: Context, before: Partial<Outcome> = {}): Outcome => {
+const begin = (command: Message | Steer, context: Context, before: Partial<Outcome> = {}): Outcome<never> => {
   const started = new TurnStarted({
     turnId: context.nextTurnId,
     inputId: command.inputId,
@@ -86,7 +87,7 @@ const begin = (command: Message | Steer, context: Context, before: Partial<Outco
   }
 }
 
-const steer = (state: SessionState.SessionState, command: Message | Steer, context: Context): Outcome => {
+const steer = (state: SessionState.SessionState, command: Message | Steer, context: Context): Outcome<never> => {
   const active = state.active
   if (active === undefined) return begin(command, context)
   const turnId = active.started.turnId
@@ -97,7 +98,7 @@ const steer = (state: SessionState.SessionState, command: Message | Steer, conte
   }
 }
 
-const message = (state: SessionState.SessionState, command: Message, context: Context): Outcome => {
+const message = (state: SessionState.SessionState, command: Message, context: Context): Outcome<SessionBusy> => {
   const active = state.active
   if (active === undefined) return begin(command, context)
   if (context.waitingForUser) return steer(state, command, context)
@@ -118,7 +119,7 @@ const message = (state: SessionState.SessionState, command: Message, context: Co
   }
 }
 
-const interrupt = (state: SessionState.SessionState, command: Interrupt): Outcome => {
+const interrupt = (state: SessionState.SessionState, command: Interrupt): Outcome<TurnMismatch> => {
   const active = state.active
   const expected = command.expectedTurnId
   if (active !== undefined && active.started.turnId === expected) {
@@ -170,7 +171,7 @@ const staleReason = (
 }
 
 /** The first answer admitted wins: it closes the callback and resumes its turn; any other is stale. */
-const answer = (state: SessionState.SessionState, command: CallbackAnswer): Outcome => {
+const answer = (state: SessionState.SessionState, command: CallbackAnswer): Outcome<StaleCallback> => {
   const stale = staleReason(state, command)
   if (stale !== undefined) {
     return {
@@ -198,7 +199,7 @@ const answer = (state: SessionState.SessionState, command: CallbackAnswer): Outc
   }
 }
 
-const control = (state: SessionState.SessionState, command: Control): Outcome => {
+const control = (state: SessionState.SessionState, command: Control): Outcome<never> => {
   const done = applied(command.inputId, "control")
   const action = command.action
   switch (action._tag) {
@@ -220,8 +221,7 @@ const control = (state: SessionState.SessionState, command: Control): Outcome =>
   }
 }
 
-/** Decides what `command` does to a session in `state`. */
-export const decide = (state: SessionState.SessionState, command: Command, context: Context): Outcome => {
+const decideAny = (state: SessionState.SessionState, command: Command, context: Context): Outcome => {
   if (state.closed) {
     // Admitted just before the close: recorded and consumed, never acted on.
     return {
@@ -246,6 +246,16 @@ export const decide = (state: SessionState.SessionState, command: Command, conte
       return { records: [applied(command.inputId, "child_result")], consumes: [command.inputId], reply: { _tag: "Applied" } }
   }
 }
+
+/**
+ * Decides what `command` does to a session in `state`. A command of kind `K`
+ * is refused only with `Refusals[K]` (each case above is typed so).
+ */
+export const decide = <C extends Command>(
+  state: SessionState.SessionState,
+  command: C,
+  context: Context
+): Outcome<Refusals[C["_tag"]]> => decideAny(state, command, context) as Outcome<Refusals[C["_tag"]]>
 
 /**
  * The records that end an interrupted turn: its open callbacks cancelled,

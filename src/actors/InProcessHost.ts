@@ -17,20 +17,19 @@ import {
   Exit,
   FiberSet,
   Layer,
-  PubSub,
   Queue,
   Schedule
 } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
-import { Durable, type SessionEvent } from "../schema/Event.js"
-import { type InputId, type SessionId, type TurnId, ulid } from "../schema/Ids.js"
-import type { RecordBody, TurnEnded } from "../schema/Record.js"
+import { type InputId, type SessionId, ulid } from "../schema/Ids.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
-import { Decision, type Interest, SessionHost } from "../services/SessionHost.js"
+import { Decision, type Expectation, type Refusal, type Refusals, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
+import * as LiveEvents from "./LiveEvents.js"
 import * as Lock from "./Lock.js"
 import * as SessionActor from "./SessionActor.js"
+import { type Cell, complete, makeCell, register } from "./Waiters.js"
 
 /** Host tuning; every field has a default. */
 export interface Options {
@@ -50,55 +49,7 @@ export interface Options {
   readonly modelSettings?: ModelSettings | undefined
 }
 
-/**
- * A one-shot answer, awaited before or after it comes: a `Deferred` in fewer
- * Effect steps (awaiting an answer that came is one step, not ~11; callers
- * wait on one per send and per awaited turn).
- */
-interface Cell<A, E> {
-  exit: Exit.Exit<A, E> | undefined
-  readonly resumes: Array<(exit: Exit.Exit<A, E>) => void>
-}
-
-const makeCell = <A, E>(): Cell<A, E> => ({ exit: undefined, resumes: [] })
-
-const complete = <A, E>(cell: Cell<A, E>, exit: Exit.Exit<A, E>) => {
-  if (cell.exit !== undefined) return
-  cell.exit = exit
-  for (const resume of cell.resumes.splice(0)) resume(exit)
-}
-
-const awaitCell = <A, E>(cell: Cell<A, E>): Effect.Effect<A, E> =>
-  Effect.suspend(() =>
-    cell.exit ?? Effect.async<A, E>((resume) => {
-      cell.resumes.push(resume)
-      return Effect.sync(() => {
-        const i = cell.resumes.indexOf(resume)
-        if (i >= 0) cell.resumes.splice(i, 1)
-      })
-    })
-  )
-
-/** Registers `cell` under `key` in `map`; the interest withdraws it again. */
-const register = <K, A, E>(map: Map<K, Array<Cell<A, E>>>, key: K, cell: Cell<A, E>, emptied?: () => void): Interest<A, E> => {
-  const list = map.get(key)
-  if (list === undefined) map.set(key, [cell])
-  else list.push(cell)
-  return {
-    await: awaitCell(cell),
-    withdraw: () => {
-      const list = map.get(key)
-      const i = list === undefined ? -1 : list.indexOf(cell)
-      if (i < 0) return
-      list!.splice(i, 1)
-      if (list!.length > 0) return
-      map.delete(key)
-      emptied?.()
-    }
-  }
-}
-
-type Waiter = Cell<Decision, SessionActor.Refusal>
+type Waiter = Cell<Decision, Refusal>
 
 /** Builds the host; its actors and poller live as long as the enclosing scope. */
 export const make = (options: Options = {}) =>
@@ -121,9 +72,8 @@ export const make = (options: Options = {}) =>
     const entries = new Map<SessionId, Queue.Queue<void>>()
     const lock = Lock.make()
     const waiters = new Map<SessionId, Map<InputId, Array<Waiter>>>()
-    const hubs = new Map<SessionId, { readonly pubsub: PubSub.PubSub<SessionEvent>; refs: number }>()
 
-    const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, SessionActor.Refusal>) =>
+    const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
       Effect.sync(() => {
         const bySession = waiters.get(sessionId)
         const list = bySession?.get(inputId)
@@ -143,33 +93,7 @@ export const make = (options: Options = {}) =>
         }
       })
 
-    const turnWaiters = new Map<TurnId, Array<Cell<TurnEnded, never>>>()
-
-    /** Completes the waiters of a turn that ended, then broadcasts a commit's records (as events) to live subscribers. */
-    const publishRecords = (sessionId: SessionId) => (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) =>
-      Effect.suspend(() => {
-        for (const record of records) {
-          if (record._tag !== "turn_ended") continue
-          const waiting = turnWaiters.get(record.turnId)
-          if (waiting === undefined) continue
-          turnWaiters.delete(record.turnId)
-          const exit = Exit.succeed(record)
-          for (const waiter of waiting) complete(waiter, exit)
-        }
-        // Events are built only for a session someone follows.
-        const hub = hubs.get(sessionId)
-        if (hub === undefined) return Effect.void
-        return Effect.asVoid(PubSub.publishAll(
-          hub.pubsub,
-          records.map((record, i) => new Durable({ sessionId, cursor: firstSeq + i, at, record }, true))
-        ))
-      })
-
-    const broadcast = (sessionId: SessionId) => (events: ReadonlyArray<SessionEvent>) =>
-      Effect.suspend(() => {
-        const hub = hubs.get(sessionId)
-        return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publishAll(hub.pubsub, events))
-      })
+    const events = yield* LiveEvents.make(liveBuffer)
 
     /** Starts an actor; the caller holds `lock`. */
     const start = (sessionId: SessionId) =>
@@ -191,8 +115,8 @@ export const make = (options: Options = {}) =>
           wakes,
           slots,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
-          publishRecords: publishRecords(sessionId),
-          broadcast: broadcast(sessionId),
+          publishRecords: events.publishRecords(sessionId),
+          broadcast: events.broadcast(sessionId),
           onLease: (held) => (held ? Effect.void : finish(true)),
           mayPassivate: (lease) =>
             lock(Effect.gen(function*() {
@@ -238,42 +162,19 @@ export const make = (options: Options = {}) =>
     yield* Queue.take(broker.answered).pipe(Effect.flatMap(wake), Effect.forever, Effect.forkScoped)
 
     return SessionHost.of({
-      expect: (sessionId, inputId) =>
+      expect: <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, _kind: K) =>
         Effect.sync(() => {
           let bySession = waiters.get(sessionId)
           if (bySession === undefined) waiters.set(sessionId, bySession = new Map())
           const inSession = bySession
+          // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
           return register(inSession, inputId, makeCell(), () => {
             if (inSession.size === 0 && waiters.get(sessionId) === inSession) waiters.delete(sessionId)
-          })
+          }) as Expectation<K>
         }),
       wake,
-      live: (sessionId) =>
-        Effect.gen(function*() {
-          const hub = yield* Effect.acquireRelease(
-            Effect.gen(function*() {
-              const existing = hubs.get(sessionId)
-              if (existing) {
-                existing.refs++
-                return existing
-              }
-              const created = { pubsub: yield* PubSub.sliding<SessionEvent>(liveBuffer), refs: 1 }
-              hubs.set(sessionId, created)
-              return created
-            }),
-            (hub) =>
-              Effect.suspend(() => {
-                hub.refs--
-                if (hub.refs > 0) return Effect.void
-                // Forgotten, not shut down: an actor may be publishing to it right now, and
-                // publishing to a shut-down hub would interrupt the actor's turn.
-                if (hubs.get(sessionId) === hub) hubs.delete(sessionId)
-                return Effect.void
-              })
-          )
-          return yield* PubSub.subscribe(hub.pubsub)
-        }),
-      turnEnded: (turnId) => Effect.sync(() => register(turnWaiters, turnId, makeCell<TurnEnded, never>())),
+      live: events.live,
+      turnEnded: events.turnEnded,
       // Holding every busy slot at once means no actor is busy.
       drain: (grace) =>
         slots.withPermits(maxBusy)(Effect.void).pipe(

@@ -17,7 +17,7 @@
 import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Option, Queue, Ref } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
-import { LeaseLost, type SessionBusy, type StaleCallback, type StoreUnavailable, type TurnMismatch } from "../schema/Errors.js"
+import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"
 import type { AssistantDelta } from "../schema/Event.js"
 import { type CallbackId, type InputId, makeCommitId, makeTurnId, type SessionId } from "../schema/Ids.js"
 import type { InboxItem } from "../schema/Inbox.js"
@@ -28,7 +28,7 @@ import type { Session } from "../schema/Session.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
 import type { CostMeter } from "../services/CostMeter.js"
 import type * as Model from "../services/Model.js"
-import { Decision } from "../services/SessionHost.js"
+import { Decision, type Refusal } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as Telemetry from "../services/Telemetry.js"
 import type { Toolkit } from "../services/Toolkit.js"
@@ -48,9 +48,6 @@ export interface Options {
   /** The host's default model settings, under the agent's and the run's. */
   readonly modelSettings?: ModelSettings | undefined
 }
-
-/** The refusals an actor may decide on an input. */
-export type Refusal = SessionBusy | TurnMismatch | StaleCallback
 
 /** The services an actor and its turns use. */
 export type Services = SessionStore | CallbackBroker | Model.Model | Toolkit | CostMeter | Telemetry.Telemetry

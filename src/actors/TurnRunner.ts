@@ -18,34 +18,21 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Either, Schema, Stream } from "effect"
-import type { Agent, ToolSpec } from "../schema/Agent.js"
-import {
-  ApprovalAnswer,
-  ApprovalRequest,
-  type CallbackKind,
-  type CallbackRequest,
-  ClientToolAnswer,
-  ClientToolRequest
-} from "../schema/Callback.js"
+import { Clock, Effect, Either, Stream } from "effect"
+import type { Agent } from "../schema/Agent.js"
+import type { CallbackKind, CallbackRequest } from "../schema/Callback.js"
 import type { ModelError } from "../schema/Errors.js"
 import { AssistantDelta } from "../schema/Event.js"
 import { type CallbackId, makeOperationId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { OperationReceipt } from "../schema/Operation.js"
-import {
-  OperationCompleted,
-  OperationStarted,
-  OperationUnknown,
-  type RecordBody,
-  TurnEnded
-} from "../schema/Record.js"
+import { OperationCompleted, OperationStarted, type RecordBody, TurnEnded } from "../schema/Record.js"
 import { CostMeter } from "../services/CostMeter.js"
 import * as Model from "../services/Model.js"
-import { errorOutcome, type ToolOutcome } from "../services/Tool.js"
 import * as Telemetry from "../services/Telemetry.js"
 import { Toolkit } from "../services/Toolkit.js"
 import { unknownOutcome } from "./SessionState.js"
 import * as TurnMeter from "./TurnMeter.js"
+import * as ToolCalls from "./ToolCalls.js"
 import { FINISH, type TurnPlan } from "./TurnPlan.js"
 
 /** A callback of this turn found in the log when it resumes. */
@@ -108,14 +95,6 @@ export interface TurnContext {
 
 export { unknownOutcome }
 
-// Answers were checked against these schemas when admitted; a stored one that no longer decodes is refused, not a crash.
-const decodeApproval = (answer: unknown): ApprovalAnswer =>
-  Either.getOrElse(
-    Schema.decodeUnknownEither(ApprovalAnswer)(answer),
-    () => new ApprovalAnswer({ decision: "deny", reason: "the approval answer was unreadable" })
-  )
-const decodeClientTool = Schema.decodeUnknownEither(ClientToolAnswer)
-
 const finishOutput = (argumentsText: string): string | undefined => {
   try {
     const args = JSON.parse(argumentsText)
@@ -123,6 +102,56 @@ const finishOutput = (argumentsText: string): string | undefined => {
   } catch {
     return undefined
   }
+}
+
+/**
+ * Makes one model call of the turn: its start goes into `pending` with what it
+ * took (the messages and the waiting steers it was sent), so a fold of the log
+ * gives the conversation it saw; text deltas are published as they come.
+ */
+const callModel = (
+  ctx: TurnContext,
+  model: Model.Model["Type"],
+  pending: ToolCalls.Pending,
+  operationId: OperationId,
+  spanIds: ToolCalls.Deps["spanIds"]
+): Effect.Effect<Either.Either<Model.Reply, ModelError>> => {
+  const { agent, plan, turnId } = ctx
+  const prompt = ctx.prompt(pending.peek())
+  pending.add(new OperationStarted({
+    operationId,
+    turnId,
+    kind: "model",
+    name: agent.model.name,
+    input: { messages: prompt.messages.length, tools: plan.tools.length, steers: prompt.steers }
+  }, true))
+  const request: Model.Request = {
+    model: agent.model.name,
+    instructions: agent.instructions,
+    messages: prompt.messages,
+    tools: plan.tools,
+    settings: plan.settings,
+    sessionId: ctx.sessionId,
+    turnId,
+    agentName: agent.name
+  }
+  let reply = Model.emptyReply
+  const fold = (events: Iterable<Model.Event>) => {
+    const deltas: Array<AssistantDelta> = []
+    for (const event of events) {
+      reply = Model.gather(reply, event)
+      if (event._tag === "TextDelta") deltas.push(new AssistantDelta({ sessionId: ctx.sessionId, turnId, text: event.text }, true))
+    }
+    return deltas.length === 0 ? Effect.void : ctx.publish(deltas)
+  }
+  return (model.whole !== undefined
+    ? Effect.flatMap(model.whole(request), fold)
+    // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
+    : Stream.runForEachChunk(model.stream(request), fold)).pipe(
+    Effect.map(() => reply),
+    Effect.either,
+    Telemetry.withOperationSpan("model", { ...spanIds, operationId }, { "troupe.model": request.model })
+  )
 }
 
 /** Runs one turn to its end, resuming from the receipts and callbacks it is given. */
@@ -138,25 +167,12 @@ export const run = (ctx: TurnContext) =>
     const spanIds = { sessionId: ctx.sessionId, turnId, epoch: ctx.epoch }
     const budgets = plan.budgets
     const reusable = ctx.receipts.filter((r) => r.kind === "model" && r.status === "completed")
-    // Model call ids are only unique within one reply, so a tool call is known by the reply that asked for it.
-    const toolReceipts = new Map<string, OperationReceipt>()
-    for (const receipt of ctx.receipts) {
-      const input = receipt.input as OperationStarted["input"]
-      if (receipt.kind === "tool" && "callId" in input) toolReceipts.set(`${input.requestedBy}/${input.callId}`, receipt)
-    }
-    const callbacksOf = (operationId: OperationId) => ctx.callbacks.filter((c) => c.operationId === operationId)
-    // Records of steps without side effects (a model reply, a refused call) ride along with the next commit.
-    let pending: Array<RecordBody> = []
-    const take = () => {
-      const records = pending
-      pending = []
-      return records
-    }
+    const pending = ToolCalls.makePending()
 
     const end = (fields: Omit<ConstructorParameters<typeof TurnEnded>[0], "turnId" | "usage">) =>
       Effect.gen(function*() {
         const usage = meter.usage(now())
-        yield* ctx.commit([...take(), new TurnEnded({ ...fields, turnId, usage }, true)])
+        yield* ctx.commit([...pending.take(), new TurnEnded({ ...fields, turnId, usage }, true)])
       })
     const complete = (output: string) => end({ outcome: "completed", output, publicFinalMessage: output })
     const exhausted = (exhaustion: TurnMeter.Exhaustion) =>
@@ -171,115 +187,7 @@ export const run = (ctx: TurnContext) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => meter.addParked(now - from)))
         ))
 
-    const completed = (operationId: OperationId, outcome: ToolOutcome) =>
-      new OperationCompleted({ operationId, turnId, output: outcome.output, isError: outcome.isError }, true)
-
-    /** Records a tool call's outcome now: once a body ran, its receipt must be durable before anything else. */
-    const completeOperation = (operationId: OperationId, outcome: ToolOutcome) =>
-      Effect.as(ctx.commit([...take(), completed(operationId, outcome)]), outcome)
-
-    /** Refuses a call without running anything: the records wait for the next commit. */
-    const refuse = (operationId: OperationId, outcome: ToolOutcome, before: ReadonlyArray<RecordBody>) =>
-      Effect.sync(() => {
-        pending.push(...before, completed(operationId, outcome))
-        return outcome
-      })
-
-    const clientOutcome = (answer: unknown): ToolOutcome =>
-      Either.match(decodeClientTool(answer), {
-        onLeft: () => errorOutcome("the client's result was unreadable"),
-        onRight: (decoded) => ({ output: decoded.output, isError: decoded.isError })
-      })
-
-    /** The body of an allowed call: on the client through a callback, or here through the toolkit. */
-    const body = (call: Model.ToolCall, spec: ToolSpec, operationId: OperationId, before: ReadonlyArray<RecordBody>) =>
-      Effect.gen(function*() {
-        if (spec.client) {
-          const request = new ClientToolRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
-          const answer = yield* parked(ctx.openCallback(operationId, request, [...take(), ...before]))
-          return yield* completeOperation(operationId, clientOutcome(answer))
-        }
-        const runnable = toolkit.get(call.name)
-        if (runnable === undefined) {
-          return yield* refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
-        }
-        // Started is durable before the body runs: a crash from here on leaves the call's outcome unknown.
-        const records = [...take(), ...before]
-        if (records.length > 0) yield* ctx.commit(records)
-        const outcome = yield* runnable.run(call.arguments).pipe(
-          Effect.catchAllDefect(() => Effect.succeed(errorOutcome(`the tool ${call.name} crashed`))),
-          Telemetry.withOperationSpan("tool", { ...spanIds, operationId }, { "troupe.tool": call.name })
-        )
-        return yield* completeOperation(operationId, outcome)
-      })
-
-    /** After an approval answer: run the body, or refuse it. */
-    const approved = (call: Model.ToolCall, spec: ToolSpec, operationId: OperationId, answer: unknown) => {
-      const decision = decodeApproval(answer)
-      if (decision.decision === "deny") {
-        return refuse(
-          operationId,
-          errorOutcome(`denied by the user${decision.reason ? `: ${decision.reason}` : ""}`),
-          []
-        )
-      }
-      return body(call, spec, operationId, [])
-    }
-
-    /** A call started before a crash and has no receipt: pick up where it was. */
-    const resumeCall = (call: Model.ToolCall, spec: ToolSpec | undefined, operationId: OperationId) =>
-      Effect.gen(function*() {
-        const known = callbacksOf(operationId)
-        const open = known.find((c) => c.status === "open")
-        if (spec !== undefined && open !== undefined) {
-          const answer = yield* parked(ctx.awaitCallback(open.callbackId))
-          return open.kind === "approval"
-            ? yield* approved(call, spec, operationId, answer)
-            : yield* completeOperation(operationId, clientOutcome(answer))
-        }
-        const client = known.find((c) => c.kind === "client_tool" && c.status === "answered")
-        if (client !== undefined) return yield* completeOperation(operationId, clientOutcome(client.result))
-        const approval = known.find((c) => c.kind === "approval" && c.status === "answered")
-        if (approval !== undefined && decodeApproval(approval.result).decision === "deny") {
-          return yield* approved(call, spec!, operationId, approval.result)
-        }
-        // The body may have run: only a tool that says so is run again.
-        if (spec !== undefined && (spec.client || spec.idempotency === "supported")) {
-          return yield* body(call, spec, operationId, [])
-        }
-        pending.push(new OperationUnknown({ operationId, turnId }, true))
-        return unknownOutcome
-      })
-
-    const runCall = (call: Model.ToolCall, requestedBy: OperationId) =>
-      Effect.gen(function*() {
-        const receipt = toolReceipts.get(`${requestedBy}/${call.id}`)
-        if (receipt !== undefined && receipt.status === "completed") {
-          return { output: receipt.output, isError: receipt.isError } satisfies ToolOutcome
-        }
-        if (receipt !== undefined && receipt.status === "unknown") return unknownOutcome
-        const spec = plan.tool(call.name)
-        if (receipt !== undefined) return yield* resumeCall(call, spec, receipt.operationId)
-        const operationId = yield* makeOperationId
-        const started = new OperationStarted({
-          operationId,
-          turnId,
-          kind: "tool",
-          name: call.name,
-          input: { callId: call.id, arguments: call.arguments, requestedBy }
-        }, true)
-        if (spec === undefined) return yield* refuse(operationId, errorOutcome(`unknown tool: ${call.name}`), [started])
-        const permission = plan.permission(call.name)
-        if (permission === "deny") {
-          return yield* refuse(operationId, errorOutcome("denied by permission policy"), [started])
-        }
-        if (permission === "ask" && !ctx.approved(call.name)) {
-          const request = new ApprovalRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
-          const answer = yield* parked(ctx.openCallback(operationId, request, [...take(), started]))
-          return yield* approved(call, spec, operationId, answer)
-        }
-        return yield* body(call, spec, operationId, [started])
-      })
+    const tools = ToolCalls.make(ctx, { toolkit, pending, parked, spanIds })
 
     for (let call = 0;; call++) {
       const previous = reusable[call]
@@ -291,52 +199,12 @@ export const run = (ctx: TurnContext) =>
         if (before !== undefined) return yield* exhausted(before)
       }
       const operationId = previous !== undefined ? previous.operationId : yield* makeOperationId
-      let reply = Model.emptyReply
-      const fold = (events: Iterable<Model.Event>) => {
-        const deltas: Array<AssistantDelta> = []
-        for (const event of events) {
-          reply = Model.gather(reply, event)
-          if (event._tag === "TextDelta") {
-            deltas.push(new AssistantDelta({ sessionId: ctx.sessionId, turnId, text: event.text }, true))
-          }
-        }
-        return deltas.length === 0 ? Effect.void : ctx.publish(deltas)
-      }
-      let outcome: Either.Either<Model.Reply, ModelError>
-      if (previous !== undefined) {
-        outcome = Either.right(previous.output as Model.Reply)
-      } else {
-        // The call's start is recorded with what it took, so a fold of the log gives the conversation it was sent.
-        const prompt = ctx.prompt(pending)
-        pending.push(new OperationStarted({
-          operationId,
-          turnId,
-          kind: "model",
-          name: agent.model.name,
-          input: { messages: prompt.messages.length, tools: plan.tools.length, steers: prompt.steers }
-        }, true))
-        const request: Model.Request = {
-          model: agent.model.name,
-          instructions: agent.instructions,
-          messages: prompt.messages,
-          tools: plan.tools,
-          settings: plan.settings,
-          sessionId: ctx.sessionId,
-          turnId,
-          agentName: agent.name
-        }
-        outcome = yield* (model.whole !== undefined
-          ? Effect.flatMap(model.whole(request), fold)
-          // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
-          : Stream.runForEachChunk(model.stream(request), fold)).pipe(
-          Effect.map(() => reply),
-          Effect.either,
-          Telemetry.withOperationSpan("model", { ...spanIds, operationId }, { "troupe.model": request.model })
-        )
-      }
+      const outcome = previous !== undefined
+        ? Either.right(previous.output as Model.Reply)
+        : yield* callModel(ctx, model, pending, operationId, spanIds)
       if (Either.isLeft(outcome)) {
         const error = outcome.left
-        pending.push(new OperationCompleted({ operationId, turnId, output: { error: error.reason }, isError: true }, true))
+        pending.add(new OperationCompleted({ operationId, turnId, output: { error: error.reason }, isError: true }, true))
         return yield* end({
           outcome: "failed",
           failureCode: "model_error",
@@ -345,7 +213,7 @@ export const run = (ctx: TurnContext) =>
       }
       const result = outcome.right
       if (previous === undefined) {
-        pending.push(new OperationCompleted({ operationId, turnId, output: result, isError: false }, true))
+        pending.add(new OperationCompleted({ operationId, turnId, output: result, isError: false }, true))
       }
       const cost = costs.cost(agent.model.name, result.inputTokens, result.outputTokens)
       meter.addModelCall(result.inputTokens, result.outputTokens, cost)
@@ -356,14 +224,14 @@ export const run = (ctx: TurnContext) =>
 
       if (result.toolCalls.length === 0) {
         // Steers that came meanwhile go to another model call, while there may be one.
-        if (ctx.waitingSteers(pending) > 0 && (wentOn || call + 1 < agent.maxCycles)) continue
+        if (ctx.waitingSteers(pending.peek()) > 0 && (wentOn || call + 1 < agent.maxCycles)) continue
         switch (agent.noToolPolicy) {
           case "finish":
             return yield* complete(result.text)
           case "continue":
             continue
           case "wait_user": {
-            if (pending.length > 0) yield* ctx.commit(take())
+            if (pending.peek().length > 0) yield* ctx.commit(pending.take())
             if (!wentOn) yield* parked(ctx.awaitSteers)
             continue
           }
@@ -377,7 +245,7 @@ export const run = (ctx: TurnContext) =>
         if (batch !== undefined) return yield* exhausted(batch)
       }
       for (const toolCall of work) {
-        yield* runCall(toolCall, operationId)
+        yield* tools.runCall(toolCall, operationId)
         meter.addToolCall(toolCall.name)
       }
       if (finish !== undefined) return yield* complete(finishOutput(finish.arguments) ?? result.text)

@@ -10,7 +10,7 @@
 import { Schema } from "effect"
 import type { Usage } from "../schema/Budget.js"
 import { type Durable, SessionEvent } from "../schema/Event.js"
-import type { RecordBody, TurnEnded } from "../schema/Record.js"
+import type { OperationStarted, RecordBody, TurnEnded } from "../schema/Record.js"
 import * as Output from "./Output.js"
 
 const encodeEvent = Schema.encodeSync(SessionEvent)
@@ -42,13 +42,14 @@ export const usage = (usage: Usage): string => {
 
 /** Why a failed turn failed, in words: the failure's reason when it has one. */
 export const failureReason = (ended: TurnEnded): string => {
-  const failure = ended.failure as Record<string, unknown> | undefined
-  if (failure !== undefined && typeof failure === "object" && failure !== null) {
-    if (typeof failure["reason"] === "string") return failure["reason"]
-    if (failure["_tag"] === "BudgetExhausted") {
-      return `the ${String(failure["dimension"])} budget (${String(failure["limit"])}) is exhausted`
-    }
-    if (failure["_tag"] === "MaxCycles") return `more than ${String(failure["maxCycles"])} model calls`
+  const failure = ended.failure
+  switch (failure?._tag) {
+    case "ModelError":
+      return failure.reason
+    case "BudgetExhausted":
+      return `the ${failure.dimension} budget (${failure.limit}) is exhausted`
+    case "MaxCycles":
+      return `more than ${failure.maxCycles} model calls`
   }
   return ended.reason ?? ended.failureCode ?? "unknown"
 }
@@ -72,13 +73,8 @@ export const call = (name: string, argumentsText: string): string => `${name}(${
 export const toolCall = (name: string, argumentsText: string): string => `→ ${call(name, argumentsText)}`
 
 /** The arguments text of a tool operation's input (`{ arguments }`, as the runner records it). */
-export const argumentsOf = (input: unknown): string => {
-  if (typeof input === "object" && input !== null && "arguments" in input) {
-    const value = (input as { readonly arguments: unknown }).arguments
-    return typeof value === "string" ? value : JSON.stringify(value)
-  }
-  return JSON.stringify(input) ?? ""
-}
+export const argumentsOf = (input: OperationStarted["input"]): string =>
+  "arguments" in input ? input.arguments : JSON.stringify(input)
 
 /** What one record says, after its tag. */
 const describe = (record: RecordBody): string => {

@@ -9,7 +9,7 @@ import { BudgetDimension, Usage } from "./Budget.js"
 import { ApprovalRequest, CallbackKind, CallbackRequest, CallbackResolution, ClientToolRequest } from "./Callback.js"
 import { CallbackId, CommitId, InputId, OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
-import { OperationKind } from "./Operation.js"
+import { ModelCallInput, OperationInput, OperationKind, ToolCallInput } from "./Operation.js"
 import * as Run from "./Run.js"
 import { RunOptions } from "./Run.js"
 import { FailureCode, TurnOutcome } from "./Turn.js"
@@ -93,33 +93,9 @@ export class InputApplied extends Schema.TaggedClass<InputApplied>("troupe/Recor
   detail: Schema.optional(InputDetail)
 }) {}
 
-/** The input of a model call as its `operation_started` records it. */
-export const ModelCallInput = Schema.Struct({
-  /** How many messages the request carried. */
-  messages: Schema.Number,
-  /** How many tools were on offer. */
-  tools: Schema.Number,
-  /**
-   * How many steers, delivered since the previous model call, the request
-   * took (in arrival order). Absent in logs written before it was recorded:
-   * then all of them.
-   */
-  steers: Schema.optional(Schema.Number)
-})
-/** @since 0.1.0 */
-export type ModelCallInput = typeof ModelCallInput.Type
 
-/** The input of a tool call as its `operation_started` records it. */
-export const ToolCallInput = Schema.Struct({
-  /** The model's id for the call. */
-  callId: Schema.String,
-  /** The arguments as the model wrote them (JSON text). */
-  arguments: Schema.String,
-  /** The model call whose reply asked for it. */
-  requestedBy: OperationId
-})
-/** @since 0.1.0 */
-export type ToolCallInput = typeof ToolCallInput.Type
+
+export { ModelCallInput, ToolCallInput }
 
 /** A model or tool call began. */
 export class OperationStarted extends Schema.TaggedClass<OperationStarted>("troupe/Record/OperationStarted")(
@@ -129,7 +105,7 @@ export class OperationStarted extends Schema.TaggedClass<OperationStarted>("trou
     turnId: TurnId,
     kind: OperationKind,
     name: Schema.String,
-    input: Schema.Union(ModelCallInput, ToolCallInput)
+    input: OperationInput
   }
 ) {}
 

@@ -41,8 +41,26 @@ export interface Interest<A, E = never> {
   readonly withdraw: () => void
 }
 
-/** A pending decision on one input. */
-export type Expectation = Interest<Decision, SessionBusy | TurnMismatch | StaleCallback>
+/**
+ * What an actor may refuse, by the kind of command: a message under the
+ * `reject` busy policy is `SessionBusy`, an interrupt of another turn
+ * `TurnMismatch`, an answer that is not the one taking effect
+ * `StaleCallback`; the other commands are never refused.
+ */
+export interface Refusals {
+  readonly message: SessionBusy
+  readonly steer: never
+  readonly interrupt: TurnMismatch
+  readonly callback_answer: StaleCallback
+  readonly control: never
+  readonly child_result: never
+}
+
+/** Any refusal. */
+export type Refusal = Refusals[keyof Refusals]
+
+/** A pending decision on one input of a command of kind `K`. */
+export type Expectation<K extends keyof Refusals = keyof Refusals> = Interest<Decision, Refusals[K]>
 
 /** The port. */
 export class SessionHost extends Context.Tag("troupe/SessionHost")<
@@ -52,7 +70,7 @@ export class SessionHost extends Context.Tag("troupe/SessionHost")<
      * Registers interest in the decision on `inputId` before the command is
      * pushed (so a fast actor cannot decide before anyone listens).
      */
-    readonly expect: (sessionId: SessionId, inputId: InputId) => Effect.Effect<Expectation>
+    readonly expect: <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, kind: K) => Effect.Effect<Expectation<K>>
     /** Wakes the session's actor, starting one if none runs here. */
     readonly wake: (sessionId: SessionId) => Effect.Effect<void>
     /** Live events of the session from now on, as this host's actors publish them. */

@@ -224,13 +224,17 @@ export const make = Effect.gen(function*() {
           }
         })))
 
-  /** Pushes a command and waits for the actor's decision on it. */
-  const submit = (sessionId: SessionId, command: Message | Steer | Interrupt | Control | CallbackAnswer) =>
-    interested(host.expect(sessionId, command.inputId), (decision) =>
+  /** Pushes a command and waits for the actor's decision on it: refused only as its kind may be. */
+  const submit = <C extends Message | Steer | Interrupt | Control | CallbackAnswer>(sessionId: SessionId, command: C) =>
+    interested(host.expect(sessionId, command.inputId, command._tag as C["_tag"]), (decision) =>
       Effect.flatMap(store.push(sessionId, command), (admission) =>
         admission.duplicate
           ? Effect.succeed(Option.none<Decision>())
           : Effect.zipRight(host.wake(sessionId), Effect.map(decision.await, Option.some))))
+
+  /** `submit` for a command under an id minted here: a fresh id never conflicts with an admitted one. */
+  const submitMinted = <C extends Interrupt | Control | CallbackAnswer>(sessionId: SessionId, command: C) =>
+    submit(sessionId, command).pipe(Effect.catchTag("Conflict", Effect.die))
 
   // A session's workspace never changes, so ownership checks can skip the store once seen.
   const workspaces = new Map<SessionId, string>()
@@ -359,9 +363,9 @@ export const make = Effect.gen(function*() {
           }, true)
         )
       case "failed": {
-        const failure = ended.failure as { _tag?: unknown } | undefined
+        const failure = ended.failure
         if (ended.failureCode === "budget_exhausted" && failure?._tag === "BudgetExhausted") {
-          const { _tag, ...fields } = failure as { _tag: string } & Omit<BudgetExhausted, "sessionId" | "turnId">
+          const { _tag, ...fields } = failure
           return Effect.fail(new BudgetExhausted({ ...fields, sessionId, turnId: ended.turnId }))
         }
         return Effect.fail(
@@ -383,9 +387,7 @@ export const make = Effect.gen(function*() {
     Effect.gen(function*() {
       yield* open(principal, sessionId)
       const inputId = yield* makeInputId
-      yield* submit(sessionId, new Control({ inputId, action }, true)).pipe(
-        Effect.catchTags({ SessionBusy: Effect.die, TurnMismatch: Effect.die, Conflict: Effect.die, StaleCallback: Effect.die })
-      )
+      yield* submitMinted(sessionId, new Control({ inputId, action }, true))
       return yield* store.get(sessionId)
     })
 
@@ -431,9 +433,7 @@ export const make = Effect.gen(function*() {
             // Events the turn causes keep the caller's analytics preference.
             excludeFromAnalytics: (yield* Telemetry.isExcluded) ? true : undefined
           }, true)
-        const decision = yield* submit(sessionId, command).pipe(
-          Effect.catchTags({ TurnMismatch: Effect.die, StaleCallback: Effect.die })
-        )
+        const decision = yield* submit(sessionId, command)
         if (Option.isNone(decision)) return new Accepted({ sessionId, inputId, disposition: "admitted" }, true)
         switch (decision.value._tag) {
           case "Started":
@@ -469,9 +469,7 @@ export const make = Effect.gen(function*() {
       Effect.gen(function*() {
         yield* open(principal, sessionId)
         const inputId = yield* makeInputId
-        const decision = yield* submit(sessionId, new Interrupt({ inputId, expectedTurnId, reason }, true)).pipe(
-          Effect.catchTags({ SessionBusy: Effect.die, Conflict: Effect.die, StaleCallback: Effect.die })
-        )
+        const decision = yield* submitMinted(sessionId, new Interrupt({ inputId, expectedTurnId, reason }, true))
         if (Option.isSome(decision) && decision.value._tag === "Interrupted") {
           return new InterruptOutcome({ sessionId, turnId: decision.value.turnId, outcome: decision.value.outcome }, true)
         }
@@ -505,9 +503,7 @@ export const make = Effect.gen(function*() {
         const command = yield* prepareAnswer(sessionId, answer.callbackId, answer.result, answer).pipe(
           Effect.provideService(SessionStore, store)
         )
-        yield* submit(sessionId, command).pipe(
-          Effect.catchTags({ SessionBusy: Effect.die, TurnMismatch: Effect.die, Conflict: Effect.die })
-        )
+        yield* submitMinted(sessionId, command)
       }),
     provideCallbacks: (principal, sessionId, kinds, handler) =>
       Effect.zipRight(authorize(principal, sessionId), broker.provide(sessionId, kinds, handler))

@@ -15,7 +15,10 @@
  *
  * Crash points: `model-1` (inside the first model call, before it returns),
  * `tool-body` (inside the tool handler, after its side effect), `model-2`
- * (inside the second model call, after the tool's receipt was committed).
+ * (inside the second model call, after the tool's receipt was committed),
+ * `between-turns` (after the turn ended; the `resume` process then sends a
+ * second message and runs its turn too, so its model call shows the
+ * conversation the restarted actor rebuilt).
  *
  * Side effects are counted in files of DIR: `side-effects` (one line per run
  * of the tool's body) and `model-calls` (one JSON line per model call: its
@@ -37,7 +40,7 @@ import * as Toolkit from "../../src/services/Toolkit.js"
 import * as Troupe from "../../src/Troupe.js"
 
 /** Where a `start` process stops for good. */
-export const CrashPoint = Schema.Literal("model-1", "tool-body", "model-2")
+export const CrashPoint = Schema.Literal("model-1", "tool-body", "model-2", "between-turns")
 /** @since 0.1.0 */
 export type CrashPoint = typeof CrashPoint.Type
 
@@ -60,7 +63,12 @@ export interface ModelCallLine {
   readonly mode: "start" | "resume"
   /** The contents of the tool messages the model was sent. */
   readonly tools: ReadonlyArray<string>
+  /** Every message the model was sent. */
+  readonly messages: ReadonlyArray<Model.Message>
 }
+
+/** The second message the `resume` process sends after a `between-turns` crash. */
+export const SECOND = "record again"
 
 /** What a `resume` process prints. */
 export interface ResumeResult {
@@ -129,7 +137,7 @@ const main = () => {
           Stream.unwrap(Effect.sync(() => {
             const call = 1 + request.messages.filter((m) => m.role === "assistant").length
             const tools = request.messages.flatMap((m) => (m.role === "tool" ? [m.content] : []))
-            const line: ModelCallLine = { call, pid: process.pid, mode, tools }
+            const line: ModelCallLine = { call, pid: process.pid, mode, tools, messages: request.messages }
             appendFileSync(modelCalls, `${JSON.stringify(line)}\n`)
             // The call is in flight: nothing of it has reached the turn yet.
             const hang = crashHere(call === 1 ? "model-1" : "model-2")
@@ -156,6 +164,7 @@ const main = () => {
     const accepted = yield* sessions.send(principal, session.id, { text: "record hello" })
     // Reaching here means the crash point was never reached: the parent fails the test.
     const result = yield* sessions.awaitTurn(principal, session.id, accepted.turnId!, { after: accepted.cursor! - 1 })
+    yield* crashHere("between-turns")
     say(`NO-CRASH ${JSON.stringify(result.output)}`)
     return 3
   })
@@ -181,6 +190,10 @@ const main = () => {
         BudgetExhausted: (e) => Effect.succeed({ outcome: "failed" as const, error: e.dimension })
       })
     )
+    if (point === "between-turns") {
+      const second = yield* sessions.send(principal, session.id, { text: SECOND })
+      yield* Effect.orDie(sessions.awaitTurn(principal, session.id, second.turnId!))
+    }
     const log = yield* store.readLog(session.id, { limit: 10_000 })
     const mine = log.records.filter((r) => "turnId" in r.body && r.body.turnId === turnId)
     const toolOps = new Set<string>()

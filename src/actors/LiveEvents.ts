@@ -1,0 +1,84 @@
+/**
+ * What a host's actors announce as they commit, for whoever follows here: a
+ * hub per followed session carrying its durable records (as events) and its
+ * volatile deltas, and the waiters for turn ends. A session nobody follows has
+ * no hub, and its records are never turned into events.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Exit, PubSub, type Queue, type Scope } from "effect"
+import { Durable, type SessionEvent } from "../schema/Event.js"
+import type { SessionId, TurnId } from "../schema/Ids.js"
+import type { RecordBody, TurnEnded } from "../schema/Record.js"
+import type { Interest } from "../services/SessionHost.js"
+import { type Cell, complete, makeCell, register } from "./Waiters.js"
+
+/** A host's live events. */
+export interface LiveEvents {
+  /** Subscribes to a session's live events for the scope. */
+  readonly live: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<SessionEvent>, never, Scope.Scope>
+  /** Completes the waiters of the turns a commit ended, then hands its records to the session's followers. */
+  readonly publishRecords: (sessionId: SessionId) => (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
+  /** Hands volatile events to the session's followers. */
+  readonly broadcast: (sessionId: SessionId) => (events: ReadonlyArray<SessionEvent>) => Effect.Effect<void>
+  /** Registers interest in the end of a turn. */
+  readonly turnEnded: (turnId: TurnId) => Effect.Effect<Interest<TurnEnded>>
+}
+
+/** Live events with a buffer of `liveBuffer` events per follower (one that falls further behind backfills from the store). */
+export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
+  Effect.sync(() => {
+    const hubs = new Map<SessionId, { readonly pubsub: PubSub.PubSub<SessionEvent>; refs: number }>()
+    const turnWaiters = new Map<TurnId, Array<Cell<TurnEnded, never>>>()
+    return {
+      live: (sessionId) =>
+        Effect.gen(function*() {
+          const hub = yield* Effect.acquireRelease(
+            Effect.gen(function*() {
+              const existing = hubs.get(sessionId)
+              if (existing) {
+                existing.refs++
+                return existing
+              }
+              const created = { pubsub: yield* PubSub.sliding<SessionEvent>(liveBuffer), refs: 1 }
+              hubs.set(sessionId, created)
+              return created
+            }),
+            (hub) =>
+              Effect.suspend(() => {
+                hub.refs--
+                if (hub.refs > 0) return Effect.void
+                // Forgotten, not shut down: an actor may be publishing to it right now, and
+                // publishing to a shut-down hub would interrupt the actor's turn.
+                if (hubs.get(sessionId) === hub) hubs.delete(sessionId)
+                return Effect.void
+              })
+          )
+          return yield* PubSub.subscribe(hub.pubsub)
+        }),
+      publishRecords: (sessionId) => (firstSeq, at, records) =>
+        Effect.suspend(() => {
+          for (const record of records) {
+            if (record._tag !== "turn_ended") continue
+            const waiting = turnWaiters.get(record.turnId)
+            if (waiting === undefined) continue
+            turnWaiters.delete(record.turnId)
+            const exit = Exit.succeed(record)
+            for (const waiter of waiting) complete(waiter, exit)
+          }
+          // Events are built only for a session someone follows.
+          const hub = hubs.get(sessionId)
+          if (hub === undefined) return Effect.void
+          return Effect.asVoid(PubSub.publishAll(
+            hub.pubsub,
+            records.map((record, i) => new Durable({ sessionId, cursor: firstSeq + i, at, record }, true))
+          ))
+        }),
+      broadcast: (sessionId) => (events) =>
+        Effect.suspend(() => {
+          const hub = hubs.get(sessionId)
+          return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publishAll(hub.pubsub, events))
+        }),
+      turnEnded: (turnId) => Effect.sync(() => register(turnWaiters, turnId, makeCell<TurnEnded, never>()))
+    }
+  })
