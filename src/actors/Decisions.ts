@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { HashMap, HashSet } from "effect"
+import { HashMap } from "effect"
 import { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
 import type { InputId, TurnId } from "../schema/Ids.js"
 import type { CallbackAnswer, Command, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
@@ -24,6 +24,7 @@ import {
   TurnStarted
 } from "../schema/Record.js"
 import type { Usage } from "../schema/Budget.js"
+import * as AppendOnlyList from "./AppendOnlyList.js"
 import * as SessionState from "./SessionState.js"
 
 /** What the sender of a command is told; `E` is what it may be refused with. */
@@ -130,7 +131,7 @@ const interrupt = (state: SessionState.SessionState, command: Interrupt): Outcom
       reply: { _tag: "Interrupted", turnId: expected, outcome: "interrupted" }
     }
   }
-  const raced = HashSet.has(state.ended, expected)
+  const raced = AppendOnlyList.includes(state.ended, expected)
   return {
     records: [applied(command.inputId, "interrupt", expected, { outcome: raced ? "already_ended" : "turn_mismatch" })],
     consumes: [command.inputId],

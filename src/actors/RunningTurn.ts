@@ -15,7 +15,6 @@ import { type CallbackId, makeCallbackId, type OperationId, type SessionId } fro
 import type { CommitReceipt } from "../schema/Lease.js"
 import { CallbackOpened, type RecordBody, type TurnStarted } from "../schema/Record.js"
 import type { CallbackBroker } from "../services/CallbackBroker.js"
-import type * as Model from "../services/Model.js"
 import * as Telemetry from "../services/Telemetry.js"
 import type { BusySlot } from "./BusySlot.js"
 import * as SessionState from "./SessionState.js"
@@ -62,7 +61,7 @@ export interface Host {
 const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): TurnRunner.Prompt => {
   const view = pending.length === 0 ? state : SessionState.applyCommit(state, state.head + 1, 0, pending)
   const steers = view.active?.steers ?? []
-  const messages = Transcript.toArray(view.transcript) as Array<Model.Message>
+  const messages = Transcript.toArray(view.transcript)
   for (const content of steers) messages.push({ role: "user", content })
   return { messages, steers: steers.length }
 }

@@ -24,6 +24,7 @@ import { OperationReceipt } from "../schema/Operation.js"
 import type { LogRecord, ModelCallInput, RecordBody, ToolCallInput, TurnEnded, TurnStarted } from "../schema/Record.js"
 import type * as Model from "../services/Model.js"
 import { errorOutcome } from "../services/Tool.js"
+import * as AppendOnlyList from "./AppendOnlyList.js"
 import * as Transcript from "./Transcript.js"
 import { FINISH } from "./TurnPlan.js"
 
@@ -69,7 +70,8 @@ export interface SessionState {
   readonly head: number
   readonly closed: boolean
   readonly transcript: Transcript.Transcript
-  readonly ended: HashSet.HashSet<TurnId>
+  /** Every turn that ended, oldest first (asked only when an interrupt names a turn that is not running). */
+  readonly ended: AppendOnlyList.AppendOnlyList<TurnId>
   readonly callbacks: HashMap.HashMap<CallbackId, CallbackEntry>
   /** Tools approved "for the session" by an approval answer: not asked about again. */
   readonly approvals: HashSet.HashSet<string>
@@ -91,7 +93,7 @@ export const empty = (sessionId: SessionId): SessionState => ({
   head: 0,
   closed: false,
   transcript: Transcript.empty(),
-  ended: HashSet.empty(),
+  ended: AppendOnlyList.empty(),
   callbacks: HashMap.empty(),
   approvals: HashSet.empty(),
   active: undefined
@@ -240,7 +242,7 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
         ...state,
         head: seq,
         transcript,
-        ended: HashSet.add(state.ended, body.turnId),
+        ended: AppendOnlyList.append(state.ended, body.turnId),
         active: active?.started.turnId === body.turnId ? undefined : active
       }
     }
