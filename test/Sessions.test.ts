@@ -345,14 +345,25 @@ describe("Sessions", () => {
             }),
             provideCallbacks: sessions.provideCallbacks(who, id, ["approval"], () => Effect.succeedNone)
           })
-          const foreign = attempts(stranger, session.id)
           const missing = attempts(owner, unknown)
-          for (const name of Object.keys(foreign)) {
-            const hidden = yield* failure(foreign[name]!, "SessionNotFound")
-            const absent = yield* failure(missing[name]!, "SessionNotFound")
-            assert.strictEqual(hidden.sessionId, session.id, name)
-            assert.deepStrictEqual(Object.keys(hidden), Object.keys(absent), name)
-            assert.strictEqual(hidden.message.replace(session.id, "ID"), absent.message.replace(unknown, "ID"), name)
+          // Tenancy is the whole principal: the same workspace under another customer or
+          // organization is as foreign as another workspace (and the owner's use warmed the cache).
+          const neighbours = [
+            stranger,
+            new Principal({ ...principal(), workspaceId: owner.workspaceId }),
+            new Principal({ ...principal(), organizationId: owner.organizationId, workspaceId: owner.workspaceId }),
+            new Principal({ ...principal(), customerId: owner.customerId, workspaceId: owner.workspaceId })
+          ]
+          for (const who of neighbours) {
+            const foreign = attempts(who, session.id)
+            for (const name of Object.keys(foreign)) {
+              const hidden = yield* failure(foreign[name]!, "SessionNotFound")
+              const absent = yield* failure(missing[name]!, "SessionNotFound")
+              assert.strictEqual(hidden.sessionId, session.id, name)
+              assert.deepStrictEqual(Object.keys(hidden), Object.keys(absent), name)
+              assert.strictEqual(hidden.message.replace(session.id, "ID"), absent.message.replace(unknown, "ID"), name)
+            }
+            assert.deepStrictEqual((yield* sessions.list(who, { includeArchived: true })).items, [], "roots")
           }
           // Nor does a listing of the stranger's own workspace show it.
           assert.deepStrictEqual((yield* sessions.list(stranger)).items, [])

@@ -38,6 +38,7 @@ import { RunOptions } from "../schema/Run.js"
 import type { ListScope, Session, SessionPage } from "../schema/Session.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
+import { tenantOf } from "./SessionDraft.js"
 import * as Telemetry from "./Telemetry.js"
 import { type Decision, type Interest, SessionHost } from "./SessionHost.js"
 import { SessionStore } from "./SessionStore.js"
@@ -179,7 +180,6 @@ const decodeRun = (run: unknown) =>
     Effect.mapError((error) => new InvalidInput({ what: "run options", reason: error.message }))
   )
 
-const sameWorkspace = (a: Principal, b: Principal) => a.workspaceId.toLowerCase() === b.workspaceId.toLowerCase()
 
 /** Builds the API over the store and host in context. */
 export const make = Effect.gen(function*() {
@@ -191,11 +191,11 @@ export const make = Effect.gen(function*() {
   const owned = (principal: Principal, sessionId: SessionId) =>
     store.get(sessionId).pipe(
       Effect.tap((session) => {
-        if (workspaces.size > 100_000) workspaces.clear()
-        workspaces.set(sessionId, session.principal.workspaceId.toLowerCase())
+        if (tenants.size > 100_000) tenants.clear()
+        tenants.set(sessionId, { tenant: tenantOf(session.principal), parentId: session.parentId })
       }),
       Effect.filterOrFail(
-        (session) => sameWorkspace(session.principal, principal),
+        (session) => tenantOf(session.principal) === tenantOf(principal),
         () => new SessionNotFound({ sessionId })
       )
     )
@@ -232,12 +232,13 @@ export const make = Effect.gen(function*() {
           ? Effect.succeed(Option.none<Decision>())
           : Effect.zipRight(host.wake(sessionId), Effect.map(decision.await, Option.some))))
 
-  // A session's workspace never changes, so ownership checks can skip the store once seen.
-  const workspaces = new Map<SessionId, string>()
+  // A session's tenancy (the whole principal triple) and parent never change, so
+  // ownership checks can skip the store once seen.
+  const tenants = new Map<SessionId, { readonly tenant: string; readonly parentId: SessionId | null }>()
   const authorize = (principal: Principal, sessionId: SessionId): Effect.Effect<void, Lookup> => {
-    const known = workspaces.get(sessionId)
+    const known = tenants.get(sessionId)
     if (known !== undefined) {
-      return known === principal.workspaceId.toLowerCase()
+      return known.tenant === tenantOf(principal)
         ? Effect.void
         : Effect.fail(new SessionNotFound({ sessionId }))
     }
@@ -406,7 +407,7 @@ export const make = Effect.gen(function*() {
     get: owned,
     list: (principal, options = {}) =>
       store.list({
-        workspaceId: principal.workspaceId,
+        principal,
         scope: options.scope ?? "roots",
         includeArchived: options.includeArchived,
         cursor: options.cursor,
