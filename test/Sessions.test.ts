@@ -385,7 +385,7 @@ describe("Sessions", () => {
   })
 
   describe("rename, archive, close", () => {
-    it.effect("rename and archive take effect, are recorded, and show in get and list", () =>
+    it.effect("rename and archive take effect at once, as metadata only, and show in get and list", () =>
       Effect.gen(function*() {
         const sessions = yield* Sessions
         const me = principal()
@@ -402,25 +402,16 @@ describe("Sessions", () => {
         assert.isFalse(restored.archived)
         assert.deepStrictEqual((yield* sessions.list(me)).items.map((s) => s.id), [session.id])
 
+        // Metadata writes go through the store, not the inbox: nothing is logged or admitted (decision 0007).
         const log = yield* logOf(session.id)
-        assert.deepStrictEqual(log.map((r) => r.body._tag), [
-          "session_created",
-          "renamed",
-          "input_applied",
-          "archived",
-          "input_applied",
-          "archived",
-          "input_applied"
-        ])
-        for (const record of log) {
-          if (record.body._tag === "input_applied") assert.strictEqual(record.body.kind, "control")
-        }
+        assert.deepStrictEqual(log.map((r) => r.body._tag), ["session_created"])
+        assert.strictEqual(restored.headSeq, session.headSeq)
         // Still open: a message runs as usual.
         const accepted = yield* sessions.send(me, session.id, { text: "hi" })
         assert.strictEqual((yield* sessions.awaitTurn(me, session.id, accepted.turnId!)).output, "You said: hi")
       }).pipe(Effect.provide(Troupe.layerTest())))
 
-    it.effect("a closed session refuses everything that would change it, and can still be read", () =>
+    it.effect("a closed session refuses everything that would drive it, and can still be read, renamed and archived", () =>
       Effect.gen(function*() {
         const sessions = yield* Sessions
         const me = principal()
@@ -432,8 +423,6 @@ describe("Sessions", () => {
         const refused = yield* failure(sessions.send(me, session.id, { text: "after" }), "SessionClosed")
         assert.strictEqual(refused.sessionId, session.id)
         yield* failure(sessions.send(me, session.id, { text: "after", mode: "steer" }), "SessionClosed")
-        yield* failure(sessions.rename(me, session.id, "x"), "SessionClosed")
-        yield* failure(sessions.archive(me, session.id, true), "SessionClosed")
         yield* failure(sessions.close(me, session.id), "SessionClosed")
         yield* failure(sessions.interrupt(me, session.id, first.turnId!), "SessionClosed")
         // Reading goes on: the session, its snapshot, its events, its turns.
@@ -445,6 +434,12 @@ describe("Sessions", () => {
         assert.deepStrictEqual([...replay], log.map(Durable.fromRecord))
         assert.deepStrictEqual(log.slice(-2).map((r) => r.body._tag), ["closed", "input_applied"])
         assert.strictEqual(startsOf(log).length, 1)
+        // Rename and archive are metadata: a closed session takes them, and its log is unchanged.
+        assert.strictEqual((yield* sessions.rename(me, session.id, "filed")).title, "filed")
+        const filed = yield* sessions.archive(me, session.id, true)
+        assert.isTrue(filed.archived)
+        assert.strictEqual(filed.status, "closed")
+        assert.deepStrictEqual(yield* logOf(session.id), log)
       }).pipe(Effect.provide(Troupe.layerTest())))
 
     it.effect("closing during a running turn interrupts it; what was queued behind it never runs", () =>

@@ -133,7 +133,13 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
       expectedTurnId: TurnId,
       reason?: string
     ) => Effect.Effect<InterruptOutcome, Lookup | TurnMismatch | SessionClosed>
+    /**
+     * Renames a session: a metadata-only write through the store (no lease, no
+     * log record), so it works on closed sessions, on children, and while
+     * another process drives the session; alias, lineage and turns are untouched.
+     */
     readonly rename: (principal: Principal, sessionId: SessionId, title: string) => Effect.Effect<Session, Lookup | SessionClosed>
+    /** Archives or unarchives a session, metadata-only like `rename`. */
     readonly archive: (principal: Principal, sessionId: SessionId, archived: boolean) => Effect.Effect<Session, Lookup | SessionClosed>
     /** Closes the session (interrupting a running turn); it accepts nothing more. */
     readonly close: (principal: Principal, sessionId: SessionId) => Effect.Effect<Session, Lookup | SessionClosed>
@@ -478,8 +484,9 @@ export const make = Effect.gen(function*() {
         }
         return new InterruptOutcome({ sessionId, turnId: expectedTurnId, outcome: "requested" }, true)
       }),
-    rename: (principal, sessionId, title) => control(principal, sessionId, { _tag: "rename", title }),
-    archive: (principal, sessionId, archived) => control(principal, sessionId, { _tag: "archive", archived }),
+    // Metadata only, straight through the store: no lease, no record, any status (decision 0007).
+    rename: (principal, sessionId, title) => store.updateMetadata(principal, sessionId, { title }),
+    archive: (principal, sessionId, archived) => store.updateMetadata(principal, sessionId, { archived }),
     close: (principal, sessionId) => control(principal, sessionId, { _tag: "close" }),
     snapshot: (principal, sessionId) =>
       Effect.gen(function*() {

@@ -523,6 +523,48 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
           }))
       })
 
+      describe("updateMetadata", () => {
+        it.effect("changes title and archived with no lease, while another owner drives the session, and on a closed one", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const owner = principal()
+            const root = yield* create(owner, { title: "draft" })
+            const child = yield* create(owner, { parentId: root.id, alias: "kid", title: "child" })
+            const lease = yield* acquired(child.id, "driver")
+            const turnId = yield* makeTurnId
+            yield* append(lease, 1, [new TurnStarted({ turnId, inputId: inputId(), text: "go" })])
+            const before = yield* store.get(child.id)
+
+            const renamed = yield* store.updateMetadata(owner, child.id, { title: "renamed" })
+            assert.strictEqual(renamed.title, "renamed")
+            assert.isFalse(renamed.archived)
+            const archived = yield* store.updateMetadata(owner, child.id, { archived: true })
+            assert.deepStrictEqual([archived.title, archived.archived], ["renamed", true])
+            // Alias, lineage, execution and the log are untouched.
+            for (const session of [renamed, archived, yield* store.get(child.id)]) {
+              assert.deepStrictEqual(
+                [session.alias, session.parentId, session.rootId, session.agentPath, session.headSeq, session.activeTurnId, session.status],
+                [before.alias, before.parentId, before.rootId, before.agentPath, before.headSeq, before.activeTurnId, before.status]
+              )
+            }
+            assert.strictEqual((yield* logOf(child.id)).records.length, 2)
+            // The driver's next commit lands at the head it saw, and keeps the metadata.
+            yield* append(lease, 2, [new TurnEnded({ turnId, outcome: "completed", output: "ok", usage: Usage.zero })])
+            yield* append(lease, 3, [new Closed({ reason: "done" })])
+            const closed = yield* store.get(child.id)
+            assert.deepStrictEqual([closed.title, closed.archived, closed.status], ["renamed", true, "closed"])
+            // A closed session takes metadata too.
+            const reopened = yield* store.updateMetadata(owner, child.id, { title: "filed", archived: false })
+            assert.deepStrictEqual([reopened.title, reopened.archived, reopened.status], ["filed", false, "closed"])
+            // An empty patch changes nothing but the time.
+            assert.deepStrictEqual((yield* store.updateMetadata(owner, child.id, {})).title, "filed")
+            // The lease is still the driver's.
+            yield* store.renew(lease, LONG_TTL)
+            const unknown = yield* makeSessionId
+            yield* failure(store.updateMetadata(owner, unknown, { title: "x" }), "SessionNotFound")
+          }))
+      })
+
       describe("inbox", () => {
         it.effect("push admits at positions 1, 2, 3 and readInbox returns ready items in order", () =>
           Effect.gen(function*() {
@@ -1208,6 +1250,20 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
       })
 
       describe("a second store over the same data", () => {
+        it.scoped.skipIf(backend.second === undefined)("renames and archives a session whose lease the other store holds", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const other = yield* secondStore
+            const { lease, owner, session } = yield* leasedSession()
+            const renamed = yield* other.updateMetadata(owner, session.id, { title: "from afar", archived: true })
+            assert.deepStrictEqual([renamed.title, renamed.archived], ["from afar", true])
+            const receipt = yield* append(lease, 1, yield* turnBatch())
+            assert.strictEqual(receipt.headSeq, 5)
+            const after = yield* store.get(session.id)
+            assert.deepStrictEqual([after.title, after.archived, after.headSeq], ["from afar", true, 5])
+          }))
+
+
         it.scoped.skipIf(backend.second === undefined)("sees the same sessions, inboxes and logs", () =>
           Effect.gen(function*() {
             const store = yield* SessionStore
