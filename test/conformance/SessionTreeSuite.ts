@@ -431,6 +431,149 @@ export const sessionTreeSuite = (backend: StoreBackend): void => {
           }))
       })
 
+      describe("discovery", () => {
+        /** Every page of `children`, `limit` at a time, running `between` after each page. */
+        const allChildren = (owner: Principal, sessionId: SessionId, limit: number, between: Effect.Effect<unknown, unknown, SessionStore> = Effect.void) =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const out: Array<SessionId> = []
+            let cursor: string | undefined
+            for (let pages = 0; pages < 1_000; pages++) {
+              const page = yield* store.children(owner, sessionId, { cursor, limit })
+              out.push(...page.items.map((item) => item.session.id))
+              if (page.nextCursor === undefined) return out
+              cursor = page.nextCursor
+              yield* between
+            }
+            return yield* Effect.dieMessage("the listing never ended")
+          })
+
+        it.effect("children: direct children newest first, with summary, alias, agent and agentPath, archived included", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const owner = principal()
+            const root = yield* rootOf(owner, workers({ allowedAgents: ["worker", "critic"] }))
+            const a = yield* drive((yield* spawnFrom(owner, root, "worker")).child)
+            const b = (yield* spawnFrom(owner, root, "critic", { alias: "judge" })).child
+            yield* spawnFrom(owner, a, "worker")
+            yield* store.updateMetadata(owner, a.session.id, { archived: true })
+            const page = yield* store.children(owner, root.session.id)
+            assert.deepStrictEqual(page.items.map((item) => [item.session.id, item.alias, item.agent, item.agentPath]), [
+              [b.id, "judge", "critic", ["lead", "critic"]],
+              [a.session.id, "worker-1", "worker", ["lead", "worker"]]
+            ])
+            assert.isTrue(page.items[1]!.session.archived)
+            assert.deepStrictEqual(page.items[0]!.session, yield* store.get(b.id))
+            assert.isUndefined(page.nextCursor)
+            // The catalog hides the archived child unless asked.
+            const listed = yield* store.list({ principal: owner, scope: { children: root.session.id } })
+            assert.deepStrictEqual(listed.items.map((s) => s.id), [b.id])
+            const all = yield* store.list({ principal: owner, scope: { children: root.session.id }, includeArchived: true })
+            assert.deepStrictEqual(all.items.map((s) => s.id), [b.id, a.session.id])
+            assert.deepStrictEqual(yield* childIds(owner, b.id), [])
+            const unknown = yield* makeSessionId
+            yield* failure(store.children(owner, unknown), "SessionNotFound")
+            yield* failure(store.children(owner, root.session.id, { limit: 0 }), "InvalidInput")
+          }))
+
+        it.effect("tree: the session and its whole subtree, parents before children; archived only when asked", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const owner = principal()
+            const root = yield* rootOf(owner)
+            const a = yield* drive((yield* spawnFrom(owner, root)).child)
+            const b = yield* drive((yield* spawnFrom(owner, root)).child)
+            const a1 = (yield* spawnFrom(owner, a)).child
+            const b1 = yield* drive((yield* spawnFrom(owner, b)).child)
+            const b11 = (yield* spawnFrom(owner, b1)).child
+            const unrelated = yield* rootOf(owner)
+            yield* spawnFrom(owner, unrelated)
+            const tree = yield* store.tree(owner, root.session.id)
+            assert.deepStrictEqual(tree.root, yield* store.get(root.session.id))
+            assert.deepStrictEqual(tree.nodes.map((n) => [n.session.id, n.parentId, n.alias, n.agentPath.length]), [
+              [a.session.id, root.session.id, "worker-1", 2],
+              [b.session.id, root.session.id, "worker-2", 2],
+              [a1.id, a.session.id, "worker-1", 3],
+              [b1.session.id, b.session.id, "worker-1", 3],
+              [b11.id, b1.session.id, "worker-1", 4]
+            ])
+            const sub = yield* store.tree(owner, b.session.id)
+            assert.deepStrictEqual(sub.nodes.map((n) => n.session.id), [b1.session.id, b11.id])
+            assert.deepStrictEqual((yield* store.tree(owner, b11.id)).nodes, [])
+            yield* store.updateMetadata(owner, a1.id, { archived: true })
+            assert.deepStrictEqual((yield* store.tree(owner, a.session.id)).nodes, [])
+            assert.deepStrictEqual(
+              (yield* store.tree(owner, a.session.id, { includeArchived: true })).nodes.map((n) => n.session.id),
+              [a1.id]
+            )
+          }))
+
+        it.effect("paging children while children are being spawned returns every child exactly once, newest first", () =>
+          Effect.gen(function*() {
+            const owner = principal()
+            const root = yield* rootOf(owner, workers({ maxChildTurns: 100 }))
+            for (let i = 0; i < 10; i++) yield* spawnFrom(owner, root)
+            const before = yield* childIds(owner, root.session.id)
+            assert.strictEqual(before.length, 10)
+            // Two new children after every page of three.
+            const paged = yield* allChildren(owner, root.session.id, 3, Effect.zipRight(spawnFrom(owner, root), spawnFrom(owner, root)))
+            assert.deepStrictEqual(paged, before)
+            // Pages of 3 over 10: three pauses, six children spawned meanwhile.
+            const start = yield* childIds(owner, root.session.id)
+            assert.strictEqual(start.length, 16)
+            // Concurrently: pages of two while 20 more children are spawned.
+            const [, during] = yield* Effect.all([
+              Effect.forEach(Array.from({ length: 20 }), () => spawnFrom(owner, root), { discard: true }),
+              allChildren(owner, root.session.id, 2, Effect.yieldNow())
+            ], { concurrency: "unbounded" })
+            assert.strictEqual(new Set(during).size, during.length, "no child twice")
+            const now = yield* childIds(owner, root.session.id)
+            assert.strictEqual(now.length, 36)
+            // What was there when paging began is all there, in the listing's order.
+            const seenOld = during.filter((id) => start.includes(id))
+            assert.deepStrictEqual(seenOld, start)
+            assert.deepStrictEqual(during, now.filter((id) => during.includes(id)))
+          }))
+
+        it.effect("a cursor works only in its own listing and tenancy; elsewhere it is InvalidInput", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const owner = principal()
+            const root = yield* rootOf(owner, workers({ maxChildTurns: 100 }))
+            const other = yield* rootOf(owner, workers({ maxChildTurns: 100 }))
+            for (let i = 0; i < 4; i++) {
+              yield* spawnFrom(owner, root)
+              yield* spawnFrom(owner, other)
+              yield* rootOf(owner)
+            }
+            const children = (yield* store.children(owner, root.session.id, { limit: 2 })).nextCursor!
+            const roots = (yield* store.list({ principal: owner, scope: "roots", limit: 2 })).nextCursor!
+            const listed = (yield* store.list({ principal: owner, scope: { children: root.session.id }, limit: 2 })).nextCursor!
+            const tree = (yield* store.list({ principal: owner, scope: { tree: root.session.id }, limit: 2 })).nextCursor!
+            for (const cursor of [children, roots, listed, tree]) assert.isString(cursor)
+            const neighbour = new Principal({ ...principal(), workspaceId: owner.workspaceId })
+            const misuses: ReadonlyArray<readonly [string, Effect.Effect<unknown, { readonly _tag: string }>]> = [
+              ["children cursor on another parent", store.children(owner, other.session.id, { cursor: children })],
+              ["children cursor in the catalog", store.list({ principal: owner, scope: { children: root.session.id }, cursor: children })],
+              ["catalog children cursor in children", store.children(owner, root.session.id, { cursor: listed })],
+              ["roots cursor for a tree", store.list({ principal: owner, scope: { tree: root.session.id }, cursor: roots })],
+              ["tree cursor for roots", store.list({ principal: owner, scope: "roots", cursor: tree })],
+              ["tree cursor for another tree", store.list({ principal: owner, scope: { tree: other.session.id }, cursor: tree })],
+              ["archived flag changed", store.list({ principal: owner, scope: "roots", includeArchived: true, cursor: roots })],
+              ["another tenancy's roots", store.list({ principal: neighbour, scope: "roots", cursor: roots })],
+              ["another workspace's roots", store.list({ principal: principal(), scope: "roots", cursor: roots })],
+              ["garbage", store.children(owner, root.session.id, { cursor: "bm90IGEgY3Vyc29y" })]
+            ]
+            for (const [name, attempt] of misuses) {
+              const error = yield* Effect.flip(attempt)
+              assert.strictEqual(error._tag, "InvalidInput", name)
+            }
+            // In their own listings they continue.
+            assert.strictEqual((yield* store.children(owner, root.session.id, { cursor: children })).items.length, 2)
+            assert.strictEqual((yield* store.list({ principal: owner, scope: "roots", cursor: roots, limit: 2 })).items.length, 2)
+          }))
+      })
+
       describe("a second store over the same data", () => {
         it.scoped.skipIf(backend.second === undefined)("concurrent spawns through both stores share the tree's count", () =>
           Effect.gen(function*() {
