@@ -7,6 +7,7 @@ import { Cause, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Queue, Str
 import { FastCheck as fc } from "effect"
 import type {
   BudgetExhausted,
+  ChildControlForbidden,
   Conflict,
   InvalidInput,
   SessionBusy,
@@ -54,6 +55,7 @@ type AnyError =
   | TurnNotFound
   | BudgetExhausted
   | StaleCallback
+  | ChildControlForbidden
 
 describe("Sessions", () => {
   describe("events", () => {
@@ -338,6 +340,8 @@ describe("Sessions", () => {
             eventsReplay: Stream.runDrain(sessions.events(who, id, { follow: false })),
             children: sessions.list(who, { scope: { children: id } }),
             tree: sessions.list(who, { scope: { tree: id } }),
+            childrenPage: sessions.children(who, id),
+            subtree: sessions.tree(who, id),
             callbacks: sessions.callbacks(who, id),
             answerCallback: sessions.answerCallback(who, id, {
               callbackId: CallbackId.make("cb_01JZZZZZZZZZZZZZZZZZZZZZZZ"),
@@ -382,6 +386,64 @@ describe("Sessions", () => {
           assert.strictEqual((yield* sessions.get(shouting, session.id)).id, session.id)
         }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer })))
       }))
+  })
+
+  describe("children from outside", () => {
+    it.effect("a child refuses a message, steer or close from outside; answers, interrupts, rename, archive and reads pass", () =>
+      Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const store = yield* SessionStore
+        const me = principal()
+        const root = yield* sessions.create(me, { agent: agent("lead"), title: "root" })
+        const child = yield* store.create({ principal: me, agent: agent("worker"), parentId: root.id, alias: "w1" })
+        const grandchild = yield* store.create({ principal: me, agent: agent("worker"), parentId: child.id, alias: "w1" })
+        for (const target of [child, grandchild]) {
+          const before = yield* logOf(target.id)
+          const message = yield* failure(sessions.send(me, target.id, { text: "psst" }), "ChildControlForbidden")
+          assert.deepStrictEqual([message.sessionId, message.parentId, message.action], [target.id, target.parentId, "message"])
+          const steer = yield* failure(sessions.send(me, target.id, { text: "psst", mode: "steer" }), "ChildControlForbidden")
+          assert.strictEqual(steer.action, "steer")
+          const close = yield* failure(sessions.close(me, target.id), "ChildControlForbidden")
+          assert.strictEqual(close.action, "close")
+          assert.deepStrictEqual(yield* store.readInbox(target.id), [])
+          assert.deepStrictEqual(yield* logOf(target.id), before)
+        }
+        // Allowed: exact interrupts (here of a turn that is not running), callback answers, metadata, reads.
+        const turnId = yield* makeTurnId
+        // The interrupt reaches the child's actor, which finds no such turn running.
+        yield* failure(sessions.interrupt(me, child.id, turnId), "TurnMismatch")
+        yield* failure(
+          sessions.answerCallback(me, child.id, {
+            callbackId: CallbackId.make("cb_01JZZZZZZZZZZZZZZZZZZZZZZZ"),
+            result: { decision: "approve" }
+          }),
+          "StaleCallback"
+        )
+        assert.strictEqual((yield* sessions.rename(me, child.id, "researcher")).title, "researcher")
+        assert.isTrue((yield* sessions.archive(me, child.id, true)).archived)
+        assert.strictEqual((yield* sessions.get(me, child.id)).alias, "w1")
+        assert.strictEqual((yield* sessions.snapshot(me, child.id)).session.id, child.id)
+        const replayed = yield* Stream.runCollect(sessions.events(me, child.id, { follow: false }))
+        assert.deepStrictEqual([...replayed], (yield* logOf(child.id)).map(Durable.fromRecord))
+        assert.deepStrictEqual(yield* sessions.callbacks(me, child.id), [])
+        const page = yield* sessions.children(me, root.id)
+        assert.deepStrictEqual(page.items.map((item) => [item.session.id, item.alias, item.agent, item.agentPath]), [
+          [child.id, "w1", "worker", ["lead", "worker"]]
+        ])
+        const tree = yield* sessions.tree(me, root.id, { includeArchived: true })
+        assert.deepStrictEqual(tree.nodes.map((node) => [node.session.id, node.parentId]), [
+          [child.id, root.id],
+          [grandchild.id, child.id]
+        ])
+        // Without includeArchived the archived child is left out (its own children are not archived).
+        assert.deepStrictEqual((yield* sessions.tree(me, root.id)).nodes.map((node) => node.session.id), [grandchild.id])
+        // A root is driven from outside as ever; closing it leaves its children open.
+        const accepted = yield* sessions.send(me, root.id, { text: "hi" })
+        assert.strictEqual((yield* sessions.awaitTurn(me, root.id, accepted.turnId!)).output, "You said: hi")
+        assert.strictEqual((yield* sessions.close(me, root.id)).status, "closed")
+        assert.strictEqual((yield* sessions.get(me, child.id)).status, "idle")
+        assert.strictEqual((yield* sessions.get(me, grandchild.id)).status, "idle")
+      }).pipe(Effect.provide(Troupe.layerTest())))
   })
 
   describe("rename, archive, close", () => {

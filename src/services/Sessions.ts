@@ -16,6 +16,7 @@ import type { Budgets } from "../schema/Budget.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import {
   BudgetExhausted,
+  ChildControlForbidden,
   type Conflict,
   InvalidInput,
   SessionBusy,
@@ -35,13 +36,13 @@ import type { BusyPolicy, SubagentPolicy } from "../schema/Policy.js"
 import type { Principal } from "../schema/Principal.js"
 import type { TurnEnded } from "../schema/Record.js"
 import { RunOptions } from "../schema/Run.js"
-import type { ListScope, Session, SessionPage } from "../schema/Session.js"
+import type { ChildPage, ListScope, Session, SessionPage, SessionTree } from "../schema/Session.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
 import { tenantOf } from "./SessionDraft.js"
 import * as Telemetry from "./Telemetry.js"
 import { type Decision, type Interest, SessionHost } from "./SessionHost.js"
-import { SessionStore } from "./SessionStore.js"
+import { type PageRequest, SessionStore } from "./SessionStore.js"
 
 /** What creating a session takes besides the principal. */
 export interface CreateOptions {
@@ -105,15 +106,36 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
       }
     ) => Effect.Effect<SessionPage, Lookup | InvalidInput>
     /**
+     * A session's direct children, newest first, archived ones included, with
+     * each one's alias, agent name and `agentPath`; `cursor` from the previous
+     * page's `nextCursor` (valid only for this session's children and caller).
+     */
+    readonly children: (
+      principal: Principal,
+      sessionId: SessionId,
+      page?: PageRequest
+    ) => Effect.Effect<ChildPage, Lookup | InvalidInput>
+    /**
+     * A session and its whole subtree (parents before children; archived ones
+     * only with `includeArchived`); more than 10,000 sessions below it is
+     * `InvalidInput`: page with `list({ scope: { tree } })`.
+     */
+    readonly tree: (
+      principal: Principal,
+      sessionId: SessionId,
+      options?: { readonly includeArchived?: boolean | undefined }
+    ) => Effect.Effect<SessionTree, Lookup | InvalidInput>
+    /**
      * Admits a message and reports what the session did with it: started a
      * turn (with its id and cursor), queued it, or steered the running turn.
-     * `SessionBusy` when the session's busy policy is `reject`.
+     * `SessionBusy` when the session's busy policy is `reject`. A child
+     * session is messaged only by its parent's tools: `ChildControlForbidden`.
      */
     readonly send: (
       principal: Principal,
       sessionId: SessionId,
       options: SendOptions
-    ) => Effect.Effect<Accepted, Lookup | SessionClosed | SessionBusy | Conflict | InvalidInput>
+    ) => Effect.Effect<Accepted, Lookup | SessionClosed | SessionBusy | Conflict | InvalidInput | ChildControlForbidden>
     /**
      * Waits for a turn to end: its result, or `TurnFailed` / `TurnInterrupted`;
      * `TurnNotFound` for a turn id that is neither running nor in the log.
@@ -141,8 +163,15 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
     readonly rename: (principal: Principal, sessionId: SessionId, title: string) => Effect.Effect<Session, Lookup | SessionClosed>
     /** Archives or unarchives a session, metadata-only like `rename`. */
     readonly archive: (principal: Principal, sessionId: SessionId, archived: boolean) => Effect.Effect<Session, Lookup | SessionClosed>
-    /** Closes the session (interrupting a running turn); it accepts nothing more. */
-    readonly close: (principal: Principal, sessionId: SessionId) => Effect.Effect<Session, Lookup | SessionClosed>
+    /**
+     * Closes the session (interrupting a running turn); it accepts nothing
+     * more. Its children are not closed. A child is closed only by its
+     * tree, never from outside: `ChildControlForbidden`.
+     */
+    readonly close: (
+      principal: Principal,
+      sessionId: SessionId
+    ) => Effect.Effect<Session, Lookup | SessionClosed | ChildControlForbidden>
     readonly snapshot: (principal: Principal, sessionId: SessionId) => Effect.Effect<Snapshot, Lookup>
     /** The session's open callbacks, oldest first. */
     readonly callbacks: (principal: Principal, sessionId: SessionId) => Effect.Effect<ReadonlyArray<PendingCallback>, Lookup>
@@ -250,6 +279,20 @@ export const make = Effect.gen(function*() {
     }
     return Effect.asVoid(owned(principal, sessionId))
   }
+
+  /**
+   * Ownership, and that the session is not a child: from outside, a child
+   * takes no message, steer or close (only its parent's tools message it).
+   */
+  const drivable = (
+    principal: Principal,
+    sessionId: SessionId,
+    action: ChildControlForbidden["action"]
+  ): Effect.Effect<void, Lookup | ChildControlForbidden> =>
+    Effect.flatMap(authorize(principal, sessionId), () => {
+      const parentId = tenants.get(sessionId)?.parentId ?? null
+      return parentId === null ? Effect.void : Effect.fail(new ChildControlForbidden({ sessionId, parentId, action }))
+    })
 
   /**
    * Puts live events of a session in log order after a cursor: events already
@@ -421,8 +464,8 @@ export const make = Effect.gen(function*() {
       }),
     send: (principal, sessionId, options) =>
       Effect.gen(function*() {
-        // A closed session refuses the push itself (SessionClosed), so only ownership is checked here.
-        yield* authorize(principal, sessionId)
+        // A closed session refuses the push itself (SessionClosed), so only ownership (and the tree) is checked here.
+        yield* drivable(principal, sessionId, options.mode === "steer" ? "steer" : "message")
         const inputId = options.inputId === undefined
           ? yield* makeInputId
           : yield* Schema.decodeUnknown(InputId)(options.inputId).pipe(
@@ -487,7 +530,10 @@ export const make = Effect.gen(function*() {
     // Metadata only, straight through the store: no lease, no record, any status (decision 0007).
     rename: (principal, sessionId, title) => store.updateMetadata(principal, sessionId, { title }),
     archive: (principal, sessionId, archived) => store.updateMetadata(principal, sessionId, { archived }),
-    close: (principal, sessionId) => control(principal, sessionId, { _tag: "close" }),
+    close: (principal, sessionId) =>
+      Effect.zipRight(drivable(principal, sessionId, "close"), control(principal, sessionId, { _tag: "close" })),
+    children: (principal, sessionId, page) => store.children(principal, sessionId, page),
+    tree: (principal, sessionId, options) => store.tree(principal, sessionId, options),
     snapshot: (principal, sessionId) =>
       Effect.gen(function*() {
         const session = yield* owned(principal, sessionId)
