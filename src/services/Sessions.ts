@@ -1,9 +1,12 @@
 /**
  * The public `Sessions` API: create sessions, send them messages, await and
  * interrupt turns, rename/archive/close, read summaries and snapshots, and
- * subscribe to their events from any cursor. Every method takes the caller's
- * `Principal` and sees only sessions of its workspace; another workspace's
- * session is `SessionNotFound`, indistinguishable from one that never existed.
+ * subscribe to their events from any cursor, list a session's children and
+ * tree. Every method takes the caller's `Principal` and sees only sessions of
+ * its tenancy (the whole triple: customer, organization and workspace);
+ * anyone else's session is `SessionNotFound`, indistinguishable from one that
+ * never existed. A child session takes no message, steer or close from
+ * outside (`ChildControlForbidden`): only its parent's tools message it.
  *
  * `Sessions.layer` builds it from a `SessionStore` and a `SessionHost`;
  * `Troupe.ts` composes ready-made runtimes.
@@ -290,8 +293,13 @@ export const make = Effect.gen(function*() {
     action: ChildControlForbidden["action"]
   ): Effect.Effect<void, Lookup | ChildControlForbidden> =>
     Effect.flatMap(authorize(principal, sessionId), () => {
-      const parentId = tenants.get(sessionId)?.parentId ?? null
-      return parentId === null ? Effect.void : Effect.fail(new ChildControlForbidden({ sessionId, parentId, action }))
+      const known = tenants.get(sessionId)
+      // Seen by `authorize` just now, unless the cache was cleared in between: then read it again.
+      const parentOf = known === undefined
+        ? Effect.map(owned(principal, sessionId), (session) => session.parentId)
+        : Effect.succeed(known.parentId)
+      return Effect.flatMap(parentOf, (parentId) =>
+        parentId === null ? Effect.void : Effect.fail(new ChildControlForbidden({ sessionId, parentId, action })))
     })
 
   /**
