@@ -1,7 +1,8 @@
 import { afterAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
-import { sessionStoreSuite } from "./conformance/SessionStoreSuite.js"
+import { sessionStoreSuite, type StoreBackend } from "./conformance/SessionStoreSuite.js"
+import { sessionTreeSuite } from "./conformance/SessionTreeSuite.js"
 import { persistsAcrossProcesses } from "./support/persistence.js"
 import { availability, freshSchema } from "./support/postgres.js"
 
@@ -12,7 +13,7 @@ if (pg.run) {
   const { drop, url } = await freshSchema()
   afterAll(drop)
 
-  sessionStoreSuite({
+  const postgres: StoreBackend = {
     name: "postgres",
     layer: PgSessionStore.layer({ url, maxConnections: 8 }),
     second: PgSessionStore.layer({ url, maxConnections: 2 }),
@@ -20,7 +21,9 @@ if (pg.run) {
     // timer, because the suite runs under TestClock, where Effect.sleep never fires.
     advance: (millis) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis))),
     ttl: 300
-  })
+  }
+  sessionStoreSuite(postgres)
+  sessionTreeSuite(postgres)
 
   describe("PgSessionStore database", () => {
     persistsAcrossProcesses(`postgres:${url}`, PgSessionStore.layer({ url, maxConnections: 2 }))

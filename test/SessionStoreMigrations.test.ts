@@ -2,15 +2,21 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Effect, Option } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Effect, Option, Redacted, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Migrations from "../src/layers/SessionStoreMigrations.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
-import * as SqlSessionStore from "../src/layers/SqlSessionStore.js"
+import * as PgSessionStore from "../src/layers/PgSessionStore.js"
+import { Agent } from "../src/schema/Agent.js"
+import { makeSessionId } from "../src/schema/Ids.js"
+import { Principal } from "../src/schema/Principal.js"
 import { SessionStore } from "../src/services/SessionStore.js"
 import { agent, commit, principal, turnBatch } from "./support/fixtures.js"
+import { availability, freshSchema } from "./support/postgres.js"
 
 /** The migrations up to and including `last`. */
 const upTo = (last: string) => {
@@ -19,15 +25,36 @@ const upTo = (last: string) => {
   return Object.fromEntries(kept.map((name) => [name, Migrations.migrations[name as keyof typeof Migrations.migrations]]))
 }
 
+/**
+ * Moves what the store wrote in `source` into `target` (a database on an older
+ * schema): every column the older table has, row by row.
+ */
+const copyInto = (target: string, source: string) => {
+  const db = new Database(target)
+  try {
+    db.prepare(`ATTACH DATABASE ? AS src`).run(source)
+    for (const table of ["troupe_sessions", "troupe_inbox", "troupe_log", "troupe_commits", "troupe_operations", "troupe_callbacks"]) {
+      const columns = (db.prepare(`PRAGMA main.table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name)
+      db.exec(`INSERT INTO main.${table} (${columns.join(", ")}) SELECT ${columns.join(", ")} FROM src.${table}`)
+    }
+    db.exec(`DETACH DATABASE src`)
+  } finally {
+    db.close()
+  }
+}
+
 describe("SessionStoreMigrations on SQLite", () => {
   it.effect("a database of the 2_inbox_ready schema moves to WITHOUT ROWID tables and keeps its data", () =>
     Effect.gen(function*() {
-      const filename = join(mkdtempSync(join(tmpdir(), "troupe-migrate-")), "old.db")
-      // Written by the store on the previous schema: a session, two turns, their operations and commits.
+      const dir = mkdtempSync(join(tmpdir(), "troupe-migrate-"))
+      const filename = join(dir, "old.db")
+      const written = join(dir, "written.db")
+      const owner = principal()
+      // Rows the store writes (a session, two turns, their operations and commits), moved into a
+      // database on the 2_inbox_ready schema: what an older store would have left there.
       const before = yield* Effect.gen(function*() {
-        yield* Migrator.make({})({ loader: Migrator.fromRecord(upTo("2_inbox_ready")), table: Migrations.table })
-        const store = yield* SqlSessionStore.make(yield* SqliteSessionStore.dialect)
-        const session = yield* store.create({ principal: principal(), agent: agent() })
+        const store = yield* SessionStore
+        const session = yield* store.create({ principal: owner, agent: agent(), idempotencyKey: "old-key" })
         const lease = Option.getOrThrow(yield* store.acquire(session.id, "worker", 60_000))
         const first = yield* commit(lease, 1, yield* turnBatch())
         yield* store.append(first)
@@ -41,7 +68,11 @@ describe("SessionStoreMigrations on SQLite", () => {
           operations: yield* store.operations(session.id),
           receipt: yield* store.append(first)
         }
-      }).pipe(Effect.scoped, Effect.provide(SqliteClient.layer({ filename })))
+      }).pipe(Effect.provide(SqliteSessionStore.layer({ filename: written })))
+      yield* Migrator.make({})({ loader: Migrator.fromRecord(upTo("2_inbox_ready")), table: Migrations.table }).pipe(
+        Effect.provide(SqliteClient.layer({ filename }))
+      )
+      copyInto(filename, written)
 
       const after = yield* Effect.gen(function*() {
         const store = yield* SessionStore
@@ -50,7 +81,14 @@ describe("SessionStoreMigrations on SQLite", () => {
         // The commits table came along: the first commit is still a replay.
         const replay = yield* store.append(before.first)
         const next = yield* store.append(yield* commit(before.lease, 9, yield* turnBatch({ text: "third" })))
-        return { log, operations, replay, next }
+        // The tenancy came from the stored principal: the owner lists it, a principal of the same
+        // workspace under another customer does not, and the idempotency key is the owner's.
+        const listed = yield* store.list({ principal: owner, scope: "roots" })
+        const neighbour = new Principal({ ...principal(), workspaceId: owner.workspaceId })
+        const hidden = yield* store.list({ principal: neighbour, scope: "roots" })
+        const again = yield* store.create({ principal: owner, agent: agent(), idempotencyKey: "old-key" })
+        const theirs = yield* store.create({ principal: neighbour, agent: agent(), idempotencyKey: "old-key" })
+        return { log, operations, replay, next, listed, hidden, again, theirs }
       }).pipe(Effect.provide(SqliteSessionStore.layer({ filename })))
 
       assert.deepStrictEqual(after.log, before.log)
@@ -58,6 +96,10 @@ describe("SessionStoreMigrations on SQLite", () => {
       assert.deepStrictEqual(after.operations, before.operations)
       assert.deepStrictEqual(after.replay, before.receipt)
       assert.strictEqual(after.next.headSeq, 13)
+      assert.deepStrictEqual(after.listed.items.map((s) => s.id), [before.session.id])
+      assert.deepStrictEqual(after.hidden.items, [])
+      assert.strictEqual(after.again.id, before.session.id)
+      assert.notStrictEqual(after.theirs.id, before.session.id)
 
       const db = new Database(filename, { readonly: true })
       try {
@@ -71,5 +113,40 @@ describe("SessionStoreMigrations on SQLite", () => {
       } finally {
         db.close()
       }
+    }))
+})
+
+const pg = await availability()
+
+describe.skipIf(!pg.run)("SessionStoreMigrations on PostgreSQL", () => {
+  it.effect("4_tenancy_and_trees fills the tenancy of existing rows from their stored principal", () =>
+    Effect.gen(function*() {
+      const { drop, url } = yield* Effect.promise(() => freshSchema())
+      const owner = principal()
+      const neighbour = new Principal({ ...principal(), workspaceId: owner.workspaceId })
+      const id = yield* makeSessionId
+      const client = PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })
+      yield* Effect.gen(function*() {
+        yield* Migrator.make({})({ loader: Migrator.fromRecord(upTo("3_without_rowid")), table: Migrations.table })
+        const sql = yield* SqlClient.SqlClient
+        // A row as the store wrote it before the tenancy column existed (uppercase ids: compared without case).
+        const stored = { ...Schema.encodeSync(Principal)(owner), customerId: owner.customerId.toUpperCase() }
+        yield* sql`INSERT INTO troupe_sessions (id, workspace_id, principal, agent, root_id, path, agent_path,
+          busy_policy, metadata, idempotency_key, fingerprint, head_seq, created_at, updated_at)
+          VALUES (${id}, ${owner.workspaceId.toLowerCase()}, ${JSON.stringify(stored)},
+            ${JSON.stringify(Schema.encodeSync(Agent)(agent()))}, ${id}, ${`/${id}/`}, ${JSON.stringify(["assistant"])},
+            'queue', '{}', 'old-key', 'x', 1, 1, 1)`
+      }).pipe(Effect.provide(client))
+      const after = yield* Effect.gen(function*() {
+        const store = yield* SessionStore
+        return {
+          mine: yield* store.list({ principal: owner, scope: "roots" }),
+          theirs: yield* store.list({ principal: neighbour, scope: "roots" }),
+          children: yield* Effect.flip(store.children(neighbour, id))
+        }
+      }).pipe(Effect.provide(PgSessionStore.layer({ url, maxConnections: 2 })), Effect.ensuring(Effect.promise(drop)))
+      assert.deepStrictEqual(after.mine.items.map((s) => s.id), [id])
+      assert.deepStrictEqual(after.theirs.items, [])
+      assert.strictEqual(after.children._tag, "SessionNotFound")
     }))
 })

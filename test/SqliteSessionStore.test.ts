@@ -4,29 +4,34 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
-import { sessionStoreSuite } from "./conformance/SessionStoreSuite.js"
+import { sessionStoreSuite, type StoreBackend } from "./conformance/SessionStoreSuite.js"
+import { sessionTreeSuite } from "./conformance/SessionTreeSuite.js"
 import { persistsAcrossProcesses } from "./support/persistence.js"
 
 const filename = join(mkdtempSync(join(tmpdir(), "troupe-sqlite-")), "store.db")
 
 // Two layers over one file are two connections: the suite's "second store".
-sessionStoreSuite({
+const sqlite: StoreBackend = {
   name: "sqlite",
   layer: SqliteSessionStore.layer({ filename }),
   second: SqliteSessionStore.layer({ filename }),
   advance: (millis) => TestClock.adjust(millis),
   ttl: 1_000
-})
+}
+sessionStoreSuite(sqlite)
+sessionTreeSuite(sqlite)
 
 // The same store through @effect/sql-sqlite-node's client, one Effect per statement (decision 0006).
 const viaClient = join(mkdtempSync(join(tmpdir(), "troupe-sqlite-client-")), "store.db")
-sessionStoreSuite({
+const sqliteClient: StoreBackend = {
   name: "sqlite through @effect/sql-sqlite-node",
   layer: SqliteSessionStore.layerSqlClient({ filename: viaClient }),
   second: SqliteSessionStore.layerSqlClient({ filename: viaClient }),
   advance: (millis) => TestClock.adjust(millis),
   ttl: 1_000
-})
+}
+sessionStoreSuite(sqliteClient)
+sessionTreeSuite(sqliteClient)
 
 describe("SqliteSessionStore file", () => {
   persistsAcrossProcesses(`sqlite:${filename}`, SqliteSessionStore.layer({ filename }))

@@ -13,6 +13,8 @@
  * | `interrupt ID [TURN] [--reason R]` | stops exactly that turn (default: the active one) |
  * | `answer ID CALLBACK (--approve \| --approve-session \| --deny \| --output JSON [--error])` | answers a callback |
  * | `rename ID TITLE`, `archive ID [--unarchive]`, `close ID` | controls |
+ * | `children ID [--limit N]` | a session's direct children, newest first, archived included |
+ * | `tree ID [--all]` | the session and everything below it, indented by depth |
  *
  * Every command takes `--json`: JSON lines on stdout, nothing else there.
  *
@@ -21,6 +23,7 @@
 import { Args, Command, HelpDoc, Options } from "@effect/cli"
 import { Deferred, Effect, Either, Fiber, Option, Schema, Stream } from "effect"
 import type * as SessionClient from "../client/SessionClient.js"
+import * as Messages from "../protocol/Messages.js"
 import { Snapshot } from "../schema/Event.js"
 import { CallbackId, SessionId, TurnId } from "../schema/Ids.js"
 import type { CallbackOpened } from "../schema/Record.js"
@@ -410,10 +413,86 @@ const close = Command.make(
   (o) => withClient(o, ({ client }) => Effect.flatMap(client.close(o.session), (session) => printSession(o, session)))
 ).pipe(Command.withDescription("Close a session (its running turn is interrupted; it accepts nothing more)."))
 
+const encodeChild = Schema.encodeSync(Messages.ChildItem)
+const encodeNode = Schema.encodeSync(Messages.TreeItem)
+
+const children = Command.make(
+  "children",
+  {
+    ...Connect.options,
+    json,
+    session: sessionId,
+    limit: Options.integer("limit").pipe(
+      Options.withDescription("At most this many children (default 50)."),
+      Options.withDefault(50)
+    )
+  },
+  (o) =>
+    withClient(o, ({ client }) =>
+      Effect.gen(function*() {
+        const out = yield* Output.make({ json: o.json })
+        const items: Array<typeof Messages.ChildItem.Type> = []
+        let cursor: string | undefined
+        while (items.length < o.limit) {
+          const page = yield* client.children(o.session, {
+            limit: Math.max(1, Math.min(500, o.limit - items.length)),
+            ...(cursor === undefined ? {} : { cursor })
+          })
+          items.push(...page.items)
+          cursor = page.nextCursor
+          if (cursor === undefined || page.items.length === 0) break
+        }
+        if (o.json) {
+          for (const item of items) yield* out.jsonLine(encodeChild(item))
+          return
+        }
+        if (items.length === 0) return yield* out.note("no children")
+        const rows = items.map((item) => [item.alias ?? "-", ...summaryRow(item.session)])
+        for (const row of table([["ALIAS", "ID", "STATUS", "UPDATED", "AGENT", "TITLE"], ...rows])) yield* out.line(row)
+      }).pipe(Effect.scoped))
+).pipe(Command.withDescription("List a session's direct children, newest first (archived ones included)."))
+
+const tree = Command.make(
+  "tree",
+  {
+    ...Connect.options,
+    json,
+    session: sessionId,
+    all: Options.boolean("all").pipe(Options.withDescription("Include archived sessions."))
+  },
+  (o) =>
+    withClient(o, ({ client }) =>
+      Effect.gen(function*() {
+        const out = yield* Output.make({ json: o.json })
+        const answer = yield* client.tree(o.session, { includeArchived: o.all })
+        const root = answer.root
+        if (o.json) {
+          yield* out.jsonLine(encodeNode({ session: root, parentId: root.parentId ?? root.id, alias: root.alias, agentPath: root.agentPath }))
+          for (const node of answer.nodes) yield* out.jsonLine(encodeNode(node))
+          return
+        }
+        // Nodes come parents first; each is printed under its parent, children oldest first, indented by depth.
+        const below = new Map<string, Array<typeof Messages.TreeItem.Type>>()
+        for (const node of answer.nodes) {
+          const siblings = below.get(node.parentId) ?? []
+          siblings.push(node)
+          below.set(node.parentId, siblings)
+        }
+        const rows: Array<ReadonlyArray<string>> = []
+        const walk = (session: Session, alias: string | null, depth: number) => {
+          const [id, ...rest] = summaryRow(session)
+          rows.push([`${"  ".repeat(depth)}${alias ?? "-"}`, id!, ...rest])
+          for (const child of below.get(session.id) ?? []) walk(child.session, child.alias, depth + 1)
+        }
+        walk(root, root.alias, 0)
+        for (const row of table([["ALIAS", "ID", "STATUS", "UPDATED", "AGENT", "TITLE"], ...rows])) yield* out.line(row)
+      }).pipe(Effect.scoped))
+).pipe(Command.withDescription("Show a session and every session below it (archived ones with --all)."))
+
 /** The `sessions` command and its subcommands. */
 export const command = Command.make("sessions").pipe(
   Command.withDescription("Work with the sessions of a running daemon."),
-  Command.withSubcommands([list, create, show, events, send, interrupt, answer, rename, archive, close])
+  Command.withSubcommands([list, create, show, events, send, interrupt, answer, rename, archive, close, children, tree])
 )
 
 /** The `agents` command: the agents a daemon serves. */

@@ -152,6 +152,18 @@ export interface AnswerOptions {
   readonly operationId?: OperationId | undefined
 }
 
+/** A page of a session's direct children (`nextCursor` continues it). */
+export type ChildrenPage = typeof Messages.SessionChildrenPage.Type
+
+/** A session and its whole subtree, parents before children. */
+export type SessionTree = typeof Messages.SessionTree.Type
+
+/** Which page of children to read: `cursor` from the previous page, `limit` 1 to 500. */
+export interface ChildrenOptions {
+  readonly cursor?: string | undefined
+  readonly limit?: number | undefined
+}
+
 /** A provider's handler: `Some(result)` answers, `None` leaves the callback to others. */
 export type Handler<E = never> = (callback: PendingCallback) => Effect.Effect<Option.Option<unknown>, E>
 
@@ -177,6 +189,13 @@ export interface SessionClient {
   readonly rename: (sessionId: SessionId, title: string) => Effect.Effect<Session, SessionClientError>
   readonly archive: (sessionId: SessionId, archived: boolean) => Effect.Effect<Session, SessionClientError>
   readonly close: (sessionId: SessionId) => Effect.Effect<Session, SessionClientError>
+  /** The session's direct children, newest first, archived included (`session.children`). */
+  readonly children: (sessionId: SessionId, options?: ChildrenOptions) => Effect.Effect<ChildrenPage, SessionClientError>
+  /** The session and every session below it, at most 10,000 (`session.tree`). */
+  readonly tree: (
+    sessionId: SessionId,
+    options?: { readonly includeArchived?: boolean | undefined }
+  ) => Effect.Effect<SessionTree, SessionClientError>
   /** The session with its cursor and pending work. */
   readonly snapshot: (sessionId: SessionId) => Effect.Effect<Snapshot, SessionClientError>
   /** The session's events after `after`, then live ones; see the module doc for how it ends. */
@@ -538,6 +557,26 @@ const build = (source: Source): SessionClient => {
     rename: (sessionId, title) => summary(Type.sessionRename, Messages.SessionRename, { sessionId, title }),
     archive: (sessionId, archived) => summary(Type.sessionArchive, Messages.SessionArchive, { sessionId, archived }),
     close: (sessionId) => summary(Type.sessionClose, Messages.SessionRef, { sessionId }, false),
+    children: (sessionId, options = {}) =>
+      call(
+        Type.sessionChildren,
+        Messages.SessionChildren,
+        {
+          sessionId,
+          ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
+          ...(options.limit === undefined ? {} : { limit: options.limit })
+        },
+        Type.sessionChildrenPage,
+        Messages.SessionChildrenPage
+      ),
+    tree: (sessionId, options = {}) =>
+      call(
+        Type.sessionTree,
+        Messages.SessionTreeRequest,
+        { sessionId, ...(options.includeArchived === undefined ? {} : { includeArchived: options.includeArchived }) },
+        Type.sessionTree,
+        Messages.SessionTree
+      ),
     snapshot: (sessionId) =>
       Effect.map(
         call(Type.sessionSnapshot, Messages.SessionRef, { sessionId }, Type.sessionSnapshot, Messages.SessionSnapshot),
@@ -897,6 +936,16 @@ export class PromiseClient {
   /** Closes the session (not the connection: that is `disconnect`). */
   close(sessionId: SessionId): Promise<Session> {
     return runPromise(this.client.close(sessionId))
+  }
+
+  /** The session's direct children, newest first, archived included. */
+  children(sessionId: SessionId, options?: ChildrenOptions): Promise<ChildrenPage> {
+    return runPromise(this.client.children(sessionId, options))
+  }
+
+  /** The session and every session below it, at most 10,000. */
+  tree(sessionId: SessionId, options?: { readonly includeArchived?: boolean | undefined }): Promise<SessionTree> {
+    return runPromise(this.client.tree(sessionId, options))
   }
 
   /** The session with its cursor and pending work. */

@@ -5,24 +5,43 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Effect, Either, Layer, Option, Schema } from "effect"
 import { OpenCallback } from "../schema/Callback.js"
-import { Conflict, LeaseLost, SequenceConflict, SessionClosed, SessionNotFound } from "../schema/Errors.js"
+import {
+  Conflict,
+  InvalidInput,
+  LeaseLost,
+  SequenceConflict,
+  SessionClosed,
+  SessionNotFound,
+  type SpawnRefused
+} from "../schema/Errors.js"
 import { makeSessionId, type CallbackId, type CommitId, type InputId, type OperationId, type SessionId } from "../schema/Ids.js"
 import { Admission, Command, InboxItem } from "../schema/Inbox.js"
 import { canonical } from "../schema/Json.js"
-import { CommitReceipt, Lease } from "../schema/Lease.js"
+import { type Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import { OperationReceipt } from "../schema/Operation.js"
+import type { Principal } from "../schema/Principal.js"
 import { LogPage, LogRecord } from "../schema/Record.js"
-import { Session, SessionPage } from "../schema/Session.js"
+import { ChildEntry, ChildPage, maxTreeNodes, Session, SessionPage, SessionTree, TreeNode } from "../schema/Session.js"
 import * as ListCursor from "../services/ListCursor.js"
 import { project, statusOf } from "../services/LogProjection.js"
-import { createdRecord, draft, fingerprint } from "../services/SessionDraft.js"
-import { SessionStore } from "../services/SessionStore.js"
+import {
+  aliasFor,
+  childInput,
+  childTurnRefusal,
+  createdRecord,
+  draft,
+  fingerprint,
+  spawnRecord,
+  spawnRefusal,
+  tenantOf
+} from "../services/SessionDraft.js"
+import { SessionStore, type Spawned } from "../services/SessionStore.js"
 
 interface Entry {
   session: Session
-  readonly workspaceId: string
+  readonly tenant: string
   readonly idempotencyKey: string | undefined
   readonly fingerprint: string
   readonly path: ReadonlyArray<SessionId>
@@ -32,6 +51,10 @@ interface Entry {
   readonly log: Array<LogRecord>
   readonly operations: Map<OperationId, OperationReceipt>
   lease: { owner: string | null; epoch: number; expiresAt: number }
+  /** Direct children, oldest first. */
+  readonly children: Array<SessionId>
+  /** On a root: child turns admitted across its whole tree. */
+  childTurns: number
 }
 
 const encodeCommand = Schema.encodeSync(Command)
@@ -41,6 +64,8 @@ export const make = Effect.sync(() => {
   const sessions = new Map<SessionId, Entry>()
   const byKey = new Map<string, SessionId>()
   const commits = new Map<CommitId, CommitReceipt>()
+  // The child each spawn commit created, for replays.
+  const spawns = new Map<CommitId, SessionId>()
   // Newest last, so listings walk it backwards.
   const order: Array<SessionId> = []
 
@@ -49,19 +74,219 @@ export const make = Effect.sync(() => {
     return entry ? Effect.succeed(entry) : Effect.fail(new SessionNotFound({ sessionId }))
   }
 
+  /** The session when it belongs to `principal`'s tenancy; any other is indistinguishable from an unknown one. */
+  const owned = (principal: Principal, sessionId: SessionId) => {
+    const entry = sessions.get(sessionId)
+    return entry && entry.tenant === tenantOf(principal)
+      ? Effect.succeed(entry)
+      : Effect.fail(new SessionNotFound({ sessionId }))
+  }
+
   const isLive = (entry: Entry, now: number) => entry.lease.owner !== null && entry.lease.expiresAt > now
 
   const now = Clock.currentTimeMillis
+
+  /** Stores a new session (validated by the caller) and its `session_created` record. */
+  const insert = (
+    session: Session,
+    tenant: string,
+    parent: Entry | undefined,
+    idempotencyKey: string | undefined,
+    print: string,
+    at: number
+  ): Entry => {
+    const id = session.id
+    const entry: Entry = {
+      session,
+      tenant,
+      idempotencyKey,
+      fingerprint: print,
+      path: [...(parent?.path ?? []), id],
+      openCallbacks: new Map(),
+      inbox: [],
+      inputs: new Map(),
+      log: [],
+      operations: new Map(),
+      lease: { owner: null, epoch: 0, expiresAt: 0 },
+      children: [],
+      childTurns: 0
+    }
+    const commitId = `commit_${id.slice(4)}` as CommitId
+    entry.log.push(new LogRecord({ sessionId: id, seq: 1, at, commitId, body: createdRecord(session) }, true))
+    sessions.set(id, entry)
+    order.push(id)
+    parent?.children.push(id)
+    if (idempotencyKey !== undefined) byKey.set(`${tenant}\u0000${idempotencyKey}`, id)
+    return entry
+  }
+
+  const aliasTaken = (parent: Entry, alias: string) =>
+    parent.children.some((id) => sessions.get(id)!.session.alias === alias)
+
+  /** Admits `command` (not yet known to the entry, which is open) at the end of the inbox. */
+  const enqueue = (entry: Entry, command: Command, print: string, at: number) => {
+    const sessionId = entry.session.id
+    const position = entry.inbox.length + 1
+    const item = new InboxItem({ sessionId, position, receivedAt: at, command }, true)
+    entry.inbox.push({ item, fingerprint: print, consumed: false })
+    entry.inputs.set(command.inputId, position)
+    return new Admission({ sessionId, inputId: command.inputId, position, duplicate: false }, true)
+  }
+
+  /** An earlier admission of `command`'s inputId: a duplicate, or `Conflict` when its content differs. */
+  const earlier = (entry: Entry, command: Command, print: string) => {
+    const known = entry.inputs.get(command.inputId)
+    if (known === undefined) return undefined
+    const slot = entry.inbox[known - 1]!
+    if (slot.fingerprint !== print) {
+      return Either.left(
+        new Conflict({ entity: "input", key: command.inputId, reason: "inputId reused with a different command" })
+      )
+    }
+    return Either.right(
+      new Admission({ sessionId: entry.session.id, inputId: command.inputId, position: known, duplicate: true }, true)
+    )
+  }
+
+  /** A commit's earlier receipt, `Conflict` when another session used its id, or undefined. */
+  const replayOf = (commit: Commit) => {
+    const replay = commits.get(commit.commitId)
+    if (replay === undefined) return undefined
+    return replay.sessionId === commit.sessionId
+      ? Either.right(replay)
+      : Either.left(
+        new Conflict({ entity: "commit", key: commit.commitId, reason: "commitId already used by another session" })
+      )
+  }
+
+  /**
+   * Checks `commit` against the entry (fence, head, inbox) at `at` and returns
+   * how to apply it, or why not. Nothing is written until the returned
+   * function runs, and from then on nothing fails: all or nothing.
+   */
+  const prepare = (
+    entry: Entry,
+    commit: Commit,
+    at: number
+  ): Either.Either<() => CommitReceipt, LeaseLost | SequenceConflict | Conflict> => {
+    if (!holds(entry, commit.owner, commit.epoch, at)) {
+      return Either.left(new LeaseLost({ sessionId: commit.sessionId, epoch: commit.epoch, owner: commit.owner }))
+    }
+    const session = entry.session
+    if (session.headSeq !== commit.expectedHeadSeq) {
+      return Either.left(
+        new SequenceConflict({ sessionId: commit.sessionId, expected: commit.expectedHeadSeq, actual: session.headSeq })
+      )
+    }
+    if (new Set(commit.consumes).size !== commit.consumes.length) {
+      return Either.left(new Conflict({ entity: "input", key: commit.consumes[0]!, reason: "consumed twice in one commit" }))
+    }
+    const slots: Array<Entry["inbox"][number]> = []
+    for (const inputId of commit.consumes) {
+      const position = entry.inputs.get(inputId)
+      const slot = position === undefined ? undefined : entry.inbox[position - 1]!
+      if (!slot || slot.consumed) {
+        return Either.left(new Conflict({ entity: "input", key: inputId, reason: "not a ready inbox item" }))
+      }
+      slots.push(slot)
+    }
+    return Either.right(() => {
+      // Projected when applied: a metadata write between preparing and applying is kept.
+      const current = entry.session
+      const projection = project(commit.sessionId, {
+        headSeq: current.headSeq,
+        activeTurnId: current.activeTurnId,
+        openCallbacks: entry.openCallbacks.size,
+        title: current.title,
+        archived: current.archived,
+        closed: current.status === "closed"
+      }, commit.records, at)
+      for (const slot of slots) slot.consumed = true
+      commit.records.forEach((body, i) =>
+        entry.log.push(
+          new LogRecord({ sessionId: commit.sessionId, seq: current.headSeq + 1 + i, at, commitId: commit.commitId, body }, true)
+        )
+      )
+      for (const change of projection.operations) {
+        const previous = entry.operations.get(change.operationId)
+        const start = change.start
+        entry.operations.set(
+          change.operationId,
+          new OperationReceipt({
+            operationId: change.operationId,
+            sessionId: commit.sessionId,
+            turnId: previous?.turnId ?? change.turnId,
+            kind: start?.kind ?? previous?.kind ?? "tool",
+            name: start?.name ?? previous?.name ?? "",
+            input: start ? start.input : previous?.input,
+            startedSeq: start?.seq ?? previous?.startedSeq ?? change.end!.seq,
+            status: change.end?.status ?? "started",
+            output: change.end?.output,
+            isError: change.end?.isError ?? false,
+            ...(change.end ? { endedSeq: change.end.seq } : {})
+          }, true)
+        )
+      }
+      for (const callback of projection.callbacksOpened) entry.openCallbacks.set(callback.callbackId, callback)
+      for (const callbackId of projection.callbacksClosed) entry.openCallbacks.delete(callbackId)
+      const head = { ...projection.head, openCallbacks: entry.openCallbacks.size }
+      entry.session = new Session({
+        ...current,
+        headSeq: head.headSeq,
+        activeTurnId: head.activeTurnId,
+        title: head.title,
+        archived: head.archived,
+        status: statusOf(head),
+        updatedAt: at
+      }, true)
+      const receipt = new CommitReceipt({
+        commitId: commit.commitId,
+        sessionId: commit.sessionId,
+        firstSeq: current.headSeq + 1,
+        headSeq: head.headSeq,
+        at
+      }, true)
+      commits.set(commit.commitId, receipt)
+      return receipt
+    })
+  }
+
+  /** A newest-first page of `candidates` (oldest first) bound to the listing `of`. */
+  const pageOf = (
+    candidates: ReadonlyArray<SessionId>,
+    match: (entry: Entry) => boolean,
+    before: SessionId | undefined,
+    limit: number,
+    of: string
+  ) => {
+    const items: Array<Session> = []
+    let more = false
+    for (let i = candidates.length - 1; i >= 0; i--) {
+      const id = candidates[i]!
+      if (before !== undefined && id >= before) continue
+      const entry = sessions.get(id)!
+      if (!match(entry)) continue
+      if (items.length === limit) {
+        more = true
+        break
+      }
+      items.push(entry.session)
+    }
+    return { items, nextCursor: more ? ListCursor.encode(items[items.length - 1]!.id, of) : undefined }
+  }
+
+  const entryOf = (session: Session) =>
+    new ChildEntry({ session, alias: session.alias, agent: session.agent.name, agentPath: session.agentPath }, true)
 
   return SessionStore.of({
     now,
 
     create: (input) =>
       Effect.gen(function*() {
-        const workspaceId = input.principal.workspaceId.toLowerCase()
+        const tenant = tenantOf(input.principal)
         const print = fingerprint(input)
         if (input.idempotencyKey !== undefined) {
-          const existing = byKey.get(`${workspaceId}\u0000${input.idempotencyKey}`)
+          const existing = byKey.get(`${tenant}\u0000${input.idempotencyKey}`)
           if (existing !== undefined) {
             const entry = sessions.get(existing)!
             if (entry.fingerprint !== print) {
@@ -76,39 +301,15 @@ export const make = Effect.sync(() => {
         }
         let parent: Entry | undefined
         if (input.parentId !== undefined) {
-          parent = sessions.get(input.parentId)
-          if (!parent || parent.workspaceId !== workspaceId) {
-            return yield* new SessionNotFound({ sessionId: input.parentId })
-          }
-          if (input.alias !== undefined) {
-            for (const other of sessions.values()) {
-              if (other.session.parentId === input.parentId && other.session.alias === input.alias) {
-                return yield* new Conflict({ entity: "alias", key: input.alias, reason: "alias already taken" })
-              }
-            }
+          parent = yield* owned(input.principal, input.parentId)
+          if (input.alias !== undefined && aliasTaken(parent, input.alias)) {
+            return yield* new Conflict({ entity: "alias", key: input.alias, reason: "alias already taken" })
           }
         }
         const at = yield* now
         const id = input.sessionId ?? (yield* makeSessionId)
         const session = draft(id, input, parent?.session, at)
-        const entry: Entry = {
-          session,
-          workspaceId,
-          idempotencyKey: input.idempotencyKey,
-          fingerprint: print,
-          path: [...(parent?.path ?? []), id],
-          openCallbacks: new Map(),
-          inbox: [],
-          inputs: new Map(),
-          log: [],
-          operations: new Map(),
-          lease: { owner: null, epoch: 0, expiresAt: 0 }
-        }
-        const commitId = `commit_${id.slice(4)}` as CommitId
-        entry.log.push(new LogRecord({ sessionId: id, seq: 1, at, commitId, body: createdRecord(session) }, true))
-        sessions.set(id, entry)
-        order.push(id)
-        if (input.idempotencyKey !== undefined) byKey.set(`${workspaceId}\u0000${input.idempotencyKey}`, id)
+        insert(session, tenant, parent, input.idempotencyKey, print, at)
         return session
       }),
 
@@ -117,63 +318,159 @@ export const make = Effect.sync(() => {
     list: (request) =>
       Effect.gen(function*() {
         const limit = yield* ListCursor.limitOf(request.limit)
-        const before = request.cursor === undefined ? undefined : yield* ListCursor.decode(request.cursor)
-        const workspaceId = request.workspaceId.toLowerCase()
+        const includeArchived = request.includeArchived === true
+        const of = ListCursor.listing(request.principal, { _tag: "list", scope: request.scope, includeArchived })
+        const before = yield* ListCursor.positionOf(request.cursor, of)
+        const tenant = tenantOf(request.principal)
         let match: (entry: Entry) => boolean
+        let candidates: ReadonlyArray<SessionId> = order
         if (request.scope === "roots") {
-          match = (entry) => entry.session.parentId === null
+          match = (entry) => entry.tenant === tenant && entry.session.parentId === null
         } else {
           const anchorId = "children" in request.scope ? request.scope.children : request.scope.tree
-          const anchor = sessions.get(anchorId)
-          if (!anchor || anchor.workspaceId !== workspaceId) {
-            return yield* new SessionNotFound({ sessionId: anchorId })
+          const anchor = yield* owned(request.principal, anchorId)
+          if ("children" in request.scope) {
+            candidates = anchor.children
+            match = () => true
+          } else {
+            match = (entry) => entry.session.id !== anchorId && entry.path.includes(anchorId)
           }
-          match = "children" in request.scope
-            ? (entry) => entry.session.parentId === anchorId
-            : (entry) => entry.session.id !== anchorId && entry.path.includes(anchorId)
         }
-        const items: Array<Session> = []
-        let more = false
-        for (let i = order.length - 1; i >= 0; i--) {
-          const id = order[i]!
-          if (before !== undefined && id >= before) continue
-          const entry = sessions.get(id)!
-          if (entry.workspaceId !== workspaceId || !match(entry)) continue
-          if (!request.includeArchived && entry.session.archived) continue
-          if (items.length === limit) {
-            more = true
-            break
-          }
-          items.push(entry.session)
-        }
-        return new SessionPage(
-          more ? { items, nextCursor: ListCursor.encode(items[items.length - 1]!.id) } : { items },
-          true
+        const page = pageOf(
+          candidates,
+          (entry) => (includeArchived || !entry.session.archived) && match(entry),
+          before,
+          limit,
+          of
         )
+        return new SessionPage(page.nextCursor ? page : { items: page.items }, true)
+      }),
+
+    children: (principal, sessionId, request = {}) =>
+      Effect.gen(function*() {
+        const limit = yield* ListCursor.limitOf(request.limit)
+        const of = ListCursor.listing(principal, { _tag: "children", sessionId })
+        const before = yield* ListCursor.positionOf(request.cursor, of)
+        const anchor = yield* owned(principal, sessionId)
+        const page = pageOf(anchor.children, () => true, before, limit, of)
+        const items = page.items.map(entryOf)
+        return new ChildPage(page.nextCursor ? { items, nextCursor: page.nextCursor } : { items }, true)
+      }),
+
+    tree: (principal, sessionId, options = {}) =>
+      Effect.gen(function*() {
+        const anchor = yield* owned(principal, sessionId)
+        const nodes: Array<TreeNode> = []
+        // Breadth first, then sorted into creation order: parents come before their children.
+        const queue = [...anchor.children]
+        for (let i = 0; i < queue.length; i++) {
+          const entry = sessions.get(queue[i]!)!
+          queue.push(...entry.children)
+          if (!options.includeArchived && entry.session.archived) continue
+          if (nodes.length === maxTreeNodes) {
+            return yield* new InvalidInput({
+              what: "tree",
+              reason: `more than ${maxTreeNodes} sessions below ${sessionId}: page with list({ scope: { tree } })`
+            })
+          }
+          const session = entry.session
+          nodes.push(
+            new TreeNode({ session, parentId: session.parentId!, alias: session.alias, agentPath: session.agentPath }, true)
+          )
+        }
+        nodes.sort((a, b) => (a.session.id < b.session.id ? -1 : a.session.id > b.session.id ? 1 : 0))
+        return new SessionTree({ root: anchor.session, nodes }, true)
+      }),
+
+    updateMetadata: (principal, sessionId, patch) =>
+      Effect.gen(function*() {
+        const entry = yield* owned(principal, sessionId)
+        const at = yield* now
+        entry.session = new Session({
+          ...entry.session,
+          title: patch.title ?? entry.session.title,
+          archived: patch.archived ?? entry.session.archived,
+          updatedAt: at
+        }, true)
+        return entry.session
+      }),
+
+    spawn: (input) =>
+      Effect.gen(function*() {
+        const commit = input.commit
+        const replay = replayOf(commit)
+        if (replay !== undefined) {
+          const receipt = yield* replay
+          const childId = spawns.get(commit.commitId)
+          if (childId === undefined) {
+            return yield* new Conflict({ entity: "commit", key: commit.commitId, reason: "commitId already used by another commit" })
+          }
+          const child = sessions.get(childId)!
+          const admission = earlier(child, input.message, canonical(encodeCommand(input.message)))
+          if (admission === undefined || Either.isLeft(admission)) {
+            return yield* new Conflict({ entity: "commit", key: commit.commitId, reason: "replayed with another first message" })
+          }
+          return { child: child.session, admission: admission.right, receipt, duplicate: true } satisfies Spawned
+        }
+        const parent = yield* owned(input.principal, commit.sessionId)
+        const at = yield* now
+        if (!holds(parent, commit.owner, commit.epoch, at)) {
+          return yield* new LeaseLost({ sessionId: commit.sessionId, epoch: commit.epoch, owner: commit.owner })
+        }
+        if (parent.session.status === "closed") return yield* new SessionClosed({ sessionId: parent.session.id })
+        const root = sessions.get(parent.session.rootId)!
+        const refusal = spawnRefusal(parent.session, input.agent.name, parent.children.length, root.childTurns)
+        if (refusal !== undefined) return yield* Effect.fail<SpawnRefused>(refusal)
+        let alias = input.alias
+        if (alias !== undefined) {
+          if (aliasTaken(parent, alias)) {
+            return yield* new Conflict({ entity: "alias", key: alias, reason: "alias already taken" })
+          }
+        } else {
+          let n = parent.children.length + 1
+          while (aliasTaken(parent, aliasFor(input.agent.name, n))) n++
+          alias = aliasFor(input.agent.name, n)
+        }
+        const id = input.sessionId ?? (yield* makeSessionId)
+        if (sessions.has(id)) return yield* new Conflict({ entity: "session", key: id, reason: "session id already taken" })
+        const create = childInput(input, parent.session, id, alias)
+        const child = draft(id, create, parent.session, at)
+        const apply = yield* prepare(parent, {
+          ...commit,
+          records: [spawnRecord(input, child), ...commit.records]
+        } as Commit, at)
+        // Everything is checked: from here on nothing fails.
+        const entry = insert(child, parent.tenant, parent, undefined, fingerprint(create), at)
+        const admission = enqueue(entry, input.message, canonical(encodeCommand(input.message)), at)
+        root.childTurns++
+        const receipt = apply()
+        spawns.set(commit.commitId, id)
+        return { child, admission, receipt, duplicate: false } satisfies Spawned
+      }),
+
+    admitChildTurn: (input) =>
+      Effect.gen(function*() {
+        const child = yield* owned(input.principal, input.childId)
+        if (child.session.parentId !== input.parentId) return yield* new SessionNotFound({ sessionId: input.childId })
+        const print = canonical(encodeCommand(input.message))
+        const known = earlier(child, input.message, print)
+        if (known !== undefined) return yield* known
+        if (child.session.status === "closed") return yield* new SessionClosed({ sessionId: input.childId })
+        const root = sessions.get(child.session.rootId)!
+        const refusal = childTurnRefusal(child.session, root.childTurns)
+        if (refusal !== undefined) return yield* Effect.fail<SpawnRefused>(refusal)
+        root.childTurns++
+        return enqueue(child, input.message, print, yield* now)
       }),
 
     push: (sessionId, command) =>
       Effect.gen(function*() {
         const entry = yield* find(sessionId)
         const print = canonical(encodeCommand(command))
-        const known = entry.inputs.get(command.inputId)
-        if (known !== undefined) {
-          const slot = entry.inbox[known - 1]!
-          if (slot.fingerprint !== print) {
-            return yield* new Conflict({
-              entity: "input",
-              key: command.inputId,
-              reason: "inputId reused with a different command"
-            })
-          }
-          return new Admission({ sessionId, inputId: command.inputId, position: known, duplicate: true }, true)
-        }
+        const known = earlier(entry, command, print)
+        if (known !== undefined) return yield* known
         if (entry.session.status === "closed") return yield* new SessionClosed({ sessionId })
-        const position = entry.inbox.length + 1
-        const item = new InboxItem({ sessionId, position, receivedAt: yield* now, command }, true)
-        entry.inbox.push({ item, fingerprint: print, consumed: false })
-        entry.inputs.set(command.inputId, position)
-        return new Admission({ sessionId, inputId: command.inputId, position, duplicate: false }, true)
+        return enqueue(entry, command, print, yield* now)
       }),
 
     readInbox: (sessionId, options) =>
@@ -219,98 +516,11 @@ export const make = Effect.sync(() => {
 
     append: (commit) =>
       Effect.gen(function*() {
-        const replay = commits.get(commit.commitId)
-        if (replay !== undefined) {
-          if (replay.sessionId !== commit.sessionId) {
-            return yield* new Conflict({
-              entity: "commit",
-              key: commit.commitId,
-              reason: "commitId already used by another session"
-            })
-          }
-          return replay
-        }
+        const replay = replayOf(commit)
+        if (replay !== undefined) return yield* replay
         const entry = yield* find(commit.sessionId)
-        const at = yield* now
-        if (!holds(entry, commit.owner, commit.epoch, at)) {
-          return yield* new LeaseLost({ sessionId: commit.sessionId, epoch: commit.epoch, owner: commit.owner })
-        }
-        const session = entry.session
-        if (session.headSeq !== commit.expectedHeadSeq) {
-          return yield* new SequenceConflict({
-            sessionId: commit.sessionId,
-            expected: commit.expectedHeadSeq,
-            actual: session.headSeq
-          })
-        }
-        if (new Set(commit.consumes).size !== commit.consumes.length) {
-          return yield* new Conflict({ entity: "input", key: commit.consumes[0]!, reason: "consumed twice in one commit" })
-        }
-        const slots = []
-        for (const inputId of commit.consumes) {
-          const position = entry.inputs.get(inputId)
-          const slot = position === undefined ? undefined : entry.inbox[position - 1]!
-          if (!slot || slot.consumed) {
-            return yield* new Conflict({ entity: "input", key: inputId, reason: "not a ready inbox item" })
-          }
-          slots.push(slot)
-        }
-        const projection = project(commit.sessionId, {
-          headSeq: session.headSeq,
-          activeTurnId: session.activeTurnId,
-          openCallbacks: entry.openCallbacks.size,
-          title: session.title,
-          archived: session.archived,
-          closed: session.status === "closed"
-        }, commit.records, at)
-        // Everything is validated: from here on nothing fails, so the commit is all-or-nothing.
-        for (const slot of slots) slot.consumed = true
-        commit.records.forEach((body, i) =>
-          entry.log.push(
-            new LogRecord({ sessionId: commit.sessionId, seq: session.headSeq + 1 + i, at, commitId: commit.commitId, body }, true)
-          )
-        )
-        for (const change of projection.operations) {
-          const previous = entry.operations.get(change.operationId)
-          const start = change.start
-          entry.operations.set(
-            change.operationId,
-            new OperationReceipt({
-              operationId: change.operationId,
-              sessionId: commit.sessionId,
-              turnId: previous?.turnId ?? change.turnId,
-              kind: start?.kind ?? previous?.kind ?? "tool",
-              name: start?.name ?? previous?.name ?? "",
-              input: start ? start.input : previous?.input,
-              startedSeq: start?.seq ?? previous?.startedSeq ?? change.end!.seq,
-              status: change.end?.status ?? "started",
-              output: change.end?.output,
-              isError: change.end?.isError ?? false,
-              ...(change.end ? { endedSeq: change.end.seq } : {})
-            }, true)
-          )
-        }
-        for (const callback of projection.callbacksOpened) entry.openCallbacks.set(callback.callbackId, callback)
-        for (const callbackId of projection.callbacksClosed) entry.openCallbacks.delete(callbackId)
-        const head = { ...projection.head, openCallbacks: entry.openCallbacks.size }
-        entry.session = new Session({
-          ...session,
-          headSeq: head.headSeq,
-          activeTurnId: head.activeTurnId,
-          title: head.title,
-          archived: head.archived,
-          status: statusOf(head),
-          updatedAt: at
-        }, true)
-        const receipt = new CommitReceipt({
-          commitId: commit.commitId,
-          sessionId: commit.sessionId,
-          firstSeq: session.headSeq + 1,
-          headSeq: head.headSeq,
-          at
-        }, true)
-        commits.set(commit.commitId, receipt)
-        return receipt
+        const apply = yield* prepare(entry, commit, yield* now)
+        return apply()
       }),
 
     readLog: (sessionId, options) =>

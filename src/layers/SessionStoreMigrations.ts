@@ -161,8 +161,43 @@ const rebuildWithoutRowid = Effect.gen(function*() {
   yield* sql`CREATE INDEX troupe_operations_session ON troupe_operations (session_id, started_seq)`
 })
 
+/**
+ * Tenancy by the whole principal, and session trees. `tenant` is the
+ * principal's (customer, organization, workspace) triple, lower-cased and
+ * joined by `/`: every check compares it, so a principal whose workspace
+ * matches but whose customer or organization differs sees nothing. It is
+ * filled from the stored principal of existing rows. Idempotency keys are
+ * unique per tenant (not per workspace), and listings run on it.
+ * `child_turns` counts, on a root, the child turns admitted across its tree;
+ * `spawn_commit` is the parent commit that spawned a child (replays find it).
+ */
+const tenancyAndTrees = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE troupe_sessions ADD COLUMN tenant TEXT NOT NULL DEFAULT ''`
+  yield* sql`ALTER TABLE troupe_sessions ADD COLUMN child_turns INTEGER NOT NULL DEFAULT 0`
+  yield* sql`ALTER TABLE troupe_sessions ADD COLUMN spawn_commit TEXT`
+  yield* sql.onDialectOrElse({
+    pg: () =>
+      sql`UPDATE troupe_sessions SET tenant = lower((principal::json)->>'customerId') || '/' ||
+        lower((principal::json)->>'organizationId') || '/' || lower((principal::json)->>'workspaceId')`,
+    orElse: () =>
+      sql`UPDATE troupe_sessions SET tenant = lower(json_extract(principal, '$.customerId')) || '/' ||
+        lower(json_extract(principal, '$.organizationId')) || '/' || lower(json_extract(principal, '$.workspaceId'))`
+  })
+  yield* sql`DROP INDEX troupe_sessions_idempotency`
+  yield* sql`DROP INDEX troupe_sessions_workspace`
+  yield* sql`CREATE UNIQUE INDEX troupe_sessions_idempotency ON troupe_sessions (tenant, idempotency_key)`
+  yield* sql`CREATE INDEX troupe_sessions_tenant ON troupe_sessions (tenant, parent_id, id)`
+  yield* sql`CREATE INDEX troupe_sessions_spawn ON troupe_sessions (spawn_commit)`
+})
+
 /** Every migration, by `<id>_<name>`, in order. */
-export const migrations = { "1_initial": initial, "2_inbox_ready": inboxReady, "3_without_rowid": withoutRowid }
+export const migrations = {
+  "1_initial": initial,
+  "2_inbox_ready": inboxReady,
+  "3_without_rowid": withoutRowid,
+  "4_tenancy_and_trees": tenancyAndTrees
+}
 
 /** Brings the store's tables up to date; safe to run from several processes. */
 export const run = Migrator.make({})({

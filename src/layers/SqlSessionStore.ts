@@ -16,25 +16,46 @@ import { Budgets } from "../schema/Budget.js"
 import { OpenCallback } from "../schema/Callback.js"
 import {
   Conflict,
+  InvalidInput,
   LeaseLost,
   SequenceConflict,
   SessionClosed,
   SessionNotFound,
+  type SpawnRefused,
   StoreUnavailable
 } from "../schema/Errors.js"
 import { type CommitId, type InputId, makeSessionId, type SessionId, type TurnId } from "../schema/Ids.js"
-import { Admission, Command, InboxItem } from "../schema/Inbox.js"
+import { Admission, Command, InboxItem, type Message } from "../schema/Inbox.js"
 import { canonical } from "../schema/Json.js"
 import { type Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import { OperationReceipt } from "../schema/Operation.js"
 import { SubagentPolicy } from "../schema/Policy.js"
 import { Principal } from "../schema/Principal.js"
 import { fromJsonText, LogPage, LogRecord, toJsonText } from "../schema/Record.js"
-import { Session, SessionPage } from "../schema/Session.js"
+import { ChildEntry, ChildPage, maxTreeNodes, Session, SessionPage, SessionTree, TreeNode } from "../schema/Session.js"
 import * as ListCursor from "../services/ListCursor.js"
 import { type OperationChange, project, statusOf } from "../services/LogProjection.js"
-import { createdRecord, draft, fingerprint } from "../services/SessionDraft.js"
-import { type CreateSession, type ListSessions, SessionStore } from "../services/SessionStore.js"
+import {
+  aliasFor,
+  childInput,
+  childTurnRefusal,
+  createdRecord,
+  draft,
+  fingerprint,
+  spawnRecord,
+  spawnRefusal,
+  tenantOf
+} from "../services/SessionDraft.js"
+import {
+  type AdmitChildTurn,
+  type CreateSession,
+  type ListSessions,
+  type MetadataPatch,
+  type PageRequest,
+  SessionStore,
+  type SpawnChild,
+  type Spawned
+} from "../services/SessionStore.js"
 import * as Migrations from "./SessionStoreMigrations.js"
 import * as SqlStatements from "./SqlStatements.js"
 
@@ -102,6 +123,7 @@ interface SessionRow {
   readonly head_seq: number | string
   readonly created_at: number | string
   readonly updated_at: number | string
+  readonly tenant: string
 }
 
 const decodeOperation = Schema.decodeUnknown(OperationReceipt)
@@ -118,7 +140,7 @@ const jsonOrNull = (value: unknown): string | null => (value === undefined ? nul
 
 const sessionColumns = `id, principal, agent, parent_id, root_id, path, agent_path, alias, title, archived, closed,
   active_turn_id, open_callbacks, busy_policy, budgets, subagent_policy, metadata, fingerprint, head_seq,
-  created_at, updated_at`
+  created_at, updated_at, tenant`
 
 /** Maps a driver failure to `StoreUnavailable`, keeping the driver error as the cause. */
 const unavailable = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E | SqlError, R>) =>
@@ -193,10 +215,8 @@ const budgetsOf = cachedDecoder(Budgets)
 const subagentPolicyOf = cachedDecoder(SubagentPolicy)
 
 // The JSON columns go through their schemas (cached); the scalar columns were
-// written by this store from validated values.
-const toSession = (row: SessionRow) =>
-  Effect.try({
-    try: () =>
+// written by this store from validated values. A row that does not decode is a defect.
+const sessionOf = (row: SessionRow): Session =>
       new Session({
         id: row.id as SessionId,
         principal: principalOf(row.principal),
@@ -220,9 +240,9 @@ const toSession = (row: SessionRow) =>
         headSeq: Number(row.head_seq),
         createdAt: Number(row.created_at),
         updatedAt: Number(row.updated_at)
-      }, true),
-    catch: (cause) => cause
-  }).pipe(Effect.orDie)
+      }, true)
+
+const toSession = (row: SessionRow) => Effect.sync(() => sessionOf(row))
 
 const hasDuplicates = (ids: ReadonlyArray<string>) => new Set(ids).size !== ids.length
 
@@ -321,6 +341,245 @@ export type Steps<A, E> = Generator<Step, Either.Either<A, E>, ReadonlyArray<nev
 
 /** The statements of a commit. */
 export type CommitSteps = Steps<CommitReceipt, AppendError>
+
+/** What a new session row holds besides the session itself. */
+interface NewRow {
+  readonly session: Session
+  readonly tenant: string
+  /** Its ids from the root down, each followed by `/` (descendants share the prefix). */
+  readonly path: string
+  readonly idempotencyKey: string | null
+  readonly fingerprint: string
+  /** The creation time: a value, or the store clock. */
+  readonly at: Clock
+  /** The parent commit that spawned it, if a spawn did. */
+  readonly spawnCommit: string | null
+  /** Inbox items admitted with it (a spawn's first message: 1). */
+  readonly inbox: number
+}
+
+/** The insert of a new session row; it returns the id, or no row when the id, key or alias is taken. */
+export const insertSession = (row: NewRow): Step => {
+  const session = row.session
+  return {
+    text: `INSERT INTO troupe_sessions (id, workspace_id, tenant, principal, agent, parent_id, root_id, path, agent_path,
+      alias, title, busy_policy, budgets, subagent_policy, metadata, idempotency_key, fingerprint, head_seq,
+      spawn_commit, inbox_head, ready_count, created_at, updated_at)
+    VALUES (${SqlStatements.list(21)}, ${row.at.text}, ${row.at.text}) ON CONFLICT DO NOTHING RETURNING id`,
+    params: [
+      session.id,
+      session.principal.workspaceId.toLowerCase(),
+      row.tenant,
+      JSON.stringify(encodePrincipal(session.principal)),
+      JSON.stringify(encodeAgent(session.agent)),
+      session.parentId,
+      session.rootId,
+      row.path,
+      JSON.stringify(session.agentPath),
+      session.alias,
+      session.title,
+      session.busyPolicy,
+      session.budgets ? JSON.stringify(encodeBudgets(session.budgets)) : null,
+      session.subagentPolicy ? JSON.stringify(encodePolicy(session.subagentPolicy)) : null,
+      JSON.stringify(session.metadata),
+      row.idempotencyKey,
+      row.fingerprint,
+      1,
+      row.spawnCommit,
+      row.inbox,
+      row.inbox,
+      ...row.at.params,
+      ...row.at.params
+    ]
+  }
+}
+
+/** The `session_created` record of a new session, at seq 1. */
+const createdStep = (session: Session, at: Clock): Step => ({
+  text: `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES (?, 1, ${at.text}, ?, ?)`,
+  params: [session.id, ...at.params, `commit_${session.id.slice(4)}`, toJsonText(createdRecord(session))]
+})
+
+/** The session row of `sessionId` locked, with its lease, path and the store clock, when it belongs to `tenant`. */
+interface LockedRow extends SessionRow {
+  readonly lease_owner: string | null
+  readonly lease_epoch: number | string
+  readonly lease_expires_at: number | string
+  readonly child_turns: number | string
+  readonly inbox_head: number | string
+  readonly now: number | string
+}
+
+function* lockSession(sessionId: SessionId, clock: Clock, lockRow: string): Generator<Step, LockedRow | undefined, ReadonlyArray<never>> {
+  const rows: ReadonlyArray<LockedRow> = yield {
+    text: `WITH s AS (
+      SELECT ${sessionColumns}, lease_owner, lease_epoch, lease_expires_at, child_turns, inbox_head
+      FROM troupe_sessions WHERE id = ? ${lockRow}
+    )
+    SELECT s.*, ${clock.text} AS now FROM s`,
+    params: [sessionId, ...clock.params]
+  }
+  return rows[0]
+}
+
+/** Locks the root row of a tree and reads its child-turn count (`root` when the locked row is the root itself). */
+function* childTurnsOf(rootId: SessionId, locked: LockedRow, lockRow: string): Generator<Step, number, ReadonlyArray<never>> {
+  if (locked.id === rootId) return Number(locked.child_turns)
+  const rows: ReadonlyArray<{ child_turns: number | string }> = yield {
+    text: `SELECT child_turns FROM troupe_sessions WHERE id = ? ${lockRow}`,
+    params: [rootId]
+  }
+  return Number(rows[0]?.child_turns ?? 0)
+}
+
+const countChildTurn = (rootId: SessionId): Step => ({
+  text: `UPDATE troupe_sessions SET child_turns = child_turns + 1 WHERE id = ?`,
+  params: [rootId]
+})
+
+/** The earlier admission of `inputId` in a session's inbox: a duplicate, `Conflict` when its content differs. */
+function* earlierAdmission(
+  sessionId: SessionId,
+  inputId: InputId,
+  print: string
+): Generator<Step, Either.Either<Admission, Conflict> | undefined, ReadonlyArray<never>> {
+  const known: ReadonlyArray<{ position: number | string; command: string }> = yield {
+    text: `SELECT position, command FROM troupe_inbox WHERE session_id = ? AND input_id = ?`,
+    params: [sessionId, inputId]
+  }
+  if (known.length === 0) return undefined
+  if (known[0]!.command !== print) {
+    return Either.left(new Conflict({ entity: "input", key: inputId, reason: "inputId reused with a different command" }))
+  }
+  return Either.right(new Admission({ sessionId, inputId, position: Number(known[0]!.position), duplicate: true }, true))
+}
+
+const encodeMessage = (message: Message) => canonical(encodeCommand(message))
+
+/** The statements of a spawn (see `SessionStore.spawn`): every check first, then every write, or a refusal. */
+export function* spawnSteps(
+  input: SpawnChild,
+  childId: SessionId,
+  clock: Clock,
+  lockRow: string
+): Steps<Spawned, SpawnRefused | AppendError | SessionClosed> {
+  const commit = input.commit
+  const print = encodeMessage(input.message)
+  const replays: ReadonlyArray<{ session_id: string; first_seq: number | string; head_seq: number | string; at: number | string }> =
+    yield {
+      text: `SELECT session_id, first_seq, head_seq, at FROM troupe_commits WHERE commit_id = ?`,
+      params: [commit.commitId]
+    }
+  if (replays.length > 0) {
+    const r = replays[0]!
+    const receipt = replayOf(commit, { replay_session: r.session_id, replay_first: r.first_seq, replay_head: r.head_seq, replay_at: r.at })
+    if (Either.isLeft(receipt)) return Either.left(receipt.left)
+    const children: ReadonlyArray<SessionRow> = yield {
+      text: `SELECT ${sessionColumns} FROM troupe_sessions WHERE spawn_commit = ? AND parent_id = ?`,
+      params: [commit.commitId, commit.sessionId]
+    }
+    if (children.length === 0) {
+      return Either.left(new Conflict({ entity: "commit", key: commit.commitId, reason: "commitId already used by another commit" }))
+    }
+    const child = sessionOf(children[0]!)
+    const admission = yield* earlierAdmission(child.id, input.message.inputId, print)
+    if (admission === undefined || Either.isLeft(admission)) {
+      return Either.left(new Conflict({ entity: "commit", key: commit.commitId, reason: "replayed with another first message" }))
+    }
+    return Either.right({ child, admission: admission.right, receipt: receipt.right, duplicate: true })
+  }
+  const row = yield* lockSession(commit.sessionId, clock, lockRow)
+  if (row === undefined || row.tenant !== tenantOf(input.principal)) {
+    return Either.left(new SessionNotFound({ sessionId: commit.sessionId }))
+  }
+  const at = Number(row.now)
+  if (row.lease_owner !== commit.owner || Number(row.lease_epoch) !== commit.epoch || Number(row.lease_expires_at) <= at) {
+    return Either.left(new LeaseLost({ sessionId: commit.sessionId, epoch: commit.epoch, owner: commit.owner }))
+  }
+  const parent = sessionOf(row)
+  if (parent.status === "closed") return Either.left(new SessionClosed({ sessionId: parent.id }))
+  const counted: ReadonlyArray<{ n: number | string }> = yield {
+    text: `SELECT count(*) AS n FROM troupe_sessions WHERE parent_id = ?`,
+    params: [parent.id]
+  }
+  const children = Number(counted[0]!.n)
+  const childTurns = yield* childTurnsOf(parent.rootId, row, lockRow)
+  const refusal = spawnRefusal(parent, input.agent.name, children, childTurns)
+  if (refusal !== undefined) return Either.left(refusal)
+  const aliasTaken = function*(alias: string): Generator<Step, boolean, ReadonlyArray<never>> {
+    const taken: ReadonlyArray<unknown> = yield {
+      text: `SELECT id FROM troupe_sessions WHERE parent_id = ? AND alias = ?`,
+      params: [parent.id, alias]
+    }
+    return taken.length > 0
+  }
+  let alias = input.alias
+  if (alias !== undefined) {
+    if (yield* aliasTaken(alias)) return Either.left(new Conflict({ entity: "alias", key: alias, reason: "alias already taken" }))
+  } else {
+    let n = children + 1
+    while (yield* aliasTaken(aliasFor(input.agent.name, n))) n++
+    alias = aliasFor(input.agent.name, n)
+  }
+  const create = childInput(input, parent, childId, alias)
+  const child = draft(childId, create, parent, at)
+  const inserted: ReadonlyArray<unknown> = yield insertSession({
+    session: child,
+    tenant: row.tenant,
+    path: `${row.path}${childId}/`,
+    idempotencyKey: null,
+    fingerprint: fingerprint(create),
+    at: { text: "?", params: [at] },
+    spawnCommit: commit.commitId,
+    inbox: 1
+  })
+  if (inserted.length === 0) return Either.left(new Conflict({ entity: "session", key: childId, reason: "session id already taken" }))
+  yield createdStep(child, { text: "?", params: [at] })
+  yield {
+    text: `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at) VALUES (?, 1, ?, ?, ?)`,
+    params: [childId, input.message.inputId, print, at]
+  }
+  yield countChildTurn(parent.rootId)
+  // The parent's commit, fenced as any append: a refusal here rolls the child back with it.
+  const receipt = yield* commitSteps(
+    { ...commit, records: [spawnRecord(input, child), ...commit.records] } as Commit,
+    clock,
+    lockRow
+  )
+  if (Either.isLeft(receipt)) return Either.left(receipt.left)
+  const admission = new Admission({ sessionId: childId, inputId: input.message.inputId, position: 1, duplicate: false }, true)
+  return Either.right({ child, admission, receipt: receipt.right, duplicate: false })
+}
+
+/** The statements of a further child turn (see `SessionStore.admitChildTurn`). */
+export function* childTurnSteps(
+  input: AdmitChildTurn,
+  clock: Clock,
+  lockRow: string
+): Steps<Admission, SpawnRefused | SessionNotFound | SessionClosed | Conflict> {
+  const row = yield* lockSession(input.childId, clock, lockRow)
+  if (row === undefined || row.tenant !== tenantOf(input.principal) || row.parent_id !== input.parentId) {
+    return Either.left(new SessionNotFound({ sessionId: input.childId }))
+  }
+  const print = encodeMessage(input.message)
+  const known = yield* earlierAdmission(input.childId, input.message.inputId, print)
+  if (known !== undefined) return known
+  const child = sessionOf(row)
+  if (child.status === "closed") return Either.left(new SessionClosed({ sessionId: child.id }))
+  const refusal = childTurnRefusal(child, yield* childTurnsOf(child.rootId, row, lockRow))
+  if (refusal !== undefined) return Either.left(refusal)
+  const position = Number(row.inbox_head) + 1
+  yield {
+    text: `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at) VALUES (?, ?, ?, ?, ?)`,
+    params: [child.id, position, input.message.inputId, print, Number(row.now)]
+  }
+  yield {
+    text: `UPDATE troupe_sessions SET inbox_head = ?, ready_count = ready_count + 1 WHERE id = ?`,
+    params: [position, child.id]
+  }
+  yield countChildTurn(child.rootId)
+  return Either.right(new Admission({ sessionId: child.id, inputId: input.message.inputId, position, duplicate: false }, true))
+}
 
 /** The statements of a push of the command `inputId` whose canonical JSON is `print`. */
 export function* pushSteps(
@@ -539,13 +798,13 @@ export const make = (dialect: Dialect) =>
         : dialect.transaction(Effect.flatMap(dialect.clock, (clock) => drive(steps(clock))))
 
     const create = Effect.fnUntraced(function*(input: CreateSession) {
-      const workspaceId = input.principal.workspaceId.toLowerCase()
+      const tenant = tenantOf(input.principal)
       const print = fingerprint(input)
       const existing = (key: string) =>
         Effect.gen(function*() {
           const rows = yield* query<SessionRow>(
-            `SELECT ${sessionColumns} FROM troupe_sessions WHERE workspace_id = ? AND idempotency_key = ?`,
-            [workspaceId, key]
+            `SELECT ${sessionColumns} FROM troupe_sessions WHERE tenant = ? AND idempotency_key = ?`,
+            [tenant, key]
           )
           if (rows.length === 0) return Option.none<Session>()
           if (rows[0]!.fingerprint !== print) {
@@ -564,9 +823,9 @@ export const make = (dialect: Dialect) =>
         }
         let parent: { session: Session; path: string } | undefined
         if (input.parentId !== undefined) {
-          const rows = yield* query<SessionRow>(
-            `SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ? AND workspace_id = ?`,
-            [input.parentId, workspaceId]
+          const rows = yield* query<SessionRow & { readonly path: string }>(
+            `SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ? AND tenant = ?`,
+            [input.parentId, tenant]
           )
           if (rows.length === 0) return yield* new SessionNotFound({ sessionId: input.parentId })
           parent = { session: yield* toSession(rows[0]!), path: rows[0]!.path }
@@ -583,33 +842,17 @@ export const make = (dialect: Dialect) =>
         const at = yield* readClock
         const id = input.sessionId ?? (yield* makeSessionId)
         const session = draft(id, input, parent?.session, at)
-        const inserted = yield* query(
-          `INSERT INTO troupe_sessions (id, workspace_id, principal, agent, parent_id, root_id, path, agent_path,
-            alias, title, busy_policy, budgets, subagent_policy, metadata, idempotency_key, fingerprint, head_seq,
-            created_at, updated_at)
-          VALUES ${SqlStatements.rows(1, 19)} ON CONFLICT DO NOTHING RETURNING id`,
-          [
-            id,
-            workspaceId,
-            JSON.stringify(encodePrincipal(session.principal)),
-            JSON.stringify(encodeAgent(session.agent)),
-            session.parentId,
-            session.rootId,
-            `${parent?.path ?? "/"}${id}/`,
-            JSON.stringify(session.agentPath),
-            session.alias,
-            session.title,
-            session.busyPolicy,
-            session.budgets ? JSON.stringify(encodeBudgets(session.budgets)) : null,
-            session.subagentPolicy ? JSON.stringify(encodePolicy(session.subagentPolicy)) : null,
-            JSON.stringify(session.metadata),
-            input.idempotencyKey ?? null,
-            print,
-            1,
-            at,
-            at
-          ]
-        )
+        const insert = insertSession({
+          session,
+          tenant,
+          path: `${parent?.path ?? "/"}${id}/`,
+          idempotencyKey: input.idempotencyKey ?? null,
+          fingerprint: print,
+          at: { text: "?", params: [at] },
+          spawnCommit: null,
+          inbox: 0
+        })
+        const inserted = yield* query(insert.text, insert.params)
         if (inserted.length === 0) {
           // A concurrent create with the same key (or alias) committed first.
           if (input.idempotencyKey !== undefined) {
@@ -618,13 +861,8 @@ export const make = (dialect: Dialect) =>
           }
           return yield* new Conflict({ entity: "alias", key: input.alias ?? id, reason: "alias already taken" })
         }
-        yield* query(`INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES (?, ?, ?, ?, ?)`, [
-          id,
-          1,
-          at,
-          `commit_${id.slice(4)}`,
-          toJsonText(createdRecord(session))
-        ])
+        const first = createdStep(session, { text: "?", params: [at] })
+        yield* query(first.text, first.params)
         return session
       }))
     }, unavailable("create"))
@@ -635,21 +873,50 @@ export const make = (dialect: Dialect) =>
       return yield* toSession(rows[0]!)
     }, unavailable("get"))
 
+    /** The anchor of a listing when it belongs to `principal`'s tenancy. */
+    const anchorOf = (principal: Principal, sessionId: SessionId) =>
+      Effect.flatMap(
+        query<SessionRow & { readonly path: string }>(
+          `SELECT ${sessionColumns}, path FROM troupe_sessions WHERE id = ? AND tenant = ?`,
+          [sessionId, tenantOf(principal)]
+        ),
+        (rows) => (rows.length === 0 ? Effect.fail(new SessionNotFound({ sessionId })) : Effect.succeed(rows[0]!))
+      )
+
+    /** A newest-first page of the sessions `clauses` select, bound to the listing `of`. */
+    const pageOf = (
+      clauses: Array<string>,
+      params: Array<unknown>,
+      before: SessionId | undefined,
+      limit: number,
+      of: string
+    ) =>
+      Effect.gen(function*() {
+        if (before !== undefined) {
+          clauses.push("id < ?")
+          params.push(before)
+        }
+        params.push(limit + 1)
+        const rows = yield* query<SessionRow>(
+          `SELECT ${sessionColumns} FROM troupe_sessions WHERE ${clauses.join(" AND ")} ORDER BY id DESC LIMIT ?`,
+          params
+        )
+        const items = yield* Effect.forEach(rows.slice(0, limit), toSession)
+        return { items, nextCursor: rows.length > limit ? ListCursor.encode(items[items.length - 1]!.id, of) : undefined }
+      })
+
     const list = Effect.fnUntraced(function*(request: ListSessions) {
       const limit = yield* ListCursor.limitOf(request.limit)
-      const before = request.cursor === undefined ? undefined : yield* ListCursor.decode(request.cursor)
-      const workspaceId = request.workspaceId.toLowerCase()
-      const clauses = ["workspace_id = ?"]
-      const params: Array<unknown> = [workspaceId]
+      const includeArchived = request.includeArchived === true
+      const of = ListCursor.listing(request.principal, { _tag: "list", scope: request.scope, includeArchived })
+      const before = yield* ListCursor.positionOf(request.cursor, of)
+      const clauses = ["tenant = ?"]
+      const params: Array<unknown> = [tenantOf(request.principal)]
       if (request.scope === "roots") {
         clauses.push("parent_id IS NULL")
       } else {
         const anchorId = "children" in request.scope ? request.scope.children : request.scope.tree
-        const anchor = yield* query<{ root_id: string; path: string }>(
-          `SELECT root_id, path FROM troupe_sessions WHERE id = ? AND workspace_id = ?`,
-          [anchorId, workspaceId]
-        )
-        if (anchor.length === 0) return yield* new SessionNotFound({ sessionId: anchorId })
+        const anchor = yield* anchorOf(request.principal, anchorId)
         if ("children" in request.scope) {
           clauses.push("parent_id = ?")
           params.push(anchorId)
@@ -657,24 +924,84 @@ export const make = (dialect: Dialect) =>
           // Descendants share the anchor's root and extend its path; the path
           // is made of ids, so it holds no LIKE wildcards.
           clauses.push("root_id = ?", "path LIKE ?", "id <> ?")
-          params.push(anchor[0]!.root_id, anchor[0]!.path + "%", anchorId)
+          params.push(anchor.root_id, anchor.path + "%", anchorId)
         }
       }
-      if (!request.includeArchived) clauses.push("archived = 0")
-      if (before !== undefined) {
-        clauses.push("id < ?")
-        params.push(before)
-      }
-      params.push(limit + 1)
-      const rows = yield* query<SessionRow>(
-        `SELECT ${sessionColumns} FROM troupe_sessions WHERE ${clauses.join(" AND ")} ORDER BY id DESC LIMIT ?`,
-        params
-      )
-      const items = yield* Effect.forEach(rows.slice(0, limit), toSession)
-      return new SessionPage(
-        rows.length > limit ? { items, nextCursor: ListCursor.encode(items[items.length - 1]!.id) } : { items }
-      , true)
+      if (!includeArchived) clauses.push("archived = 0")
+      const page = yield* pageOf(clauses, params, before, limit, of)
+      return new SessionPage(page.nextCursor === undefined ? { items: page.items } : page, true)
     }, unavailable("list"))
+
+    const children = Effect.fnUntraced(function*(principal: Principal, sessionId: SessionId, request: PageRequest = {}) {
+      const limit = yield* ListCursor.limitOf(request.limit)
+      const of = ListCursor.listing(principal, { _tag: "children", sessionId })
+      const before = yield* ListCursor.positionOf(request.cursor, of)
+      yield* anchorOf(principal, sessionId)
+      const page = yield* pageOf(["tenant = ?", "parent_id = ?"], [tenantOf(principal), sessionId], before, limit, of)
+      const items = page.items.map((session) =>
+        new ChildEntry({ session, alias: session.alias, agent: session.agent.name, agentPath: session.agentPath }, true)
+      )
+      return new ChildPage(page.nextCursor === undefined ? { items } : { items, nextCursor: page.nextCursor }, true)
+    }, unavailable("children"))
+
+    const tree = Effect.fnUntraced(function*(
+      principal: Principal,
+      sessionId: SessionId,
+      options: { readonly includeArchived?: boolean | undefined } = {}
+    ) {
+      const anchor = yield* anchorOf(principal, sessionId)
+      // Ids grow with creation time, so id order puts every parent before its children.
+      const rows = yield* query<SessionRow>(
+        `SELECT ${sessionColumns} FROM troupe_sessions
+        WHERE root_id = ? AND path LIKE ? AND id <> ? AND tenant = ? ${options.includeArchived ? "" : "AND archived = 0"}
+        ORDER BY id LIMIT ?`,
+        [anchor.root_id, anchor.path + "%", sessionId, anchor.tenant, maxTreeNodes + 1]
+      )
+      if (rows.length > maxTreeNodes) {
+        return yield* new InvalidInput({
+          what: "tree",
+          reason: `more than ${maxTreeNodes} sessions below ${sessionId}: page with list({ scope: { tree } })`
+        })
+      }
+      const nodes = rows.map((row) => {
+        const session = sessionOf(row)
+        return new TreeNode({ session, parentId: session.parentId!, alias: session.alias, agentPath: session.agentPath }, true)
+      })
+      return new SessionTree({ root: yield* toSession(anchor), nodes }, true)
+    }, unavailable("tree"))
+
+    const updateMetadata = Effect.fnUntraced(function*(principal: Principal, sessionId: SessionId, patch: MetadataPatch) {
+      const clock = yield* dialect.clock
+      // One statement: the row is written under its own lock, whoever holds the lease.
+      const rows = yield* query<SessionRow>(
+        `UPDATE troupe_sessions SET
+          title = CASE WHEN ? = 1 THEN ? ELSE title END,
+          archived = CASE WHEN ? = 1 THEN ? ELSE archived END,
+          updated_at = ${clock.text}
+        WHERE id = ? AND tenant = ?
+        RETURNING ${sessionColumns}`,
+        [
+          patch.title === undefined ? 0 : 1,
+          patch.title ?? null,
+          patch.archived === undefined ? 0 : 1,
+          patch.archived ? 1 : 0,
+          ...clock.params,
+          sessionId,
+          tenantOf(principal)
+        ]
+      )
+      if (rows.length === 0) return yield* new SessionNotFound({ sessionId })
+      return yield* toSession(rows[0]!)
+    }, unavailable("updateMetadata"))
+
+    const spawn = Effect.fnUntraced(function*(input: SpawnChild) {
+      const childId = input.sessionId ?? (yield* makeSessionId)
+      return yield* transact((clock) => spawnSteps(input, childId, clock, dialect.lockRow))
+    }, unavailable("spawn"))
+
+    const admitChildTurn = Effect.fnUntraced(function*(input: AdmitChildTurn) {
+      return yield* transact((clock) => childTurnSteps(input, clock, dialect.lockRow))
+    }, unavailable("admitChildTurn"))
 
     const push = Effect.fnUntraced(function*(sessionId: SessionId, command: Command) {
       const print = canonical(encodeCommand(command))
@@ -837,6 +1164,11 @@ export const make = (dialect: Dialect) =>
       create,
       get,
       list,
+      children,
+      tree,
+      updateMetadata,
+      spawn,
+      admitChildTurn,
       push,
       readInbox,
       acquire,

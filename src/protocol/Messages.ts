@@ -180,6 +180,47 @@ export const CallbackAnswer = Schema.Struct({
   operationId: Schema.optional(OperationId)
 })
 
+/** `session.children`: a page of a session's direct children. */
+export const SessionChildren = Schema.Struct({
+  sessionId: SessionId,
+  cursor: Schema.optional(Schema.String),
+  limit: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 500)))
+})
+
+/** One child in `session.children.page`. */
+export const ChildItem = Schema.Struct({
+  session: Session,
+  alias: Schema.NullOr(Schema.String),
+  agent: Schema.String,
+  agentPath: Schema.Array(Schema.String)
+})
+
+/** `session.children.page`: direct children, newest first, archived included. */
+export const SessionChildrenPage = Schema.Struct({
+  items: Schema.Array(ChildItem),
+  nextCursor: Schema.optional(Schema.String)
+})
+
+/** `session.tree` (the request). */
+export const SessionTreeRequest = Schema.Struct({
+  sessionId: SessionId,
+  includeArchived: Schema.optional(Schema.Boolean)
+})
+
+/** One session of a subtree in a `session.tree` answer. */
+export const TreeItem = Schema.Struct({
+  session: Session,
+  parentId: SessionId,
+  alias: Schema.NullOr(Schema.String),
+  agentPath: Schema.Array(Schema.String)
+})
+
+/** `session.tree` (the answer): the session and every session below it, parents first. */
+export const SessionTree = Schema.Struct({
+  root: Session,
+  nodes: Schema.Array(TreeItem)
+})
+
 /** The message types, by name. */
 export const Type = {
   ping: "core.ping",
@@ -214,5 +255,8 @@ export const Type = {
   callbackProvideEnd: "callback.provide.end",
   callbackProvideCancel: "callback.provide.cancel",
   callbackAnswer: "callback.answer",
-  callbackAccepted: "callback.accepted"
+  callbackAccepted: "callback.accepted",
+  sessionChildren: "session.children",
+  sessionChildrenPage: "session.children.page",
+  sessionTree: "session.tree"
 } as const

@@ -174,3 +174,50 @@ export class StaleCallback extends Schema.TaggedError<StaleCallback>()("StaleCal
     return `callback ${this.callbackId} of session ${this.sessionId} is stale (${this.reason})`
   }
 }
+
+/** Which limit of a `SubagentPolicy` refused a spawn or a child turn. */
+export const SpawnLimit = Schema.Literal("no_policy", "max_depth", "max_children", "max_child_turns", "agent_not_allowed")
+/** @since 0.1.0 */
+export type SpawnLimit = typeof SpawnLimit.Type
+
+/**
+ * A spawn (or a further child turn) the tree's `SubagentPolicy` does not
+ * allow: `no_policy` (the session may not spawn at all), `max_depth`,
+ * `max_children` (of this parent), `max_child_turns` (across the whole tree),
+ * `agent_not_allowed`. `limit` is the policy's value and `observed` what the
+ * admission would have made it; nothing was written. Retryable only in the
+ * sense that another agent or a later tree may fit.
+ */
+export class SpawnRefused extends Schema.TaggedError<SpawnRefused>()("SpawnRefused", {
+  /** The session that asked: the parent of a spawn, the child of a further turn. */
+  sessionId: SessionId,
+  reason: SpawnLimit,
+  limit: Schema.optional(Schema.Number),
+  observed: Schema.optional(Schema.Number),
+  /** For `agent_not_allowed`: the agent asked for. */
+  agent: Schema.optional(Schema.String)
+}) {
+  override get message() {
+    const detail = this.reason === "agent_not_allowed"
+      ? ` (${this.agent ?? "?"})`
+      : this.limit === undefined
+      ? ""
+      : ` (limit ${this.limit})`
+    return `session ${this.sessionId} may not spawn: ${this.reason}${detail}`
+  }
+}
+
+/**
+ * A message, steer or close sent to a child session from outside its tree's
+ * tools: only its parent messages it. Callback answers, exact interrupts,
+ * rename, archive and reads stay allowed. Wire kind `forbidden`.
+ */
+export class ChildControlForbidden extends Schema.TaggedError<ChildControlForbidden>()("ChildControlForbidden", {
+  sessionId: SessionId,
+  parentId: SessionId,
+  action: Schema.Literal("message", "steer", "close")
+}) {
+  override get message() {
+    return `session ${this.sessionId} is a child of ${this.parentId}: only its parent may ${this.action === "close" ? "close" : "message"} it`
+  }
+}

@@ -58,3 +58,40 @@ export class SessionPage extends Schema.Class<SessionPage>("troupe/SessionPage")
   items: Schema.Array(Session),
   nextCursor: Schema.optional(Schema.String)
 }) {}
+
+/** One direct child of a session, as `children(...)` lists it. */
+export class ChildEntry extends Schema.Class<ChildEntry>("troupe/ChildEntry")({
+  session: Session,
+  /** Its permanent alias, unique among its parent's children. */
+  alias: Schema.NullOr(Schema.String),
+  /** Its agent's name. */
+  agent: Schema.String,
+  /** Agent names from the root down to this child. */
+  agentPath: Schema.Array(Schema.String)
+}) {}
+
+/** One page of a session's direct children, newest first; `nextCursor` is opaque. */
+export class ChildPage extends Schema.Class<ChildPage>("troupe/ChildPage")({
+  items: Schema.Array(ChildEntry),
+  nextCursor: Schema.optional(Schema.String)
+}) {}
+
+/** One session of a subtree. */
+export class TreeNode extends Schema.Class<TreeNode>("troupe/TreeNode")({
+  session: Session,
+  parentId: SessionId,
+  alias: Schema.NullOr(Schema.String),
+  agentPath: Schema.Array(Schema.String)
+}) {}
+
+/**
+ * A session and every session below it, oldest first (a parent always
+ * before its children), at most `maxTreeNodes` nodes.
+ */
+export class SessionTree extends Schema.Class<SessionTree>("troupe/SessionTree")({
+  root: Session,
+  nodes: Schema.Array(TreeNode)
+}) {}
+
+/** The most nodes `tree(...)` returns; a larger subtree is paged with `list({ scope: { tree } })`. */
+export const maxTreeNodes = 10_000

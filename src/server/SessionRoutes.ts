@@ -17,9 +17,12 @@
  * @since 0.1.0
  */
 import { Chunk, Deferred, Effect, Either, Fiber, Layer, Option, ParseResult, Queue, Schema, Stream } from "effect"
+import * as Cbor from "../protocol/Cbor.js"
+import { MAX_BODY_SIZE } from "../protocol/Frame.js"
 import * as Messages from "../protocol/Messages.js"
 import type { ErrorKind } from "../protocol/ProtocolError.js"
 import type {
+  ChildControlForbidden,
   Conflict,
   InvalidInput,
   SessionBusy,
@@ -57,6 +60,7 @@ type DomainError =
   | SessionBusy
   | InvalidInput
   | StoreUnavailable
+  | ChildControlForbidden
 
 // Messages echo ids and keys the client sent; this keeps an echoed string from growing a frame.
 const MAX_MESSAGE = 512
@@ -86,6 +90,8 @@ export const toWireError = (error: DomainError): WireError => {
       return wireError("busy", error.message, { details: { activeTurnId: error.activeTurnId } })
     case "InvalidInput":
       return wireError("invalid_payload", error.message)
+    case "ChildControlForbidden":
+      return wireError("forbidden", error.message, { details: { parentId: error.parentId, action: error.action } })
     case "StoreUnavailable":
       // The cause is the driver's error: it stays in the server's log.
       return wireError("internal", "the session store is unavailable; try again", { retryable: true })
@@ -244,6 +250,10 @@ export const make = (options: Options = {}): Effect.Effect<Router["Type"], never
     const callbackOpen = answerer(Type.callbackOpen, Messages.CallbackOpen)
     const provideEnd = answerer(Type.callbackProvideEnd, Messages.CallbackProvideEnd)
     const callbackAccepted = answerer(Type.callbackAccepted, Messages.Empty)
+    const decodeChildren = decoder(Messages.SessionChildren)
+    const decodeTree = decoder(Messages.SessionTreeRequest)
+    const childrenPage = answerer(Type.sessionChildrenPage, Messages.SessionChildrenPage)
+    const treeAnswer = answerer(Type.sessionTree, Messages.SessionTree)
 
     /** A request whose payload names a session and whose answer is its summary. */
     const control = <A extends { readonly sessionId: SessionId }>(
@@ -445,6 +455,29 @@ export const make = (options: Options = {}): Effect.Effect<Router["Type"], never
           const request = yield* decodeAnswer(exchange)
           yield* sessions.answerCallback(principal, request.sessionId, request)
           return yield* callbackAccepted({})
+        })]
+      ,
+      [Type.sessionChildren, "request", (exchange) =>
+        Effect.gen(function*() {
+          const principal = yield* principalOf(exchange)
+          const request = yield* decodeChildren(exchange)
+          return yield* childrenPage(yield* sessions.children(principal, request.sessionId, request))
+        })],
+      [Type.sessionTree, "request", (exchange) =>
+        Effect.gen(function*() {
+          const principal = yield* principalOf(exchange)
+          const request = yield* decodeTree(exchange)
+          const tree = yield* sessions.tree(principal, request.sessionId, { includeArchived: request.includeArchived })
+          const answer = yield* treeAnswer(tree)
+          // Up to 10,000 nodes may not fit one frame: say so, rather than build a frame no peer can take.
+          const bytes = Cbor.encode(answer.payload)
+          if (Either.isLeft(bytes) || bytes.right.length > MAX_BODY_SIZE - 1024) {
+            return yield* Effect.fail(wireError(
+              "invalid_payload",
+              `the tree below ${request.sessionId} (${tree.nodes.length} sessions) does not fit one frame: page it with session.list { scope: { tree } }`
+            ))
+          }
+          return answer
         })]
     ]
     // A Map, not an object: a type such as "constructor" must not find a route on a prototype.

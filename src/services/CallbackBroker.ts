@@ -250,7 +250,7 @@ export const make = Effect.gen(function*() {
       let cursor: string | undefined
       for (;;) {
         const page = yield* store.list({
-          workspaceId: root.principal.workspaceId,
+          principal: root.principal,
           scope: { tree: sessionId },
           includeArchived: true,
           cursor,

@@ -7,13 +7,35 @@
 import { Schema } from "effect"
 import { Agent } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
+import { SpawnRefused } from "../schema/Errors.js"
 import type { SessionId } from "../schema/Ids.js"
 import { canonical } from "../schema/Json.js"
 import { SubagentPolicy } from "../schema/Policy.js"
 import { Principal } from "../schema/Principal.js"
-import { SessionCreated } from "../schema/Record.js"
+import { ChildSpawned, SessionCreated } from "../schema/Record.js"
 import { Session } from "../schema/Session.js"
-import type { CreateSession } from "./SessionStore.js"
+import type { CreateSession, SpawnChild } from "./SessionStore.js"
+
+/**
+ * The tenancy a session belongs to: the whole principal triple (customer,
+ * organization, workspace), case-insensitive. Two principals see each other's
+ * sessions only when all three match; `userId` does not partition.
+ */
+export const tenantOf = (principal: Principal): string =>
+  `${principal.customerId.toLowerCase()}/${principal.organizationId.toLowerCase()}/${principal.workspaceId.toLowerCase()}`
+
+/** The policy a root gets when its agent declares subagents and no policy is given (DESIGN §7). */
+export const defaultSubagentPolicy: SubagentPolicy = new SubagentPolicy({ maxDepth: 3, maxChildTurns: 10 })
+
+/**
+ * The policy a new session is created with: a child's is its root's, copied
+ * frozen (its parent's, which is the root's); a root's is the one asked for,
+ * else the default when its agent declares subagents, else none.
+ */
+export const policyOf = (input: CreateSession, parent: Session | undefined): SubagentPolicy | null =>
+  parent !== undefined
+    ? parent.subagentPolicy
+    : input.subagentPolicy ?? (input.agent.subagents.length > 0 ? defaultSubagentPolicy : null)
 
 const encodeAgent = Schema.encodeSync(Agent)
 const encodePrincipal = Schema.encodeSync(Principal)
@@ -58,7 +80,7 @@ export const draft = (
     activeTurnId: null,
     busyPolicy: input.busyPolicy ?? "queue",
     budgets: input.budgets ?? null,
-    subagentPolicy: input.subagentPolicy ?? null,
+    subagentPolicy: policyOf(input, parent),
     metadata: input.metadata ?? {},
     headSeq: 1,
     createdAt: now,
@@ -68,3 +90,72 @@ export const draft = (
 /** The `session_created` record every session's log starts with. */
 export const createdRecord = (session: Session): SessionCreated =>
   new SessionCreated({ agentName: session.agent.name, parentId: session.parentId, title: session.title }, true)
+
+/** The create request a spawn makes of its child. */
+export const childInput = (spawn: SpawnChild, parent: Session, sessionId: SessionId, alias: string): CreateSession => ({
+  principal: spawn.principal,
+  agent: spawn.agent,
+  title: spawn.title,
+  parentId: parent.id,
+  alias,
+  busyPolicy: spawn.busyPolicy,
+  budgets: spawn.budgets,
+  metadata: spawn.metadata,
+  sessionId
+})
+
+/** The alias a spawn gives a child when none is asked for: `<agent>-<n>`. */
+export const aliasFor = (agentName: string, n: number): string => `${agentName}-${n}`
+
+/** The parent's `child_spawned` record of a spawn. */
+export const spawnRecord = (spawn: SpawnChild, child: Session): ChildSpawned =>
+  new ChildSpawned({
+    childSessionId: child.id,
+    agentName: child.agent.name,
+    alias: child.alias,
+    ...(spawn.turnId === undefined ? {} : { turnId: spawn.turnId }),
+    ...(spawn.operationId === undefined ? {} : { operationId: spawn.operationId })
+  }, true)
+
+/**
+ * Why the tree's policy refuses `parent` a child of agent `agentName`, given
+ * how many children it has and how many child turns its tree has had; or
+ * undefined when it allows it. Every store checks the same rules, inside its
+ * transaction, with the counts read under the locks.
+ */
+export const spawnRefusal = (
+  parent: Session,
+  agentName: string,
+  children: number,
+  childTurns: number
+): SpawnRefused | undefined => {
+  const policy = parent.subagentPolicy
+  const sessionId = parent.id
+  if (policy === null) return new SpawnRefused({ sessionId, reason: "no_policy" })
+  const allowed = policy.allowedAgents ?? parent.agent.subagents.map((ref) => ref.name)
+  if (!allowed.includes(agentName)) return new SpawnRefused({ sessionId, reason: "agent_not_allowed", agent: agentName })
+  // The root is depth 0; a child is one deeper than its parent.
+  const depth = parent.agentPath.length
+  if (depth > policy.maxDepth) {
+    return new SpawnRefused({ sessionId, reason: "max_depth", limit: policy.maxDepth, observed: depth })
+  }
+  if (policy.maxChildren !== undefined && children + 1 > policy.maxChildren) {
+    return new SpawnRefused({ sessionId, reason: "max_children", limit: policy.maxChildren, observed: children + 1 })
+  }
+  return childTurnRefusal(parent, childTurns)
+}
+
+/** Why the tree's policy refuses one more child turn (`session` is the one asking), or undefined. */
+export const childTurnRefusal = (session: Session, childTurns: number): SpawnRefused | undefined => {
+  const policy = session.subagentPolicy
+  if (policy === null) return new SpawnRefused({ sessionId: session.id, reason: "no_policy" })
+  if (policy.maxChildTurns !== undefined && childTurns + 1 > policy.maxChildTurns) {
+    return new SpawnRefused({
+      sessionId: session.id,
+      reason: "max_child_turns",
+      limit: policy.maxChildTurns,
+      observed: childTurns + 1
+    })
+  }
+  return undefined
+}

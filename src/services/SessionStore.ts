@@ -19,16 +19,17 @@ import type {
   SequenceConflict,
   SessionClosed,
   SessionNotFound,
+  SpawnRefused,
   StoreUnavailable
 } from "../schema/Errors.js"
-import type { SessionId, TurnId } from "../schema/Ids.js"
-import type { Admission, Command, InboxItem } from "../schema/Inbox.js"
+import type { OperationId, SessionId, TurnId } from "../schema/Ids.js"
+import type { Admission, Command, InboxItem, Message } from "../schema/Inbox.js"
 import type { Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import type { OperationReceipt } from "../schema/Operation.js"
 import type { BusyPolicy, SubagentPolicy } from "../schema/Policy.js"
 import type { Principal } from "../schema/Principal.js"
 import type { LogPage } from "../schema/Record.js"
-import type { ListScope, Session, SessionPage } from "../schema/Session.js"
+import type { ChildPage, ListScope, Session, SessionPage, SessionTree } from "../schema/Session.js"
 
 /** What creating a session takes. Lineage is derived from `parentId`. */
 export interface CreateSession {
@@ -51,15 +52,83 @@ export interface CreateSession {
   readonly sessionId?: SessionId | undefined
 }
 
-/** A listing request: always within one workspace. */
+/**
+ * A listing request: always within the caller's tenancy (the whole principal:
+ * customer, organization and workspace).
+ */
 export interface ListSessions {
-  readonly workspaceId: string
+  readonly principal: Principal
   readonly scope: ListScope
   readonly includeArchived?: boolean | undefined
   /** An opaque cursor from a previous page's `nextCursor`. */
   readonly cursor?: string | undefined
   /** Page size, 1 to 500 (default 50). */
   readonly limit?: number | undefined
+}
+
+/** A page of a listing: an opaque cursor from a previous page's `nextCursor`, and a size (1 to 500, default 50). */
+export interface PageRequest {
+  readonly cursor?: string | undefined
+  readonly limit?: number | undefined
+}
+
+/** Metadata a caller may change without driving the session: no lease, no record, any status. */
+export interface MetadataPatch {
+  readonly title?: string | undefined
+  readonly archived?: boolean | undefined
+}
+
+/**
+ * A spawn: a child session, its first message, and the parent's
+ * `child_spawned` record, all in one transaction.
+ */
+export interface SpawnChild {
+  /** Whose tree it is: the parent's principal (a mismatch is `SessionNotFound`). */
+  readonly principal: Principal
+  /**
+   * The parent's fenced commit (its lease epoch and expected head, as for
+   * `append`). The store writes its `child_spawned` record first, then
+   * `commit.records`, and consumes `commit.consumes`. Replaying its `commitId`
+   * returns the first spawn's answer and writes nothing.
+   */
+  readonly commit: Commit
+  /** The child's agent, frozen into it. */
+  readonly agent: Agent
+  /** The child's first message: admitted into its inbox, counted as one child turn. */
+  readonly message: Message
+  /** The child's id (default: minted). */
+  readonly sessionId?: SessionId | undefined
+  /** A permanent alias, unique among the parent's children (default `<agent>-<n>`, n = the parent's child count + 1). */
+  readonly alias?: string | undefined
+  readonly title?: string | undefined
+  /** The parent turn and tool call that spawned it, for the `child_spawned` record. */
+  readonly turnId?: TurnId | undefined
+  readonly operationId?: OperationId | undefined
+  readonly busyPolicy?: BusyPolicy | undefined
+  readonly budgets?: Budgets | undefined
+  readonly metadata?: Readonly<Record<string, unknown>> | undefined
+}
+
+/** What a spawn wrote (or, on a replay of its commit, had written). */
+export interface Spawned {
+  /** The child as created (its policy is the root's, copied). */
+  readonly child: Session
+  /** The admission of its first message. */
+  readonly admission: Admission
+  /** The parent's commit: its `child_spawned` record is at `receipt.firstSeq`. */
+  readonly receipt: CommitReceipt
+  /** True when this was a replay of a spawn already written. */
+  readonly duplicate: boolean
+}
+
+/** A further turn for an existing child, sent by its parent. */
+export interface AdmitChildTurn {
+  /** The tree's principal (a mismatch is `SessionNotFound`). */
+  readonly principal: Principal
+  /** The parent sending it: the child must be its direct child, else `SessionNotFound`. */
+  readonly parentId: SessionId
+  readonly childId: SessionId
+  readonly message: Message
 }
 
 /** The store port. */
@@ -83,12 +152,72 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
     readonly get: (sessionId: SessionId) => Effect.Effect<Session, SessionNotFound | StoreUnavailable>
 
     /**
-     * Lists sessions of one workspace, newest first, in pages. New sessions never
-     * shift later pages: cursors are positions in creation order.
+     * Lists sessions of the caller's tenancy, newest first, in pages. New
+     * sessions never shift later pages: cursors are positions in creation
+     * order, bound to the tenancy and the listing (scope, anchor, archived
+     * flag); a cursor of another listing or tenancy is `InvalidInput`.
      */
     readonly list: (
       request: ListSessions
     ) => Effect.Effect<SessionPage, SessionNotFound | InvalidInput | StoreUnavailable>
+
+    /**
+     * The direct children of a session, newest first, archived ones included,
+     * in pages (cursors bound like `list`'s). Another tenancy's session is
+     * `SessionNotFound`.
+     */
+    readonly children: (
+      principal: Principal,
+      sessionId: SessionId,
+      page?: PageRequest
+    ) => Effect.Effect<ChildPage, SessionNotFound | InvalidInput | StoreUnavailable>
+
+    /**
+     * A session and its whole subtree, oldest first (parents before their
+     * children); archived sessions only with `includeArchived`. More than
+     * `maxTreeNodes` nodes is `InvalidInput` (page with `list({ scope: { tree } })`).
+     */
+    readonly tree: (
+      principal: Principal,
+      sessionId: SessionId,
+      options?: { readonly includeArchived?: boolean | undefined }
+    ) => Effect.Effect<SessionTree, SessionNotFound | InvalidInput | StoreUnavailable>
+
+    /**
+     * Changes title and/or archived flag: no lease, no log record, on any
+     * session of the principal's tenancy, closed ones and ones another
+     * process drives included. Alias, lineage and execution never change.
+     */
+    readonly updateMetadata: (
+      principal: Principal,
+      sessionId: SessionId,
+      patch: MetadataPatch
+    ) => Effect.Effect<Session, SessionNotFound | StoreUnavailable>
+
+    /**
+     * Spawns a child in ONE transaction: checks the tree's policy (the
+     * parent's frozen copy; the tree's child turns counted on the root's row),
+     * creates the child (lineage, alias, the root's policy), admits its first
+     * message, and appends the parent's `child_spawned` record (then
+     * `commit.records`) as a fenced commit of the parent. Any refusal writes
+     * nothing. A closed parent is `SessionClosed`.
+     */
+    readonly spawn: (
+      input: SpawnChild
+    ) => Effect.Effect<
+      Spawned,
+      SpawnRefused | LeaseLost | SequenceConflict | SessionNotFound | SessionClosed | Conflict | StoreUnavailable
+    >
+
+    /**
+     * Admits a further message to a child from its parent, counting it as one
+     * child turn of the tree atomically (`SpawnRefused { reason:
+     * "max_child_turns" }` past the limit). A duplicate `inputId` is a
+     * duplicate admission and is not counted again.
+     */
+    readonly admitChildTurn: (
+      input: AdmitChildTurn
+    ) => Effect.Effect<Admission, SpawnRefused | SessionNotFound | SessionClosed | Conflict | StoreUnavailable>
 
     /**
      * Admits a command into the session's inbox. Idempotent per `inputId`: the

@@ -1,9 +1,12 @@
 /**
  * The public `Sessions` API: create sessions, send them messages, await and
  * interrupt turns, rename/archive/close, read summaries and snapshots, and
- * subscribe to their events from any cursor. Every method takes the caller's
- * `Principal` and sees only sessions of its workspace; another workspace's
- * session is `SessionNotFound`, indistinguishable from one that never existed.
+ * subscribe to their events from any cursor, list a session's children and
+ * tree. Every method takes the caller's `Principal` and sees only sessions of
+ * its tenancy (the whole triple: customer, organization and workspace);
+ * anyone else's session is `SessionNotFound`, indistinguishable from one that
+ * never existed. A child session takes no message, steer or close from
+ * outside (`ChildControlForbidden`): only its parent's tools message it.
  *
  * `Sessions.layer` builds it from a `SessionStore` and a `SessionHost`;
  * `Troupe.ts` composes ready-made runtimes.
@@ -16,6 +19,7 @@ import type { Budgets } from "../schema/Budget.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import {
   BudgetExhausted,
+  ChildControlForbidden,
   type Conflict,
   InvalidInput,
   SessionBusy,
@@ -35,12 +39,13 @@ import type { BusyPolicy, SubagentPolicy } from "../schema/Policy.js"
 import type { Principal } from "../schema/Principal.js"
 import type { TurnEnded } from "../schema/Record.js"
 import { RunOptions } from "../schema/Run.js"
-import type { ListScope, Session, SessionPage } from "../schema/Session.js"
+import type { ChildPage, ListScope, Session, SessionPage, SessionTree } from "../schema/Session.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
+import { tenantOf } from "./SessionDraft.js"
 import * as Telemetry from "./Telemetry.js"
 import { type Decision, type Interest, SessionHost } from "./SessionHost.js"
-import { SessionStore } from "./SessionStore.js"
+import { type PageRequest, SessionStore } from "./SessionStore.js"
 
 /** What creating a session takes besides the principal. */
 export interface CreateOptions {
@@ -104,15 +109,36 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
       }
     ) => Effect.Effect<SessionPage, Lookup | InvalidInput>
     /**
+     * A session's direct children, newest first, archived ones included, with
+     * each one's alias, agent name and `agentPath`; `cursor` from the previous
+     * page's `nextCursor` (valid only for this session's children and caller).
+     */
+    readonly children: (
+      principal: Principal,
+      sessionId: SessionId,
+      page?: PageRequest
+    ) => Effect.Effect<ChildPage, Lookup | InvalidInput>
+    /**
+     * A session and its whole subtree (parents before children; archived ones
+     * only with `includeArchived`); more than 10,000 sessions below it is
+     * `InvalidInput`: page with `list({ scope: { tree } })`.
+     */
+    readonly tree: (
+      principal: Principal,
+      sessionId: SessionId,
+      options?: { readonly includeArchived?: boolean | undefined }
+    ) => Effect.Effect<SessionTree, Lookup | InvalidInput>
+    /**
      * Admits a message and reports what the session did with it: started a
      * turn (with its id and cursor), queued it, or steered the running turn.
-     * `SessionBusy` when the session's busy policy is `reject`.
+     * `SessionBusy` when the session's busy policy is `reject`. A child
+     * session is messaged only by its parent's tools: `ChildControlForbidden`.
      */
     readonly send: (
       principal: Principal,
       sessionId: SessionId,
       options: SendOptions
-    ) => Effect.Effect<Accepted, Lookup | SessionClosed | SessionBusy | Conflict | InvalidInput>
+    ) => Effect.Effect<Accepted, Lookup | SessionClosed | SessionBusy | Conflict | InvalidInput | ChildControlForbidden>
     /**
      * Waits for a turn to end: its result, or `TurnFailed` / `TurnInterrupted`;
      * `TurnNotFound` for a turn id that is neither running nor in the log.
@@ -132,10 +158,23 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
       expectedTurnId: TurnId,
       reason?: string
     ) => Effect.Effect<InterruptOutcome, Lookup | TurnMismatch | SessionClosed>
+    /**
+     * Renames a session: a metadata-only write through the store (no lease, no
+     * log record), so it works on closed sessions, on children, and while
+     * another process drives the session; alias, lineage and turns are untouched.
+     */
     readonly rename: (principal: Principal, sessionId: SessionId, title: string) => Effect.Effect<Session, Lookup | SessionClosed>
+    /** Archives or unarchives a session, metadata-only like `rename`. */
     readonly archive: (principal: Principal, sessionId: SessionId, archived: boolean) => Effect.Effect<Session, Lookup | SessionClosed>
-    /** Closes the session (interrupting a running turn); it accepts nothing more. */
-    readonly close: (principal: Principal, sessionId: SessionId) => Effect.Effect<Session, Lookup | SessionClosed>
+    /**
+     * Closes the session (interrupting a running turn); it accepts nothing
+     * more. Its children are not closed. A child is closed only by its
+     * tree, never from outside: `ChildControlForbidden`.
+     */
+    readonly close: (
+      principal: Principal,
+      sessionId: SessionId
+    ) => Effect.Effect<Session, Lookup | SessionClosed | ChildControlForbidden>
     readonly snapshot: (principal: Principal, sessionId: SessionId) => Effect.Effect<Snapshot, Lookup>
     /** The session's open callbacks, oldest first. */
     readonly callbacks: (principal: Principal, sessionId: SessionId) => Effect.Effect<ReadonlyArray<PendingCallback>, Lookup>
@@ -179,7 +218,6 @@ const decodeRun = (run: unknown) =>
     Effect.mapError((error) => new InvalidInput({ what: "run options", reason: error.message }))
   )
 
-const sameWorkspace = (a: Principal, b: Principal) => a.workspaceId.toLowerCase() === b.workspaceId.toLowerCase()
 
 /** Builds the API over the store and host in context. */
 export const make = Effect.gen(function*() {
@@ -191,11 +229,11 @@ export const make = Effect.gen(function*() {
   const owned = (principal: Principal, sessionId: SessionId) =>
     store.get(sessionId).pipe(
       Effect.tap((session) => {
-        if (workspaces.size > 100_000) workspaces.clear()
-        workspaces.set(sessionId, session.principal.workspaceId.toLowerCase())
+        if (tenants.size > 100_000) tenants.clear()
+        tenants.set(sessionId, { tenant: tenantOf(session.principal), parentId: session.parentId })
       }),
       Effect.filterOrFail(
-        (session) => sameWorkspace(session.principal, principal),
+        (session) => tenantOf(session.principal) === tenantOf(principal),
         () => new SessionNotFound({ sessionId })
       )
     )
@@ -236,17 +274,37 @@ export const make = Effect.gen(function*() {
   const submitMinted = <C extends Interrupt | Control | CallbackAnswer>(sessionId: SessionId, command: C) =>
     submit(sessionId, command).pipe(Effect.catchTag("Conflict", Effect.die))
 
-  // A session's workspace never changes, so ownership checks can skip the store once seen.
-  const workspaces = new Map<SessionId, string>()
+  // A session's tenancy (the whole principal triple) and parent never change, so
+  // ownership checks can skip the store once seen.
+  const tenants = new Map<SessionId, { readonly tenant: string; readonly parentId: SessionId | null }>()
   const authorize = (principal: Principal, sessionId: SessionId): Effect.Effect<void, Lookup> => {
-    const known = workspaces.get(sessionId)
+    const known = tenants.get(sessionId)
     if (known !== undefined) {
-      return known === principal.workspaceId.toLowerCase()
+      return known.tenant === tenantOf(principal)
         ? Effect.void
         : Effect.fail(new SessionNotFound({ sessionId }))
     }
     return Effect.asVoid(owned(principal, sessionId))
   }
+
+  /**
+   * Ownership, and that the session is not a child: from outside, a child
+   * takes no message, steer or close (only its parent's tools message it).
+   */
+  const drivable = (
+    principal: Principal,
+    sessionId: SessionId,
+    action: ChildControlForbidden["action"]
+  ): Effect.Effect<void, Lookup | ChildControlForbidden> =>
+    Effect.flatMap(authorize(principal, sessionId), () => {
+      const known = tenants.get(sessionId)
+      // Seen by `authorize` just now, unless the cache was cleared in between: then read it again.
+      const parentOf = known === undefined
+        ? Effect.map(owned(principal, sessionId), (session) => session.parentId)
+        : Effect.succeed(known.parentId)
+      return Effect.flatMap(parentOf, (parentId) =>
+        parentId === null ? Effect.void : Effect.fail(new ChildControlForbidden({ sessionId, parentId, action })))
+    })
 
   /**
    * Puts live events of a session in log order after a cursor: events already
@@ -408,7 +466,7 @@ export const make = Effect.gen(function*() {
     get: owned,
     list: (principal, options = {}) =>
       store.list({
-        workspaceId: principal.workspaceId,
+        principal,
         scope: options.scope ?? "roots",
         includeArchived: options.includeArchived,
         cursor: options.cursor,
@@ -416,8 +474,8 @@ export const make = Effect.gen(function*() {
       }),
     send: (principal, sessionId, options) =>
       Effect.gen(function*() {
-        // A closed session refuses the push itself (SessionClosed), so only ownership is checked here.
-        yield* authorize(principal, sessionId)
+        // A closed session refuses the push itself (SessionClosed), so only ownership (and the tree) is checked here.
+        yield* drivable(principal, sessionId, options.mode === "steer" ? "steer" : "message")
         const inputId = options.inputId === undefined
           ? yield* makeInputId
           : yield* Schema.decodeUnknown(InputId)(options.inputId).pipe(
@@ -475,9 +533,13 @@ export const make = Effect.gen(function*() {
         }
         return new InterruptOutcome({ sessionId, turnId: expectedTurnId, outcome: "requested" }, true)
       }),
-    rename: (principal, sessionId, title) => control(principal, sessionId, { _tag: "rename", title }),
-    archive: (principal, sessionId, archived) => control(principal, sessionId, { _tag: "archive", archived }),
-    close: (principal, sessionId) => control(principal, sessionId, { _tag: "close" }),
+    // Metadata only, straight through the store: no lease, no record, any status (decision 0008).
+    rename: (principal, sessionId, title) => store.updateMetadata(principal, sessionId, { title }),
+    archive: (principal, sessionId, archived) => store.updateMetadata(principal, sessionId, { archived }),
+    close: (principal, sessionId) =>
+      Effect.zipRight(drivable(principal, sessionId, "close"), control(principal, sessionId, { _tag: "close" })),
+    children: (principal, sessionId, page) => store.children(principal, sessionId, page),
+    tree: (principal, sessionId, options) => store.tree(principal, sessionId, options),
     snapshot: (principal, sessionId) =>
       Effect.gen(function*() {
         const session = yield* owned(principal, sessionId)

@@ -11,6 +11,8 @@ import { join } from "node:path"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import { type SessionId } from "../../src/schema/Ids.js"
 import { ExitCode } from "../../src/cli/ExitCode.js"
+import * as SqliteSessionStore from "../../src/layers/SqliteSessionStore.js"
+import { SessionStore } from "../../src/services/SessionStore.js"
 import { envFor, jsonLines, ok, serve, tempDir, troupe } from "./harness.js"
 
 describe("troupe serve", () => {
@@ -80,6 +82,30 @@ describe("troupe serve", () => {
         "operation_completed",
         "turn_ended"
       ])
+
+      // Children written into the daemon's store (another process on the same SQLite file), then listed by the CLI.
+      const tree = yield* Effect.gen(function*() {
+        const store = yield* SessionStore
+        const parent = yield* store.get(id)
+        const kid = (alias: string, parentId: SessionId) =>
+          store.create({ principal: parent.principal, agent: parent.agent, parentId, alias, title: `kid ${alias}` })
+        const a = yield* kid("a", id)
+        const b = yield* kid("b", id)
+        const g = yield* kid("g", a.id)
+        return { a, b, g }
+      }).pipe(Effect.provide(SqliteSessionStore.layer({ filename: join(home, "t.db") })), Effect.orDie)
+      // Three processes, run together: a page of one child, the tree, and a message a child refuses.
+      const [childrenJson, treeText, toChild] = yield* Effect.all([
+        ok(["sessions", "children", ...at, id, "--json", "--limit", "1"], env),
+        ok(["sessions", "tree", ...at, id], env),
+        troupe(["sessions", "send", ...at, tree.a.id, "psst"], env)
+      ], { concurrency: "unbounded" })
+      const [newest] = jsonLines(childrenJson.stdout) as ReadonlyArray<{ alias: string; agentPath: ReadonlyArray<string> }>
+      assert.deepStrictEqual([jsonLines(childrenJson.stdout).length, newest?.alias, newest?.agentPath], [1, "b", ["demo", "demo"]])
+      assert.match(treeText.stdout, /^ALIAS +ID +STATUS +UPDATED +AGENT +TITLE\n/)
+      assert.match(treeText.stdout, new RegExp(`^- +${id} .*\n  a +${tree.a.id} .*kid a\n    g +${tree.g.id} .*\n  b +${tree.b.id} .*kid b$`, "m"))
+      assert.strictEqual(toChild.code, ExitCode.Refused)
+      assert.include(toChild.stderr, "troupe: forbidden")
 
       const [renamed, closed] = yield* Effect.all([
         ok(["sessions", "rename", ...at, other, "renamed"], env),

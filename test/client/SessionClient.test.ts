@@ -13,12 +13,14 @@ import { join } from "node:path"
 import * as AgentClient from "../../src/client/AgentClient.js"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import type { SessionEvent } from "../../src/schema/Event.js"
+import type { Session } from "../../src/schema/Session.js"
 import type * as ScriptedModel from "../../src/layers/ScriptedModel.js"
 import { makeSessionId, makeTurnId } from "../../src/schema/Ids.js"
 import * as AgentCatalog from "../../src/server/AgentCatalog.js"
 import * as Authenticator from "../../src/server/Authenticator.js"
 import * as Server from "../../src/server/Server.js"
 import { Sessions } from "../../src/services/Sessions.js"
+import { SessionStore } from "../../src/services/SessionStore.js"
 import * as Toolkit from "../../src/services/Toolkit.js"
 import * as Troupe from "../../src/Troupe.js"
 import { deployCall, deployingAgent, deployTool } from "../support/deploy.js"
@@ -74,7 +76,7 @@ const daemon = (runs: Ref.Ref<number>, eventBuffer?: number) =>
     const stop = Effect.suspend(() => (listening === undefined ? Effect.void : Scope.close(listening, Exit.void)))
     yield* start
     yield* Effect.addFinalizer(() => stop)
-    return { path, a, b, ends, sessions: Context.get(context, Sessions), start, stop }
+    return { path, a, b, ends, sessions: Context.get(context, Sessions), store: Context.get(context, SessionStore), start, stop }
   })
 
 const connect = (path: string, token?: string): Effect.Effect<SessionClient.SessionClient, unknown, Scope.Scope> =>
@@ -89,6 +91,58 @@ const serverError = <A, E>(self: Effect.Effect<A, E>) =>
   )
 
 describe("SessionClient", () => {
+  it.live("lists a session's children and its tree (Effect and Promise APIs); a child refuses send and close as forbidden", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const runs = yield* Ref.make(0)
+      const { a, path, store } = yield* daemon(runs)
+      const client = yield* connect(path, TOKEN_A)
+      yield* client.hello({ token: TOKEN_A })
+      const root = yield* client.create({ agent: "worker", title: "root" })
+      const agentOf = (yield* store.get(root.id)).agent
+      const kids: Array<Session> = []
+      for (let i = 0; i < 3; i++) kids.push(yield* store.create({ principal: a, agent: agentOf, parentId: root.id, alias: `k${i}` }))
+      const grandchild = yield* store.create({ principal: a, agent: agentOf, parentId: kids[0]!.id, alias: "g" })
+
+      const first = yield* client.children(root.id, { limit: 2 })
+      assert.deepStrictEqual(first.items.map((item) => [item.session.id, item.alias, item.agent, item.agentPath]), [
+        [kids[2]!.id, "k2", "worker", ["worker", "worker"]],
+        [kids[1]!.id, "k1", "worker", ["worker", "worker"]]
+      ])
+      const second = yield* client.children(root.id, { cursor: first.nextCursor, limit: 2 })
+      assert.deepStrictEqual(second.items.map((item) => item.session.id), [kids[0]!.id])
+      const wrongListing = yield* serverError(client.children(kids[0]!.id, { cursor: first.nextCursor }))
+      assert.strictEqual(wrongListing.kind, "invalid_payload")
+      const tree = yield* client.tree(root.id)
+      assert.deepStrictEqual(tree.nodes.map((node) => [node.session.id, node.parentId]), [
+        ...kids.map((kid) => [kid.id, root.id]),
+        [grandchild.id, kids[0]!.id]
+      ])
+      const forbidden = yield* serverError(client.send(kids[1]!.id, { text: "psst" }))
+      assert.strictEqual(forbidden.kind, "forbidden")
+      assert.strictEqual((yield* serverError(client.close(kids[1]!.id))).kind, "forbidden")
+      assert.isTrue((yield* client.archive(kids[1]!.id, true)).archived)
+      // Another tenant's session is not_found through the new methods too.
+      const other = yield* connect(path, TOKEN_B)
+      yield* other.hello({ token: TOKEN_B })
+      assert.strictEqual((yield* serverError(other.children(root.id))).kind, "not_found")
+      assert.strictEqual((yield* serverError(other.tree(root.id))).kind, "not_found")
+
+      const promised = yield* Effect.promise(() => SessionClient.connectPromise(path, { token: TOKEN_A, timeout: "5 seconds" }))
+      const viaPromise = yield* Effect.promise(async () => {
+        const page = await promised.children(root.id)
+        const archivedTree = await promised.tree(root.id, { includeArchived: true })
+        const liveTree = await promised.tree(root.id)
+        const refused = await promised.send(kids[0]!.id, { text: "psst" }).then(() => undefined, (error: unknown) => error)
+        await promised.disconnect()
+        return { page, archivedTree, liveTree, refused }
+      })
+      assert.deepStrictEqual(viaPromise.page.items.map((item) => item.session.id), kids.map((kid) => kid.id).reverse())
+      assert.strictEqual(viaPromise.archivedTree.nodes.length, 4)
+      assert.deepStrictEqual(viaPromise.liveTree.nodes.map((node) => node.session.id), [kids[0]!.id, kids[2]!.id, grandchild.id])
+      assert.instanceOf(viaPromise.refused, SessionClient.ServerError)
+      assert.strictEqual((viaPromise.refused as SessionClient.ServerError).kind, "forbidden")
+    })))
+
   it.live("runs a session over a socket: create, send, follow events, rename, snapshot, close", () =>
     Effect.scoped(Effect.gen(function*() {
       const runs = yield* Ref.make(0)

@@ -26,7 +26,7 @@ import {
 import type { Lease } from "../../src/schema/Lease.js"
 import { Commit } from "../../src/schema/Lease.js"
 import { SubagentPolicy } from "../../src/schema/Policy.js"
-import type { Principal } from "../../src/schema/Principal.js"
+import { Principal } from "../../src/schema/Principal.js"
 import {
   Archived,
   CallbackOpened,
@@ -236,7 +236,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const again = yield* create(owner, { title: "once", idempotencyKey: "create-1" })
             assert.strictEqual(again.id, first.id)
             assert.deepStrictEqual(again, first)
-            const page = yield* store.list({ workspaceId: owner.workspaceId, scope: "roots" })
+            const page = yield* store.list({ principal: owner, scope: "roots" })
             assert.deepStrictEqual(ids(page.items), [first.id])
           }))
 
@@ -261,7 +261,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const error = yield* failure(create(owner, { title: "another title", idempotencyKey: "create-2" }), "Conflict")
             assert.strictEqual(error.entity, "session")
             assert.strictEqual(error.key, "create-2")
-            const page = yield* store.list({ workspaceId: owner.workspaceId, scope: "roots" })
+            const page = yield* store.list({ principal: owner, scope: "roots" })
             assert.deepStrictEqual(ids(page.items), [first.id])
           }))
 
@@ -274,8 +274,8 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const theirs = yield* create(bob, { idempotencyKey: "shared-key" })
             assert.notStrictEqual(theirs.id, mine.id)
             assert.deepStrictEqual(theirs.principal, bob)
-            const alicePage = yield* store.list({ workspaceId: alice.workspaceId, scope: "roots" })
-            const bobPage = yield* store.list({ workspaceId: bob.workspaceId, scope: "roots" })
+            const alicePage = yield* store.list({ principal: alice, scope: "roots" })
+            const bobPage = yield* store.list({ principal: bob, scope: "roots" })
             assert.deepStrictEqual(ids(alicePage.items), [mine.id])
             assert.deepStrictEqual(ids(bobPage.items), [theirs.id])
           }))
@@ -333,7 +333,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.strictEqual(error.key, "helper")
             const elsewhere = yield* create(owner, { parentId: other.id, alias: "helper" })
             assert.strictEqual(elsewhere.alias, "helper")
-            const children = yield* store.list({ workspaceId: owner.workspaceId, scope: { children: parent.id } })
+            const children = yield* store.list({ principal: owner, scope: { children: parent.id } })
             assert.deepStrictEqual(ids(children.items), [first.id])
           }))
       })
@@ -351,17 +351,17 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const b2 = yield* create(bob)
             yield* create(alice, { parentId: a1.id })
 
-            const alicePage = yield* store.list({ workspaceId: alice.workspaceId, scope: "roots" })
+            const alicePage = yield* store.list({ principal: alice, scope: "roots" })
             assert.deepStrictEqual(ids(alicePage.items), [a3.id, a2.id, a1.id])
             assert.strictEqual(alicePage.nextCursor, undefined)
-            const bobPage = yield* store.list({ workspaceId: bob.workspaceId, scope: "roots" })
+            const bobPage = yield* store.list({ principal: bob, scope: "roots" })
             assert.deepStrictEqual(ids(bobPage.items), [b2.id, b1.id])
           }))
 
         it.effect("children are the direct children; tree is every descendant but the anchor", () =>
           Effect.gen(function*() {
             const owner = principal()
-            const workspaceId = owner.workspaceId
+            const who = owner
             // Interleaved creation: listings order by creation, not by depth.
             const root = yield* create(owner)
             const c1 = yield* create(owner, { parentId: root.id })
@@ -371,19 +371,19 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const h1 = yield* create(owner, { parentId: g1.id })
             const unrelated = yield* create(owner)
 
-            assert.deepStrictEqual(yield* listAll({ workspaceId, scope: "roots" }), [unrelated.id, root.id])
-            assert.deepStrictEqual(yield* listAll({ workspaceId, scope: { children: root.id } }), [c2.id, c1.id])
-            assert.deepStrictEqual(yield* listAll({ workspaceId, scope: { children: c1.id } }), [g2.id, g1.id])
-            assert.deepStrictEqual(yield* listAll({ workspaceId, scope: { children: h1.id } }), [])
+            assert.deepStrictEqual(yield* listAll({ principal: who, scope: "roots" }), [unrelated.id, root.id])
+            assert.deepStrictEqual(yield* listAll({ principal: who, scope: { children: root.id } }), [c2.id, c1.id])
+            assert.deepStrictEqual(yield* listAll({ principal: who, scope: { children: c1.id } }), [g2.id, g1.id])
+            assert.deepStrictEqual(yield* listAll({ principal: who, scope: { children: h1.id } }), [])
             assert.deepStrictEqual(
-              yield* listAll({ workspaceId, scope: { tree: root.id } }),
+              yield* listAll({ principal: who, scope: { tree: root.id } }),
               [h1.id, g2.id, c2.id, g1.id, c1.id]
             )
-            assert.deepStrictEqual(yield* listAll({ workspaceId, scope: { tree: c1.id } }), [h1.id, g2.id, g1.id])
-            assert.deepStrictEqual(yield* listAll({ workspaceId, scope: { tree: h1.id } }), [])
+            assert.deepStrictEqual(yield* listAll({ principal: who, scope: { tree: c1.id } }), [h1.id, g2.id, g1.id])
+            assert.deepStrictEqual(yield* listAll({ principal: who, scope: { tree: h1.id } }), [])
             // Paging a tree walks the same sequence.
             assert.deepStrictEqual(
-              yield* listAll({ workspaceId, scope: { tree: root.id }, limit: 2 }),
+              yield* listAll({ principal: who, scope: { tree: root.id }, limit: 2 }),
               [h1.id, g2.id, c2.id, g1.id, c1.id]
             )
           }))
@@ -398,13 +398,13 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             yield* append(lease, 1, [new Archived({ archived: true })])
 
             assert.strictEqual((yield* store.get(archived.id)).archived, true)
-            const visible = yield* store.list({ workspaceId: owner.workspaceId, scope: "roots" })
+            const visible = yield* store.list({ principal: owner, scope: "roots" })
             assert.deepStrictEqual(ids(visible.items), [newest.id, kept.id])
-            const all = yield* store.list({ workspaceId: owner.workspaceId, scope: "roots", includeArchived: true })
+            const all = yield* store.list({ principal: owner, scope: "roots", includeArchived: true })
             assert.deepStrictEqual(ids(all.items), [newest.id, archived.id, kept.id])
 
             yield* append(lease, 2, [new Archived({ archived: false })])
-            const restored = yield* store.list({ workspaceId: owner.workspaceId, scope: "roots" })
+            const restored = yield* store.list({ principal: owner, scope: "roots" })
             assert.deepStrictEqual(ids(restored.items), [newest.id, archived.id, kept.id])
           }))
 
@@ -416,12 +416,12 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             for (let i = 0; i < 7; i++) created.push((yield* create(owner)).id)
             const newestFirst = created.slice().reverse()
 
-            const first = yield* store.list({ workspaceId: owner.workspaceId, scope: "roots", limit: 3 })
+            const first = yield* store.list({ principal: owner, scope: "roots", limit: 3 })
             assert.deepStrictEqual(ids(first.items), newestFirst.slice(0, 3))
             assert.isDefined(first.nextCursor)
-            assert.deepStrictEqual(yield* listAll({ workspaceId: owner.workspaceId, scope: "roots", limit: 3 }), newestFirst)
-            assert.deepStrictEqual(yield* listAll({ workspaceId: owner.workspaceId, scope: "roots", limit: 1 }), newestFirst)
-            assert.deepStrictEqual(yield* listAll({ workspaceId: owner.workspaceId, scope: "roots", limit: 500 }), newestFirst)
+            assert.deepStrictEqual(yield* listAll({ principal: owner, scope: "roots", limit: 3 }), newestFirst)
+            assert.deepStrictEqual(yield* listAll({ principal: owner, scope: "roots", limit: 1 }), newestFirst)
+            assert.deepStrictEqual(yield* listAll({ principal: owner, scope: "roots", limit: 500 }), newestFirst)
           }))
 
         it.effect("a cursor stays stable while sessions are being created", () =>
@@ -432,13 +432,13 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             for (let i = 0; i < 5; i++) originals.push((yield* create(owner)).id)
             const newestFirst = originals.slice().reverse()
 
-            const first = yield* store.list({ workspaceId: owner.workspaceId, scope: "roots", limit: 2 })
+            const first = yield* store.list({ principal: owner, scope: "roots", limit: 2 })
             assert.deepStrictEqual(ids(first.items), newestFirst.slice(0, 2))
             const later: Array<SessionId> = []
             for (let i = 0; i < 3; i++) later.push((yield* create(owner)).id)
 
             const rest = yield* listAll({
-              workspaceId: owner.workspaceId,
+              principal: owner,
               scope: "roots",
               limit: 2,
               ...(first.nextCursor === undefined ? {} : { cursor: first.nextCursor })
@@ -453,7 +453,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const store = yield* SessionStore
             const owner = principal()
             yield* create(owner)
-            const request = { workspaceId: owner.workspaceId, scope: "roots" as const }
+            const request = { principal: owner, scope: "roots" as const }
             const garbage = yield* failure(store.list({ ...request, cursor: "not-a-cursor" }), "InvalidInput")
             assert.strictEqual(garbage.what, "cursor")
             const json = Buffer.from(JSON.stringify({ before: 42 }), "utf8").toString("base64url")
@@ -468,16 +468,101 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const theirs = principal()
             const parent = yield* create(theirs)
             yield* create(theirs, { parentId: parent.id })
-            const mine = principal().workspaceId
+            const mine = principal()
             const children = yield* failure(
-              store.list({ workspaceId: mine, scope: { children: parent.id } }),
+              store.list({ principal: mine, scope: { children: parent.id } }),
               "SessionNotFound"
             )
             assert.strictEqual(children.sessionId, parent.id)
-            const tree = yield* failure(store.list({ workspaceId: mine, scope: { tree: parent.id } }), "SessionNotFound")
+            const tree = yield* failure(store.list({ principal: mine, scope: { tree: parent.id } }), "SessionNotFound")
             assert.strictEqual(tree.sessionId, parent.id)
             const unknown = yield* makeSessionId
-            yield* failure(store.list({ workspaceId: mine, scope: { children: unknown } }), "SessionNotFound")
+            yield* failure(store.list({ principal: mine, scope: { children: unknown } }), "SessionNotFound")
+          }))
+      })
+
+      describe("tenancy by the whole principal", () => {
+        /** Principals of the owner's workspace under another customer, another organization, or both. */
+        const neighboursOf = (owner: Principal): ReadonlyArray<Principal> => [
+          new Principal({ ...principal(), workspaceId: owner.workspaceId }),
+          new Principal({ ...principal(), customerId: owner.customerId, workspaceId: owner.workspaceId }),
+          new Principal({ ...principal(), organizationId: owner.organizationId, workspaceId: owner.workspaceId })
+        ]
+
+        it.effect("a principal of the same workspace under another customer or organization sees nothing of it", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const owner = principal()
+            const root = yield* create(owner, { idempotencyKey: "shared-key" })
+            const child = yield* create(owner, { parentId: root.id, alias: "kid" })
+            // Case does not matter: the owner in capitals is the owner.
+            const shouting = new Principal({
+              customerId: owner.customerId.toUpperCase(),
+              organizationId: owner.organizationId.toUpperCase(),
+              workspaceId: owner.workspaceId.toUpperCase()
+            })
+            assert.deepStrictEqual(ids((yield* store.list({ principal: shouting, scope: "roots" })).items), [root.id])
+            for (const neighbour of neighboursOf(owner)) {
+              assert.deepStrictEqual((yield* store.list({ principal: neighbour, scope: "roots", includeArchived: true })).items, [])
+              yield* failure(store.list({ principal: neighbour, scope: { children: root.id } }), "SessionNotFound")
+              yield* failure(store.list({ principal: neighbour, scope: { tree: root.id } }), "SessionNotFound")
+              yield* failure(store.children(neighbour, root.id), "SessionNotFound")
+              yield* failure(store.tree(neighbour, root.id), "SessionNotFound")
+              yield* failure(store.updateMetadata(neighbour, child.id, { title: "mine" }), "SessionNotFound")
+              const parented = yield* failure(
+                store.create({ principal: neighbour, agent: agent(), parentId: root.id }),
+                "SessionNotFound"
+              )
+              assert.strictEqual(parented.sessionId, root.id)
+              // The same idempotency key is theirs alone: an independent session, not the owner's.
+              const theirs = yield* store.create({ principal: neighbour, agent: agent(), idempotencyKey: "shared-key" })
+              assert.notStrictEqual(theirs.id, root.id)
+              assert.deepStrictEqual(theirs.principal, neighbour)
+            }
+            assert.strictEqual((yield* store.get(child.id)).title, null)
+            assert.strictEqual((yield* create(owner, { idempotencyKey: "shared-key" })).id, root.id)
+          }))
+      })
+
+      describe("updateMetadata", () => {
+        it.effect("changes title and archived with no lease, while another owner drives the session, and on a closed one", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const owner = principal()
+            const root = yield* create(owner, { title: "draft" })
+            const child = yield* create(owner, { parentId: root.id, alias: "kid", title: "child" })
+            const lease = yield* acquired(child.id, "driver")
+            const turnId = yield* makeTurnId
+            yield* append(lease, 1, [new TurnStarted({ turnId, inputId: inputId(), text: "go" })])
+            const before = yield* store.get(child.id)
+
+            const renamed = yield* store.updateMetadata(owner, child.id, { title: "renamed" })
+            assert.strictEqual(renamed.title, "renamed")
+            assert.isFalse(renamed.archived)
+            const archived = yield* store.updateMetadata(owner, child.id, { archived: true })
+            assert.deepStrictEqual([archived.title, archived.archived], ["renamed", true])
+            // Alias, lineage, execution and the log are untouched.
+            for (const session of [renamed, archived, yield* store.get(child.id)]) {
+              assert.deepStrictEqual(
+                [session.alias, session.parentId, session.rootId, session.agentPath, session.headSeq, session.activeTurnId, session.status],
+                [before.alias, before.parentId, before.rootId, before.agentPath, before.headSeq, before.activeTurnId, before.status]
+              )
+            }
+            assert.strictEqual((yield* logOf(child.id)).records.length, 2)
+            // The driver's next commit lands at the head it saw, and keeps the metadata.
+            yield* append(lease, 2, [new TurnEnded({ turnId, outcome: "completed", output: "ok", usage: Usage.zero })])
+            yield* append(lease, 3, [new Closed({ reason: "done" })])
+            const closed = yield* store.get(child.id)
+            assert.deepStrictEqual([closed.title, closed.archived, closed.status], ["renamed", true, "closed"])
+            // A closed session takes metadata too.
+            const reopened = yield* store.updateMetadata(owner, child.id, { title: "filed", archived: false })
+            assert.deepStrictEqual([reopened.title, reopened.archived, reopened.status], ["filed", false, "closed"])
+            // An empty patch changes nothing but the time.
+            assert.deepStrictEqual((yield* store.updateMetadata(owner, child.id, {})).title, "filed")
+            // The lease is still the driver's.
+            yield* store.renew(lease, LONG_TTL)
+            const unknown = yield* makeSessionId
+            yield* failure(store.updateMetadata(owner, unknown, { title: "x" }), "SessionNotFound")
           }))
       })
 
@@ -1166,6 +1251,20 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
       })
 
       describe("a second store over the same data", () => {
+        it.scoped.skipIf(backend.second === undefined)("renames and archives a session whose lease the other store holds", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const other = yield* secondStore
+            const { lease, owner, session } = yield* leasedSession()
+            const renamed = yield* other.updateMetadata(owner, session.id, { title: "from afar", archived: true })
+            assert.deepStrictEqual([renamed.title, renamed.archived], ["from afar", true])
+            const receipt = yield* append(lease, 1, yield* turnBatch())
+            assert.strictEqual(receipt.headSeq, 5)
+            const after = yield* store.get(session.id)
+            assert.deepStrictEqual([after.title, after.archived, after.headSeq], ["from afar", true, 5])
+          }))
+
+
         it.scoped.skipIf(backend.second === undefined)("sees the same sessions, inboxes and logs", () =>
           Effect.gen(function*() {
             const store = yield* SessionStore

@@ -17,6 +17,7 @@ import * as Messages from "../../src/protocol/Messages.js"
 import * as ProtocolError from "../../src/protocol/ProtocolError.js"
 import { Agent, ModelRef } from "../../src/schema/Agent.js"
 import {
+  ChildControlForbidden,
   Conflict,
   InvalidInput,
   SessionBusy,
@@ -33,7 +34,7 @@ import { InputId, makeCallbackId, makeOperationId, makeSessionId, makeTurnId, ty
 import * as Record from "../../src/schema/Record.js"
 import { RecordBody } from "../../src/schema/Record.js"
 import { RunOptions } from "../../src/schema/Run.js"
-import type { Principal } from "../../src/schema/Principal.js"
+import { Principal } from "../../src/schema/Principal.js"
 import * as AgentCatalog from "../../src/server/AgentCatalog.js"
 import { type Exchange, type Outgoing, Router, WireError } from "../../src/server/Router.js"
 import * as SessionRoutes from "../../src/server/SessionRoutes.js"
@@ -309,7 +310,9 @@ const ROUTES = {
   [Type.sessionSnapshot]: "request",
   [Type.sessionEvents]: "stream",
   [Type.callbackProvide]: "stream",
-  [Type.callbackAnswer]: "request"
+  [Type.callbackAnswer]: "request",
+  [Type.sessionChildren]: "request",
+  [Type.sessionTree]: "request"
 } as const
 
 describe("SessionRoutes", () => {
@@ -355,7 +358,12 @@ describe("SessionRoutes", () => {
         ],
         [new SessionClosed({ sessionId }), "session_closed", undefined],
         [new SessionBusy({ sessionId, activeTurnId: turnId }), "busy", { activeTurnId: turnId }],
-        [new InvalidInput({ what: "cursor", reason: "not a cursor" }), "invalid_payload", undefined]
+        [new InvalidInput({ what: "cursor", reason: "not a cursor" }), "invalid_payload", undefined],
+        [
+          new ChildControlForbidden({ sessionId, parentId: sessionId, action: "close" }),
+          "forbidden",
+          { parentId: sessionId, action: "close" }
+        ]
       ] as const
       for (const [error, kind, details] of cases) {
         const wire = SessionRoutes.toWireError(error)
@@ -515,15 +523,20 @@ describe("SessionRoutes", () => {
             [Type.sessionSnapshot, { sessionId }],
             [Type.sessionEvents, { sessionId, follow: false }],
             [Type.callbackProvide, { sessionId, kinds: ["approval"] }],
-            [Type.callbackAnswer, { sessionId, callbackId: pending!.callbackId, result: { decision: "approve" } }]
+            [Type.callbackAnswer, { sessionId, callbackId: pending!.callbackId, result: { decision: "approve" } }],
+            [Type.sessionChildren, { sessionId }],
+            [Type.sessionTree, { sessionId }]
           ]
           const foreign = payloads(session.id)
           const unknown = payloads(unknownId)
-          for (let i = 0; i < foreign.length; i++) {
-            const [type, payload] = foreign[i]!
-            const a = yield* refused(type, payload, intruder)
-            const b = yield* refused(type, unknown[i]![1], intruder)
-            assertLikeUnknown(a, session.id, b, unknownId)
+          // Another workspace, and the owner's workspace under another customer (tenancy is the whole principal).
+          for (const who of [intruder, new Principal({ ...principal(), workspaceId: owner.workspaceId })]) {
+            for (let i = 0; i < foreign.length; i++) {
+              const [type, payload] = foreign[i]!
+              const a = yield* refused(type, payload, who)
+              const b = yield* refused(type, unknown[i]![1], who)
+              assertLikeUnknown(a, session.id, b, unknownId)
+            }
           }
           // Listing the roots shows the intruder nothing of the owner's.
           const roots = yield* call(Type.sessionList, {}, intruder, Type.sessionPage, Messages.SessionPage)
@@ -670,7 +683,7 @@ describe("SessionRoutes", () => {
         })
       ))
 
-    it.effect("session.rename, archive and close answer the summary; a closed session refuses them", () =>
+    it.effect("session.rename, archive and close answer the summary; a closed session refuses a close, not a rename or archive", () =>
       withRoutes(() =>
         Effect.gen(function*() {
           const who = principal()
@@ -683,18 +696,14 @@ describe("SessionRoutes", () => {
           const closed = yield* summary(Type.sessionClose, { sessionId: session.id })
           assert.strictEqual(closed.status, "closed")
           assert.strictEqual(closed.title, "renamed")
-          for (
-            const [type, payload] of [
-              [Type.sessionRename, { sessionId: session.id, title: "again" }],
-              [Type.sessionArchive, { sessionId: session.id, archived: true }],
-              [Type.sessionClose, { sessionId: session.id }]
-            ] as const
-          ) {
-            assert.strictEqual((yield* refused(type, payload, who)).kind, "session_closed", type)
-          }
+          assert.strictEqual((yield* refused(Type.sessionClose, { sessionId: session.id }, who)).kind, "session_closed")
           // Reading a closed session still works.
           const got = yield* call(Type.sessionGet, { sessionId: session.id }, who, Type.sessionSummary, Messages.SessionSummary)
           assert.deepStrictEqual(got.session, closed)
+          // Rename and archive are metadata (DESIGN §7): a closed session takes them.
+          const filed = yield* summary(Type.sessionRename, { sessionId: session.id, title: "again" })
+          assert.deepStrictEqual([filed.title, filed.status], ["again", "closed"])
+          assert.isTrue((yield* summary(Type.sessionArchive, { sessionId: session.id, archived: true })).archived)
         })
       ))
 
@@ -740,6 +749,73 @@ describe("SessionRoutes", () => {
           assert.isUndefined(died.details)
         }), { store: failing })
     })
+  })
+
+  describe("children", () => {
+    it.effect("session.children and session.tree answer the lineage; a child refuses send and close as forbidden", () =>
+      withRoutes(() =>
+        Effect.gen(function*() {
+          const who = principal()
+          const store = yield* SessionStore
+          const root = yield* create(who, "assistant", { title: "root" })
+          const kids: Array<SessionId> = []
+          for (let i = 0; i < 5; i++) {
+            kids.push((yield* store.create({ principal: who, agent: assistant, parentId: root.id, alias: `a${i}` })).id)
+          }
+          const grandchild = yield* store.create({ principal: who, agent: assistant, parentId: kids[0]!, alias: "g" })
+          const first = yield* call(Type.sessionChildren, { sessionId: root.id, limit: 3 }, who, Type.sessionChildrenPage, Messages.SessionChildrenPage)
+          assert.deepStrictEqual(first.items.map((item) => [item.session.id, item.alias, item.agent, item.agentPath]), [
+            [kids[4]!, "a4", "assistant", ["assistant", "assistant"]],
+            [kids[3]!, "a3", "assistant", ["assistant", "assistant"]],
+            [kids[2]!, "a2", "assistant", ["assistant", "assistant"]]
+          ])
+          const rest = yield* call(
+            Type.sessionChildren,
+            { sessionId: root.id, cursor: first.nextCursor, limit: 3 },
+            who,
+            Type.sessionChildrenPage,
+            Messages.SessionChildrenPage
+          )
+          assert.deepStrictEqual(rest.items.map((item) => item.session.id), [kids[1], kids[0]])
+          assert.isUndefined(rest.nextCursor)
+          // A cursor of this listing on another one is refused, never a page of something else.
+          const elsewhere = yield* refused(Type.sessionChildren, { sessionId: kids[0], cursor: first.nextCursor }, who)
+          assert.strictEqual(elsewhere.kind, "invalid_payload")
+          const inCatalog = yield* refused(Type.sessionList, { scope: { children: root.id }, cursor: first.nextCursor }, who)
+          assert.strictEqual(inCatalog.kind, "invalid_payload")
+          assert.strictEqual((yield* refused(Type.sessionChildren, { sessionId: root.id, limit: 0 }, who)).kind, "invalid_payload")
+
+          const tree = yield* call(Type.sessionTree, { sessionId: root.id }, who, Type.sessionTree, Messages.SessionTree)
+          assert.strictEqual(tree.root.id, root.id)
+          assert.deepStrictEqual(tree.nodes.map((node) => [node.session.id, node.parentId, node.alias]), [
+            ...kids.map((id, i) => [id, root.id, `a${i}`]),
+            [grandchild.id, kids[0]!, "g"]
+          ])
+
+          // Outside control of a child: send and close are forbidden, rename and archive pass.
+          for (const [type, payload] of [
+            [Type.sessionSend, { sessionId: kids[0], inputId: "in-outside", text: "psst" }],
+            [Type.sessionSend, { sessionId: kids[0], inputId: "in-outside-2", text: "psst", mode: "steer" }],
+            [Type.sessionClose, { sessionId: kids[0] }]
+          ] as const) {
+            const error = yield* refused(type, payload, who)
+            assert.strictEqual(error.kind, "forbidden", type)
+            assert.deepStrictEqual((error.details as { parentId: string }).parentId, root.id)
+          }
+          const renamed = yield* call(Type.sessionRename, { sessionId: kids[0], title: "kid" }, who, Type.sessionSummary, Messages.SessionSummary)
+          assert.strictEqual(renamed.session.title, "kid")
+          assert.deepStrictEqual(yield* store.readInbox(kids[0]!), [])
+
+          // A subtree too large for one frame is refused with a hint, and the connection's limit is never broken.
+          const big = yield* create(who)
+          for (let i = 0; i < 5; i++) {
+            yield* store.create({ principal: who, agent: assistant, parentId: big.id, metadata: { blob: "x".repeat(1_000_000) } })
+          }
+          const tooLarge = yield* refused(Type.sessionTree, { sessionId: big.id }, who)
+          assert.strictEqual(tooLarge.kind, "invalid_payload")
+          assert.include(tooLarge.message, "session.list")
+        })
+      ))
   })
 
   describe("session.events", () => {
