@@ -222,7 +222,7 @@ describe("SessionState", () => {
     ]
     const state = SessionState.applyCommit(SessionState.empty(sessionId), 1, 0, records)
     assert.deepStrictEqual(Transcript.toArray(state.transcript).map((m) => m.content), ["hi", "early", "one", "late", "two"])
-    assert.strictEqual(SessionState.waitingSteers(SessionState.applyCommit(SessionState.empty(sessionId), 1, 0, records.slice(0, 3)), [records[3]!]), 1)
+    assert.strictEqual(SessionState.waitingInputs(SessionState.applyCommit(SessionState.empty(sessionId), 1, 0, records.slice(0, 3)), [records[3]!]), 1)
   })
 
   it("a transcript branch that appends what the newest version holds shares it, and one that differs copies", () => {

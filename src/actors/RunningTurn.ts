@@ -57,13 +57,12 @@ export interface Host {
   readonly die: (defect: unknown) => Effect.Effect<void>
 }
 
-/** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers. */
+/** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers and child results. */
 const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): TurnRunner.Prompt => {
   const view = pending.length === 0 ? state : SessionState.applyCommit(state, state.head + 1, 0, pending)
-  const steers = view.active?.steers ?? []
   const messages = Transcript.toArray(view.transcript)
-  for (const content of steers) messages.push({ role: "user", content })
-  return { messages, steers: steers.length }
+  messages.push(...SessionState.waitingMessages(view))
+  return { messages, steers: view.active?.steers.length ?? 0, results: view.active?.results.length ?? 0 }
 }
 
 /** Starts `started` as a turn of the actor (`resumed`: a turn a previous owner left active). */
@@ -109,7 +108,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       waitingForUser = true
       // Messages queued behind the turn are now its answer: the inbox is read again.
       yield* host.wake
-      while (host.state().active?.steers.length === 0) yield* Queue.take(steers)
+      while (SessionState.waitingInputs(host.state(), []) === 0) yield* Queue.take(steers)
     })).pipe(Effect.ensuring(Effect.sync(() => (waitingForUser = false))))
 
     const body = TurnRunner.run({
@@ -124,7 +123,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
         hostSettings: host.hostSettings
       }),
       prompt: (pending) => promptOf(host.state(), pending),
-      waitingSteers: (pending) => SessionState.waitingSteers(host.state(), pending),
+      waitingSteers: (pending) => SessionState.waitingInputs(host.state(), pending),
       receipts: resumed ? SessionState.receiptsOf(state) : [],
       callbacks: callbacks.map((entry) => ({
         callbackId: entry.opened.callbackId,

@@ -20,6 +20,7 @@ import { HashMap, HashSet } from "effect"
 import type { CallbackResolution } from "../schema/Callback.js"
 import { OpenCallback } from "../schema/Callback.js"
 import type { CallbackId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
+import type { ChildResultRecorded } from "../schema/Record.js"
 import { OperationReceipt } from "../schema/Operation.js"
 import type { LogRecord, ModelCallInput, RecordBody, ToolCallInput, TurnEnded, TurnStarted } from "../schema/Record.js"
 import type * as Model from "../services/Model.js"
@@ -59,6 +60,8 @@ export interface ActiveTurn {
   readonly operations: ReadonlyArray<OperationEntry>
   /** Steers delivered to it that no model call has taken yet, oldest first. */
   readonly steers: ReadonlyArray<string>
+  /** Results of child turns that arrived while it ran, not yet taken by a model call or `agents.wait`. */
+  readonly results: ReadonlyArray<ChildResultRecorded>
   /** Tool calls of its latest model reply that have no result yet. */
   readonly unanswered: ReadonlyArray<Model.ToolCall>
 }
@@ -76,6 +79,34 @@ export interface SessionState {
   /** Tools approved "for the session" by an approval answer: not asked about again. */
   readonly approvals: HashSet.HashSet<string>
   readonly active: ActiveTurn | undefined
+  /** This session's children, by id, with the last result each delivered. */
+  readonly children: HashMap.HashMap<SessionId, ChildEntry>
+  /** The end of the last turn that ended. */
+  readonly lastEnd: TurnEnded | undefined
+}
+
+/** A child this session spawned, as its log tells it. */
+export interface ChildEntry {
+  readonly childSessionId: SessionId
+  readonly alias: string | null
+  readonly agentName: string
+  /** Its last turn's result, once one arrived. */
+  readonly last: ChildResultRecorded | undefined
+}
+
+/** The name of the built-in tool that waits for child results (its results are the tool's output, not transcript messages). */
+export const WAIT_TOOL = "agents.wait"
+
+/** A child's result as the parent's model reads it. */
+export const childResultText = (result: ChildResultRecorded, alias: string | null): string => {
+  const who = alias ?? result.childSessionId
+  const how = result.outcome === "failed"
+    ? `failed (${result.failureCode ?? "internal"})`
+    : result.outcome === "interrupted"
+    ? `was interrupted${result.reason ? `: ${result.reason}` : ""}`
+    : "completed"
+  const text = result.output ?? result.publicFinalMessage
+  return `[subagent ${who}, turn ${result.turnId}] ${how}${text ? `: ${text}` : ""}`
 }
 
 /** What the model is told when a crash left a tool call's outcome unknown. */
@@ -96,7 +127,9 @@ export const empty = (sessionId: SessionId): SessionState => ({
   ended: AppendOnlyList.empty(),
   callbacks: HashMap.empty(),
   approvals: HashSet.empty(),
-  active: undefined
+  active: undefined,
+  children: HashMap.empty(),
+  lastEnd: undefined
 })
 
 const isSessionApproval = (result: unknown) =>
@@ -155,6 +188,8 @@ interface Change {
   readonly ended?: AppendOnlyList.AppendOnlyList<TurnId>
   readonly callbacks?: HashMap.HashMap<CallbackId, CallbackEntry>
   readonly approvals?: HashSet.HashSet<string>
+  readonly children?: HashMap.HashMap<SessionId, ChildEntry>
+  readonly lastEnd?: TurnEnded
 }
 
 /** `state` at `head`, with `change`, and `active` as the active turn. */
@@ -166,21 +201,42 @@ const next = (state: SessionState, head: number, active: ActiveTurn | undefined,
   ended: change?.ended ?? state.ended,
   callbacks: change?.callbacks ?? state.callbacks,
   approvals: change?.approvals ?? state.approvals,
-  active
+  active,
+  children: change?.children ?? state.children,
+  lastEnd: change?.lastEnd ?? state.lastEnd
 })
 
 const activeWith = (
   active: ActiveTurn,
   operations: ReadonlyArray<OperationEntry>,
   steers: ReadonlyArray<string>,
-  unanswered: ReadonlyArray<Model.ToolCall>
-): ActiveTurn => ({ started: active.started, startedSeq: active.startedSeq, operations, steers, unanswered })
+  unanswered: ReadonlyArray<Model.ToolCall>,
+  results: ReadonlyArray<ChildResultRecorded> = active.results
+): ActiveTurn => ({ started: active.started, startedSeq: active.startedSeq, operations, steers, results, unanswered })
+
+const aliasOf = (state: SessionState, childSessionId: SessionId): string | null => {
+  const child = HashMap.get(state.children, childSessionId)
+  return child._tag === "Some" ? child.value.alias : null
+}
+
+/** The child results an `agents.wait` call returned (its output's `results`, by turn id). */
+const waitedTurns = (output: unknown): ReadonlySet<string> => {
+  const results = (output as { readonly results?: unknown } | undefined)?.results
+  const turns = new Set<string>()
+  if (Array.isArray(results)) {
+    for (const result of results) {
+      const turnId = (result as { readonly turnId?: unknown } | undefined)?.turnId
+      if (typeof turnId === "string") turns.add(turnId)
+    }
+  }
+  return turns
+}
 
 /** Folds one record, stored at `seq` by a commit at `at`, onto `state`. */
 export const apply = (state: SessionState, body: RecordBody, seq: number, at: number): SessionState => {
   switch (body._tag) {
     case "turn_started":
-      return next(state, seq, { started: body, startedSeq: seq, operations: [], steers: [], unanswered: [] }, {
+      return next(state, seq, { started: body, startedSeq: seq, operations: [], steers: [], results: [], unanswered: [] }, {
         transcript: Transcript.append(state.transcript, { role: "user", content: body.text })
       })
     case "input_applied": {
@@ -205,16 +261,20 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
         isError: false,
         startedSeq: seq
       }
-      let { steers, transcript } = { steers: active.steers, transcript: state.transcript }
-      if (body.kind === "model") {
-        // The steers this model call took go in just before its reply.
-        const taken = "steers" in body.input && body.input.steers !== undefined
-          ? Math.min(body.input.steers, steers.length)
-          : steers.length
+      let { results, steers, transcript } = { results: active.results, steers: active.steers, transcript: state.transcript }
+      if (body.kind === "model" && "messages" in body.input) {
+        // The steers and child results this model call took go in just before its reply.
+        const taken = Math.min(body.input.steers ?? steers.length, steers.length)
         for (let i = 0; i < taken; i++) transcript = Transcript.append(transcript, { role: "user", content: steers[i]! })
         if (taken > 0) steers = steers.slice(taken)
+        const took = Math.min(body.input.results ?? results.length, results.length)
+        for (let i = 0; i < took; i++) {
+          const result = results[i]!
+          transcript = Transcript.append(transcript, { role: "user", content: childResultText(result, aliasOf(state, result.childSessionId)) })
+        }
+        if (took > 0) results = results.slice(took)
       }
-      return next(state, seq, activeWith(active, [...active.operations, entry], steers, active.unanswered), { transcript })
+      return next(state, seq, activeWith(active, [...active.operations, entry], steers, active.unanswered, results), { transcript })
     }
     case "operation_completed":
     case "operation_unknown": {
@@ -252,19 +312,53 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
         )
         unanswered = withoutCall(unanswered, entry.input.callId)
       }
-      return next(state, seq, activeWith(active, operations, active.steers, unanswered), { transcript })
+      // What `agents.wait` returned is the tool's result: those child results are taken.
+      let results = active.results
+      if (entry.kind === "tool" && entry.name === WAIT_TOOL && completed && results.length > 0) {
+        const waited = waitedTurns(entry.output)
+        results = results.filter((result) => !waited.has(result.turnId))
+      }
+      return next(state, seq, activeWith(active, operations, active.steers, unanswered, results), { transcript })
     }
     case "turn_ended": {
       const active = state.active
       let transcript = state.transcript
       if (active !== undefined && active.started.turnId === body.turnId) {
         for (const call of active.unanswered) transcript = Transcript.append(transcript, toolMessage(call.id, closingResult(call, body)))
-        // Steers no model call took still belong to the conversation.
+        // Steers and child results no model call took still belong to the conversation.
         for (const content of active.steers) transcript = Transcript.append(transcript, { role: "user", content })
+        for (const result of active.results) {
+          transcript = Transcript.append(transcript, { role: "user", content: childResultText(result, aliasOf(state, result.childSessionId)) })
+        }
       }
       return next(state, seq, active?.started.turnId === body.turnId ? undefined : active, {
         transcript,
-        ended: AppendOnlyList.append(state.ended, body.turnId)
+        ended: AppendOnlyList.append(state.ended, body.turnId),
+        lastEnd: body
+      })
+    }
+    case "child_spawned":
+      return next(state, seq, state.active, {
+        children: HashMap.set(state.children, body.childSessionId, {
+          childSessionId: body.childSessionId,
+          alias: body.alias,
+          agentName: body.agentName,
+          last: undefined
+        })
+      })
+    case "child_result": {
+      const known = HashMap.get(state.children, body.childSessionId)
+      const children = known._tag === "Some"
+        ? HashMap.set(state.children, body.childSessionId, { ...known.value, last: body })
+        : state.children
+      const active = state.active
+      // A running turn takes it at its next model call (or in `agents.wait`); an idle session's next turn reads it.
+      if (active !== undefined) {
+        return next(state, seq, activeWith(active, active.operations, active.steers, active.unanswered, [...active.results, body]), { children })
+      }
+      return next(state, seq, active, {
+        children,
+        transcript: Transcript.append(state.transcript, { role: "user", content: childResultText(body, aliasOf(state, body.childSessionId)) })
       })
     }
     case "callback_opened":
@@ -326,18 +420,31 @@ export const fold = (state: SessionState, records: ReadonlyArray<LogRecord>): Se
   return next
 }
 
+/** The messages the active turn's next model call takes: its waiting steers, then its waiting child results. */
+export const waitingMessages = (state: SessionState): ReadonlyArray<Model.Message> => {
+  const active = state.active
+  if (active === undefined) return []
+  const messages: Array<Model.Message> = active.steers.map((content) => ({ role: "user", content }))
+  for (const result of active.results) {
+    messages.push({ role: "user", content: childResultText(result, aliasOf(state, result.childSessionId)) })
+  }
+  return messages
+}
+
 /**
- * How many steers wait for the active turn's next model call, once the
- * `pending` records (not committed yet) have taken theirs.
+ * How many steers and child results wait for the active turn's next model
+ * call, once the `pending` records (not committed yet) have taken theirs.
  */
-export const waitingSteers = (state: SessionState, pending: ReadonlyArray<RecordBody>): number => {
-  let waiting = state.active?.steers.length ?? 0
+export const waitingInputs = (state: SessionState, pending: ReadonlyArray<RecordBody>): number => {
+  let steers = state.active?.steers.length ?? 0
+  let results = state.active?.results.length ?? 0
   for (const record of pending) {
     if (record._tag === "operation_started" && record.kind === "model" && "messages" in record.input) {
-      waiting -= record.input.steers ?? waiting
+      steers -= record.input.steers ?? steers
+      results -= record.input.results ?? results
     }
   }
-  return Math.max(0, waiting)
+  return Math.max(0, steers) + Math.max(0, results)
 }
 
 /** The callbacks of `turnId` that are still open, in the order they opened. */

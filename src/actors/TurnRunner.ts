@@ -44,10 +44,11 @@ export interface KnownCallback {
   readonly result?: unknown
 }
 
-/** A model request's conversation, and how many waiting steers it takes. */
+/** A model request's conversation, and how many waiting steers and child results it takes. */
 export interface Prompt {
   readonly messages: ReadonlyArray<Model.Message>
   readonly steers: number
+  readonly results: number
 }
 
 /** What a turn is given by the actor that runs it. */
@@ -123,7 +124,7 @@ const callModel = (
     turnId,
     kind: "model",
     name: agent.model.name,
-    input: { messages: prompt.messages.length, tools: plan.tools.length, steers: prompt.steers }
+    input: { messages: prompt.messages.length, tools: plan.tools.length, steers: prompt.steers, results: prompt.results }
   }, true))
   const request: Model.Request = {
     model: agent.model.name,

@@ -17,7 +17,7 @@
  */
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import * as ProductEvent from "../schema/ProductEvent.js"
-import * as AgentCatalog from "../server/AgentCatalog.js"
+import * as AgentCatalog from "../services/AgentCatalog.js"
 import * as Authenticator from "../server/Authenticator.js"
 import * as Listener from "../server/Listener.js"
 import * as Server from "../server/Server.js"

@@ -9,7 +9,8 @@ import { Schema } from "effect"
 import { CallbackId, InputId, OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
 import { RunOptions } from "./Run.js"
-import { TurnOutcome } from "./Turn.js"
+import { Usage } from "./Budget.js"
+import { FailureCode, TurnOutcome } from "./Turn.js"
 
 /** A user (or program) message that starts a turn. */
 export class Message extends Schema.TaggedClass<Message>("troupe/Inbox/Message")("message", {
@@ -50,12 +51,21 @@ export class CallbackAnswer extends Schema.TaggedClass<CallbackAnswer>("troupe/I
 
 /** The result of a child session's turn, delivered to its parent. */
 export class ChildResult extends Schema.TaggedClass<ChildResult>("troupe/Inbox/ChildResult")("child_result", {
+  /** Derived from the child's turn id (`childResultInputId`), so a redelivery is a no-op. */
   inputId: InputId,
   childSessionId: SessionId,
   turnId: TurnId,
   outcome: TurnOutcome,
-  output: Schema.optional(Schema.String)
+  output: Schema.optional(Schema.String),
+  publicFinalMessage: Schema.optional(Schema.String),
+  failureCode: Schema.optional(FailureCode),
+  /** Why the turn was interrupted, when it was. */
+  reason: Schema.optional(Schema.String),
+  usage: Schema.optional(Usage)
 }) {}
+
+/** The inbox id of the result of a child's turn: one per turn, whoever delivers it and how often. */
+export const childResultInputId = (turnId: TurnId): InputId => `child-result:${turnId}` as InputId
 
 /** An administrative change: rename, archive or close. */
 export const ControlAction = Schema.Union(

@@ -28,7 +28,9 @@ export const ModelCallInput = Schema.Struct({
    * took (in arrival order). Absent in logs written before it was recorded:
    * then all of them.
    */
-  steers: Schema.optional(Schema.Number)
+  steers: Schema.optional(Schema.Number),
+  /** Likewise, how many child results that arrived since the previous model call it took (after the steers). */
+  results: Schema.optional(Schema.Number)
 })
 /** @since 0.1.0 */
 export type ModelCallInput = typeof ModelCallInput.Type

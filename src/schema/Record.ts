@@ -167,7 +167,11 @@ export class ChildResultRecorded extends Schema.TaggedClass<ChildResultRecorded>
     childSessionId: SessionId,
     turnId: TurnId,
     outcome: TurnOutcome,
-    output: Schema.optional(Schema.String)
+    output: Schema.optional(Schema.String),
+    publicFinalMessage: Schema.optional(Schema.String),
+    failureCode: Schema.optional(FailureCode),
+    reason: Schema.optional(Schema.String),
+    usage: Schema.optional(Usage)
   }
 ) {}
 
@@ -250,7 +254,8 @@ const revivers: { readonly [K in RecordBody["_tag"]]: (json: any) => RecordBody 
     }, true),
   callback_resolved: (json) => new CallbackResolved(json, true),
   child_spawned: (json) => new ChildSpawned(json, true),
-  child_result: (json) => new ChildResultRecorded(json, true),
+  child_result: (json) =>
+    new ChildResultRecorded(json.usage === undefined ? json : { ...json, usage: new Usage(json.usage, true) }, true),
   renamed: (json) => new Renamed(json, true),
   archived: (json) => new Archived(json, true),
   closed: (json) => new Closed(json, true)

@@ -36,7 +36,7 @@ import type { SessionEvent } from "../schema/Event.js"
 import type { SessionId } from "../schema/Ids.js"
 import type { Principal } from "../schema/Principal.js"
 import { Sessions } from "../services/Sessions.js"
-import { AgentCatalog } from "./AgentCatalog.js"
+import { AgentCatalog } from "../services/AgentCatalog.js"
 import { type Exchange, type Outgoing, type Route, Router, WireError } from "./Router.js"
 
 const { Type } = Messages
