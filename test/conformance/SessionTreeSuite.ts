@@ -58,6 +58,15 @@ export const sessionTreeSuite = (backend: StoreBackend): void => {
     Effect.flatMap(SessionStore, (store) =>
       Effect.flatMap(store.create({ principal: owner, agent, subagentPolicy: policy ?? undefined }), drive))
 
+  /** `count` leased parents directly under `root` (created, not spawned: no child turns counted). */
+  const parentsUnder = (owner: Principal, root: Driven, count: number) =>
+    Effect.flatMap(SessionStore, (store) =>
+      Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) =>
+        Effect.flatMap(
+          store.create({ principal: owner, agent: parentAgent("worker", ["worker"]), parentId: root.session.id, alias: `p${i}` }),
+          drive
+        )))
+
   /** Spawns a child of `parent` as its worker would, moving the tracked head on success. */
   const spawnFrom = (
     owner: Principal,
@@ -272,15 +281,7 @@ export const sessionTreeSuite = (backend: StoreBackend): void => {
             const store = yield* SessionStore
             const owner = principal()
             const root = yield* rootOf(owner, workers({ maxChildTurns: 2 }))
-            // Twenty parents under one root (created, not spawned: no turns counted).
-            const parents = yield* Effect.forEach(
-              Array.from({ length: 20 }, (_, i) => i),
-              (i) =>
-                Effect.flatMap(
-                  store.create({ principal: owner, agent: parentAgent("worker", ["worker"]), parentId: root.session.id, alias: `p${i}` }),
-                  drive
-                )
-            )
+            const parents = yield* parentsUnder(owner, root, 20)
             const results = yield* Effect.forEach(parents, (parent) => Effect.either(spawnFrom(owner, parent)), {
               concurrency: "unbounded"
             })
@@ -581,14 +582,7 @@ export const sessionTreeSuite = (backend: StoreBackend): void => {
             const other = yield* secondStore
             const owner = principal()
             const root = yield* rootOf(owner, workers({ maxChildTurns: 3 }))
-            const parents = yield* Effect.forEach(
-              Array.from({ length: 8 }, (_, i) => i),
-              (i) =>
-                Effect.flatMap(
-                  store.create({ principal: owner, agent: parentAgent("worker", ["worker"]), parentId: root.session.id, alias: `p${i}` }),
-                  drive
-                )
-            )
+            const parents = yield* parentsUnder(owner, root, 8)
             const results = yield* Effect.forEach(
               parents,
               (parent, i) =>
