@@ -509,6 +509,27 @@ export const sessionTreeSuite = (backend: StoreBackend): void => {
             )
           }))
 
+        it.effect("findChild names a direct child by id or alias; anything else is SessionNotFound", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const owner = principal()
+            const root = yield* rootOf(owner)
+            const a = yield* drive((yield* spawnFrom(owner, root)).child)
+            const b = (yield* spawnFrom(owner, root, "worker", { alias: "scout" })).child
+            const grandchild = (yield* spawnFrom(owner, a)).child
+            assert.strictEqual((yield* store.findChild(owner, root.session.id, "worker-1")).id, a.session.id)
+            assert.strictEqual((yield* store.findChild(owner, root.session.id, "scout")).id, b.id)
+            assert.strictEqual((yield* store.findChild(owner, root.session.id, b.id)).id, b.id)
+            assert.strictEqual((yield* store.findChild(owner, a.session.id, "worker-1")).id, grandchild.id)
+            // Not a direct child, not a child at all, or someone else's.
+            const deeper = yield* failure(store.findChild(owner, root.session.id, grandchild.id), "SessionNotFound")
+            assert.strictEqual(deeper.sessionId, grandchild.id)
+            yield* failure(store.findChild(owner, root.session.id, "nobody"), "SessionNotFound")
+            yield* failure(store.findChild(owner, b.id, "worker-1"), "SessionNotFound")
+            const neighbour = new Principal({ ...principal(), workspaceId: owner.workspaceId })
+            yield* failure(store.findChild(neighbour, root.session.id, "scout"), "SessionNotFound")
+          }))
+
         it.effect("paging children while children are being spawned returns every child exactly once, newest first", () =>
           Effect.gen(function*() {
             const owner = principal()
