@@ -12,7 +12,6 @@ import { Effect, Layer, Option } from "effect"
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import pg from "pg"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
@@ -21,7 +20,7 @@ import { Message } from "../src/schema/Inbox.js"
 import { Commit, type Lease } from "../src/schema/Lease.js"
 import { Principal } from "../src/schema/Principal.js"
 import { SessionStore } from "../src/services/SessionStore.js"
-import { arg, fillLog, loadAverage, median, turnRecords } from "./support.js"
+import { arg, fillLog, loadAverage, median, turnRecords, withPgSchema } from "./support.js"
 
 const rounds = Number(arg("rounds", "5"))
 const commitsPerRound = Number(arg("commits", "2000"))
@@ -134,23 +133,12 @@ const main = async () => {
     rmSync(dir, { recursive: true, force: true })
   }
   if (only === "all" || only === "postgres") {
-    const base = process.env.TROUPE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-    const schema = `troupe_bench_${Date.now().toString(36)}`
-    const admin = new pg.Client({ connectionString: base })
-    await admin.connect()
-    await admin.query(`CREATE SCHEMA ${schema}`)
-    const url = new URL(base)
-    url.searchParams.set("options", `-c search_path=${schema}`)
-    try {
-      await Effect.runPromise(
+    await withPgSchema("troupe_bench", (url) =>
+      Effect.runPromise(
         suite("PostgreSQL (localhost)", [1, 8]).pipe(
-          Effect.provide(PgSessionStore.layer({ url: url.toString(), maxConnections: 8 }) as Layer.Layer<SessionStore>)
+          Effect.provide(PgSessionStore.layer({ url, maxConnections: 8 }) as Layer.Layer<SessionStore>)
         )
-      )
-    } finally {
-      await admin.query(`DROP SCHEMA ${schema} CASCADE`)
-      await admin.end()
-    }
+      ))
   }
 }
 

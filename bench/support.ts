@@ -6,6 +6,7 @@
  */
 import { Effect, Option } from "effect"
 import { loadavg } from "node:os"
+import pg from "pg"
 import type { Agent } from "../src/schema/Agent.js"
 import { Usage } from "../src/schema/Budget.js"
 import { type InputId, makeCommitId, makeOperationId, makeTurnId } from "../src/schema/Ids.js"
@@ -86,3 +87,23 @@ export const fillLog = (principal: Principal, agent: Agent, records: number, inp
     yield* store.release(lease)
     return { sessionId: session.id, head }
   })
+
+/**
+ * Runs `use` with the URL of a fresh PostgreSQL schema (`<prefix>_<time>`, on
+ * TROUPE_TEST_PG_URL or the local server), dropped afterwards however `use` ends.
+ */
+export const withPgSchema = async <A>(prefix: string, use: (url: string) => Promise<A>): Promise<A> => {
+  const base = process.env.TROUPE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+  const schema = `${prefix}_${Date.now().toString(36)}`
+  const admin = new pg.Client({ connectionString: base })
+  await admin.connect()
+  await admin.query(`CREATE SCHEMA ${schema}`)
+  const url = new URL(base)
+  url.searchParams.set("options", `-c search_path=${schema}`)
+  try {
+    return await use(url.toString())
+  } finally {
+    await admin.query(`DROP SCHEMA ${schema} CASCADE`)
+    await admin.end()
+  }
+}

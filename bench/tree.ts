@@ -16,7 +16,6 @@ import { Effect, type Layer, Option } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import pg from "pg"
 import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
@@ -27,7 +26,7 @@ import { Commit } from "../src/schema/Lease.js"
 import { SubagentPolicy } from "../src/schema/Policy.js"
 import { Principal } from "../src/schema/Principal.js"
 import { SessionStore } from "../src/services/SessionStore.js"
-import { arg, loadAverage, median, percentile } from "./support.js"
+import { arg, loadAverage, median, percentile, withPgSchema } from "./support.js"
 
 const rounds = Number(arg("rounds", "50"))
 const only = arg("only", "all")
@@ -164,23 +163,12 @@ const main = async () => {
     }
   }
   if (only === "all" || only === "postgres") {
-    const base = process.env.TROUPE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-    const schema = `troupe_bench_tree_${Date.now().toString(36)}`
-    const admin = new pg.Client({ connectionString: base })
-    await admin.connect()
-    await admin.query(`CREATE SCHEMA ${schema}`)
-    const url = new URL(base)
-    url.searchParams.set("options", `-c search_path=${schema}`)
-    try {
-      await Effect.runPromise(
+    await withPgSchema("troupe_bench_tree", (url) =>
+      Effect.runPromise(
         suite("PostgreSQL (localhost)").pipe(
-          Effect.provide(PgSessionStore.layer({ url: url.toString(), maxConnections: 4 }) as Layer.Layer<SessionStore>)
+          Effect.provide(PgSessionStore.layer({ url, maxConnections: 4 }) as Layer.Layer<SessionStore>)
         )
-      )
-    } finally {
-      await admin.query(`DROP SCHEMA ${schema} CASCADE`)
-      await admin.end()
-    }
+      ))
   }
   console.log(`\nload average at the end ${loadAverage()}`)
 }

@@ -16,6 +16,7 @@ import { Agent, ModelRef, PermissionPolicy } from "../src/schema/Agent.js"
 import type { CallbackKind, PendingCallback } from "../src/schema/Callback.js"
 import {
   makeCallbackId,
+  makeInputId,
   makeOperationId,
   makeTurnId,
   type CallbackId,
@@ -23,7 +24,8 @@ import {
   type TurnId
 } from "../src/schema/Ids.js"
 import type { Principal } from "../src/schema/Principal.js"
-import type { CallbackOpened, CallbackResolved, LogRecord, OperationStarted } from "../src/schema/Record.js"
+import { Message } from "../src/schema/Inbox.js"
+import type { CallbackOpened, CallbackResolved, LogRecord, OperationStarted, TurnStarted } from "../src/schema/Record.js"
 import { SessionHost } from "../src/services/SessionHost.js"
 import { Sessions } from "../src/services/Sessions.js"
 import { SessionStore } from "../src/services/SessionStore.js"
@@ -135,14 +137,30 @@ const settle = Effect.gen(function*() {
   for (let i = 0; i < 500; i++) yield* Effect.yieldNow()
 })
 
-/** Starts a turn and returns its id. */
+/**
+ * Starts a turn and returns its id. A child takes no message from outside
+ * (`ChildControlForbidden`): its turn is admitted as its parent's tools do,
+ * straight into its inbox, and found by its `turn_started` record.
+ */
 const start = (who: Principal, sessionId: SessionId, text = "go") =>
-  Effect.flatMap(Sessions, (sessions) => sessions.send(who, sessionId, { text })).pipe(
-    Effect.map((accepted) => {
+  Effect.gen(function*() {
+    const store = yield* SessionStore
+    if ((yield* store.get(sessionId)).parentId === null) {
+      const accepted = yield* Effect.flatMap(Sessions, (sessions) => sessions.send(who, sessionId, { text }))
       assert.strictEqual(accepted.disposition, "started")
       return accepted.turnId!
-    })
-  )
+    }
+    const command = new Message({ inputId: yield* makeInputId, text })
+    yield* store.push(sessionId, command)
+    yield* Effect.flatMap(SessionHost, (host) => host.wake(sessionId))
+    yield* eventually(
+      Effect.map(logOf(sessionId), (log) => log.some((r) => r.body._tag === "turn_started" && r.body.inputId === command.inputId)),
+      "the child's turn to start"
+    )
+    const log = yield* logOf(sessionId)
+    const started = log.find((r) => r.body._tag === "turn_started" && r.body.inputId === command.inputId)!
+    return (started.body as TurnStarted).turnId
+  })
 
 const awaitOutput = (who: Principal, sessionId: SessionId, turnId: TurnId) =>
   Effect.flatMap(Sessions, (sessions) => sessions.awaitTurn(who, sessionId, turnId)).pipe(

@@ -85,6 +85,24 @@ const summaryRow = (session: Session): ReadonlyArray<string> => [
   session.title ?? ""
 ]
 
+/** Up to `limit` items of a paged listing, `pageMax` at most a page, following `nextCursor`. */
+const collect = <A, E>(
+  limit: number,
+  pageMax: number,
+  page: (size: number, cursor: string | undefined) => Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly nextCursor?: string | undefined }, E>
+) =>
+  Effect.gen(function*() {
+    const items: Array<A> = []
+    let cursor: string | undefined
+    while (items.length < limit) {
+      const next = yield* page(Math.max(1, Math.min(pageMax, limit - items.length)), cursor)
+      items.push(...next.items)
+      cursor = next.nextCursor
+      if (cursor === undefined || next.items.length === 0) break
+    }
+    return items
+  })
+
 // ---------------------------------------------------------------------------
 
 const list = Command.make(
@@ -102,19 +120,8 @@ const list = Command.make(
     withClient(o, ({ client }) =>
       Effect.gen(function*() {
         const out = yield* Output.make({ json: o.json })
-        const sessions: Array<Session> = []
-        let cursor: string | undefined
-        while (sessions.length < o.limit) {
-          const page = yield* client.list({
-            scope: "roots",
-            includeArchived: o.all,
-            limit: Math.min(1000, o.limit - sessions.length),
-            ...(cursor === undefined ? {} : { cursor })
-          })
-          sessions.push(...page.items)
-          cursor = page.nextCursor
-          if (cursor === undefined || page.items.length === 0) break
-        }
+        const sessions = yield* collect(o.limit, 500, (limit, cursor) =>
+          client.list({ scope: "roots", includeArchived: o.all, limit, ...(cursor === undefined ? {} : { cursor }) }))
         if (o.json) {
           for (const session of sessions) yield* out.jsonLine(encodeSession(session))
           return
@@ -431,17 +438,8 @@ const children = Command.make(
     withClient(o, ({ client }) =>
       Effect.gen(function*() {
         const out = yield* Output.make({ json: o.json })
-        const items: Array<typeof Messages.ChildItem.Type> = []
-        let cursor: string | undefined
-        while (items.length < o.limit) {
-          const page = yield* client.children(o.session, {
-            limit: Math.max(1, Math.min(500, o.limit - items.length)),
-            ...(cursor === undefined ? {} : { cursor })
-          })
-          items.push(...page.items)
-          cursor = page.nextCursor
-          if (cursor === undefined || page.items.length === 0) break
-        }
+        const items = yield* collect(o.limit, 500, (limit, cursor) =>
+          client.children(o.session, { limit, ...(cursor === undefined ? {} : { cursor }) }))
         if (o.json) {
           for (const item of items) yield* out.jsonLine(encodeChild(item))
           return

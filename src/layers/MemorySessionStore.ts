@@ -382,6 +382,20 @@ export const make = Effect.sync(() => {
         return new SessionTree({ root: anchor.session, nodes }, true)
       }),
 
+    findChild: (principal, parentId, child) =>
+      Effect.gen(function*() {
+        const parent = sessions.get(parentId)
+        if (parent !== undefined && parent.tenant === tenantOf(principal)) {
+          const byId = sessions.get(child as SessionId)
+          if (byId !== undefined && byId.session.parentId === parentId) return byId.session
+          for (const id of parent.children) {
+            const session = sessions.get(id)!.session
+            if (session.id === child || session.alias === child) return session
+          }
+        }
+        return yield* new SessionNotFound({ sessionId: child })
+      }),
+
     updateMetadata: (principal, sessionId, patch) =>
       Effect.gen(function*() {
         const entry = yield* owned(principal, sessionId)

@@ -970,6 +970,17 @@ export const make = (dialect: Dialect) =>
       return new SessionTree({ root: yield* toSession(anchor), nodes }, true)
     }, unavailable("tree"))
 
+    const findChild = Effect.fnUntraced(function*(principal: Principal, parentId: SessionId, child: string) {
+      // An id is never an alias of another child: ids are prefixed ULIDs, and a child found by id is that child.
+      const rows = yield* query<SessionRow>(
+        `SELECT ${sessionColumns} FROM troupe_sessions
+        WHERE parent_id = ? AND tenant = ? AND (id = ? OR alias = ?) ORDER BY id = ? DESC LIMIT 1`,
+        [parentId, tenantOf(principal), child, child, child]
+      )
+      if (rows.length === 0) return yield* new SessionNotFound({ sessionId: child })
+      return yield* toSession(rows[0]!)
+    }, unavailable("findChild"))
+
     const updateMetadata = Effect.fnUntraced(function*(principal: Principal, sessionId: SessionId, patch: MetadataPatch) {
       const clock = yield* dialect.clock
       // One statement: the row is written under its own lock, whoever holds the lease.
@@ -1166,6 +1177,7 @@ export const make = (dialect: Dialect) =>
       list,
       children,
       tree,
+      findChild,
       updateMetadata,
       spawn,
       admitChildTurn,

@@ -184,6 +184,17 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
     ) => Effect.Effect<SessionTree, SessionNotFound | InvalidInput | StoreUnavailable>
 
     /**
+     * A direct child of `parentId` named by its id or its alias (what a
+     * parent's tools take). Anything else, a child of another session
+     * included, is `SessionNotFound` naming `child`.
+     */
+    readonly findChild: (
+      principal: Principal,
+      parentId: SessionId,
+      child: string
+    ) => Effect.Effect<Session, SessionNotFound | StoreUnavailable>
+
+    /**
      * Changes title and/or archived flag: no lease, no log record, on any
      * session of the principal's tenancy, closed ones and ones another
      * process drives included. Alias, lineage and execution never change.

@@ -94,18 +94,16 @@ describe("troupe serve", () => {
         const g = yield* kid("g", a.id)
         return { a, b, g }
       }).pipe(Effect.provide(SqliteSessionStore.layer({ filename: join(home, "t.db") })), Effect.orDie)
-      // Three processes, run together: a page of one child, the tree, and a message a child refuses.
-      const [childrenJson, treeText, toChild] = yield* Effect.all([
+      // Two processes, run together: a page of one child, and the tree. (That a child refuses a
+      // message is the daemon's answer, `forbidden`, tested through SessionClient; every refusal is exit 4.)
+      const [childrenJson, treeText] = yield* Effect.all([
         ok(["sessions", "children", ...at, id, "--json", "--limit", "1"], env),
-        ok(["sessions", "tree", ...at, id], env),
-        troupe(["sessions", "send", ...at, tree.a.id, "psst"], env)
+        ok(["sessions", "tree", ...at, id], env)
       ], { concurrency: "unbounded" })
       const [newest] = jsonLines(childrenJson.stdout) as ReadonlyArray<{ alias: string; agentPath: ReadonlyArray<string> }>
       assert.deepStrictEqual([jsonLines(childrenJson.stdout).length, newest?.alias, newest?.agentPath], [1, "b", ["demo", "demo"]])
       assert.match(treeText.stdout, /^ALIAS +ID +STATUS +UPDATED +AGENT +TITLE\n/)
       assert.match(treeText.stdout, new RegExp(`^- +${id} .*\n  a +${tree.a.id} .*kid a\n    g +${tree.g.id} .*\n  b +${tree.b.id} .*kid b$`, "m"))
-      assert.strictEqual(toChild.code, ExitCode.Refused)
-      assert.include(toChild.stderr, "troupe: forbidden")
 
       const [renamed, closed] = yield* Effect.all([
         ok(["sessions", "rename", ...at, other, "renamed"], env),
@@ -122,7 +120,7 @@ describe("troupe serve", () => {
       assert.include(stopped.stderr, "troupe: stopping (SIGTERM)")
       assert.isFalse(existsSync(socket), "the socket file is removed")
       assert.isFalse(existsSync(telemetryFile), "telemetry disabled writes nothing")
-    }), 60_000)
+    }), 90_000)
 
   it.scopedLive("refuses a second daemon on a live socket (exit 5); unreachable daemons and malformed ids are documented exits", () =>
     Effect.gen(function*() {

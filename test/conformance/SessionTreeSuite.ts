@@ -58,6 +58,15 @@ export const sessionTreeSuite = (backend: StoreBackend): void => {
     Effect.flatMap(SessionStore, (store) =>
       Effect.flatMap(store.create({ principal: owner, agent, subagentPolicy: policy ?? undefined }), drive))
 
+  /** `count` leased parents directly under `root` (created, not spawned: no child turns counted). */
+  const parentsUnder = (owner: Principal, root: Driven, count: number) =>
+    Effect.flatMap(SessionStore, (store) =>
+      Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) =>
+        Effect.flatMap(
+          store.create({ principal: owner, agent: parentAgent("worker", ["worker"]), parentId: root.session.id, alias: `p${i}` }),
+          drive
+        )))
+
   /** Spawns a child of `parent` as its worker would, moving the tracked head on success. */
   const spawnFrom = (
     owner: Principal,
@@ -272,15 +281,7 @@ export const sessionTreeSuite = (backend: StoreBackend): void => {
             const store = yield* SessionStore
             const owner = principal()
             const root = yield* rootOf(owner, workers({ maxChildTurns: 2 }))
-            // Twenty parents under one root (created, not spawned: no turns counted).
-            const parents = yield* Effect.forEach(
-              Array.from({ length: 20 }, (_, i) => i),
-              (i) =>
-                Effect.flatMap(
-                  store.create({ principal: owner, agent: parentAgent("worker", ["worker"]), parentId: root.session.id, alias: `p${i}` }),
-                  drive
-                )
-            )
+            const parents = yield* parentsUnder(owner, root, 20)
             const results = yield* Effect.forEach(parents, (parent) => Effect.either(spawnFrom(owner, parent)), {
               concurrency: "unbounded"
             })
@@ -508,6 +509,27 @@ export const sessionTreeSuite = (backend: StoreBackend): void => {
             )
           }))
 
+        it.effect("findChild names a direct child by id or alias; anything else is SessionNotFound", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const owner = principal()
+            const root = yield* rootOf(owner)
+            const a = yield* drive((yield* spawnFrom(owner, root)).child)
+            const b = (yield* spawnFrom(owner, root, "worker", { alias: "scout" })).child
+            const grandchild = (yield* spawnFrom(owner, a)).child
+            assert.strictEqual((yield* store.findChild(owner, root.session.id, "worker-1")).id, a.session.id)
+            assert.strictEqual((yield* store.findChild(owner, root.session.id, "scout")).id, b.id)
+            assert.strictEqual((yield* store.findChild(owner, root.session.id, b.id)).id, b.id)
+            assert.strictEqual((yield* store.findChild(owner, a.session.id, "worker-1")).id, grandchild.id)
+            // Not a direct child, not a child at all, or someone else's.
+            const deeper = yield* failure(store.findChild(owner, root.session.id, grandchild.id), "SessionNotFound")
+            assert.strictEqual(deeper.sessionId, grandchild.id)
+            yield* failure(store.findChild(owner, root.session.id, "nobody"), "SessionNotFound")
+            yield* failure(store.findChild(owner, b.id, "worker-1"), "SessionNotFound")
+            const neighbour = new Principal({ ...principal(), workspaceId: owner.workspaceId })
+            yield* failure(store.findChild(neighbour, root.session.id, "scout"), "SessionNotFound")
+          }))
+
         it.effect("paging children while children are being spawned returns every child exactly once, newest first", () =>
           Effect.gen(function*() {
             const owner = principal()
@@ -581,14 +603,7 @@ export const sessionTreeSuite = (backend: StoreBackend): void => {
             const other = yield* secondStore
             const owner = principal()
             const root = yield* rootOf(owner, workers({ maxChildTurns: 3 }))
-            const parents = yield* Effect.forEach(
-              Array.from({ length: 8 }, (_, i) => i),
-              (i) =>
-                Effect.flatMap(
-                  store.create({ principal: owner, agent: parentAgent("worker", ["worker"]), parentId: root.session.id, alias: `p${i}` }),
-                  drive
-                )
-            )
+            const parents = yield* parentsUnder(owner, root, 8)
             const results = yield* Effect.forEach(
               parents,
               (parent, i) =>
