@@ -13,6 +13,8 @@ import * as ScriptedModel from "./layers/ScriptedModel.js"
 import * as SqliteSessionStore from "./layers/SqliteSessionStore.js"
 import type { StoreUnavailable } from "./schema/Errors.js"
 import * as CallbackBroker from "./services/CallbackBroker.js"
+import type { Agent } from "./schema/Agent.js"
+import * as AgentCatalog from "./services/AgentCatalog.js"
 import * as CostMeter from "./services/CostMeter.js"
 import type { Model } from "./services/Model.js"
 import type { SessionHost } from "./services/SessionHost.js"
@@ -36,6 +38,8 @@ export interface RuntimeOptions {
   readonly tools?: Layer.Layer<Toolkit.Toolkit> | undefined
   /** Prices for the cost budget (`CostMeter.layer({...})`); default free. */
   readonly costs?: Layer.Layer<CostMeter.CostMeter> | undefined
+  /** The agents sessions may spawn as subagents, by name (an agent's `subagents` name them); default none. */
+  readonly agents?: ReadonlyArray<Agent> | undefined
   /** Product telemetry (`LogTelemetry.layer(...)`, `OtelTelemetry.layer(...)`, `EnvTelemetry.layerConfig`); default none. */
   readonly telemetry?: Layer.Layer<Telemetry.Telemetry> | undefined
 }
@@ -49,7 +53,8 @@ export const layer = <E, R>(
   const extras = Layer.mergeAll(
     options.tools ?? Toolkit.layerEmpty,
     options.costs ?? CostMeter.layerNoop,
-    options.telemetry ?? Telemetry.layerNoop
+    options.telemetry ?? Telemetry.layerNoop,
+    AgentCatalog.layer(options.agents ?? [])
   )
   const base = Layer.provideMerge(CallbackBroker.layer, Layer.mergeAll(store, model, extras))
   const host = Layer.provideMerge(InProcessHost.layer(options.host), base)

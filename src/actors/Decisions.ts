@@ -16,6 +16,7 @@ import type { BusyPolicy } from "../schema/Policy.js"
 import {
   Archived,
   CallbackResolved,
+  ChildResultRecorded,
   Closed,
   InputApplied,
   type RecordBody,
@@ -243,8 +244,23 @@ const decideAny = (state: SessionState.SessionState, command: Command, context: 
     case "control":
       return control(state, command)
     case "child_result":
-      // Child results are applied by the subagent work; until then they are recorded and consumed.
-      return { records: [applied(command.inputId, "child_result")], consumes: [command.inputId], reply: { _tag: "Applied" } }
+      // Recorded: a running turn takes it at its next model call (or in agents.wait), an idle session's next turn reads it.
+      return {
+        records: [
+          new ChildResultRecorded({
+            childSessionId: command.childSessionId,
+            turnId: command.turnId,
+            outcome: command.outcome,
+            output: command.output,
+            publicFinalMessage: command.publicFinalMessage,
+            failureCode: command.failureCode,
+            reason: command.reason,
+            usage: command.usage
+          }, true)
+        ],
+        consumes: [command.inputId],
+        reply: { _tag: "Applied" }
+      }
   }
 }
 

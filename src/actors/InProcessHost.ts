@@ -95,8 +95,20 @@ export const make = (options: Options = {}) =>
 
     const events = yield* LiveEvents.make(liveBuffer)
 
+    /** Registers interest in the decision on an input of kind K. */
+    const expect = <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, _kind: K) =>
+      Effect.sync(() => {
+        let bySession = waiters.get(sessionId)
+        if (bySession === undefined) waiters.set(sessionId, bySession = new Map())
+        const inSession = bySession
+        // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
+        return register(inSession, inputId, makeCell(), () => {
+          if (inSession.size === 0 && waiters.get(sessionId) === inSession) waiters.delete(sessionId)
+        }) as Expectation<K>
+      })
+
     /** Starts an actor; the caller holds `lock`. */
-    const start = (sessionId: SessionId) =>
+    const start = (sessionId: SessionId): Effect.Effect<void> =>
       Effect.gen(function*() {
         const wakes = yield* Queue.sliding<void>(1)
         entries.set(sessionId, wakes)
@@ -117,6 +129,8 @@ export const make = (options: Options = {}) =>
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           publishRecords: events.publishRecords(sessionId),
           broadcast: events.broadcast(sessionId),
+          wake: (other) => wake(other),
+          expect,
           onLease: (held) => (held ? Effect.void : finish(true)),
           mayPassivate: (lease) =>
             lock(Effect.gen(function*() {
@@ -140,7 +154,7 @@ export const make = (options: Options = {}) =>
         yield* FiberSet.run(actors, actor)
       })
 
-    const wake = (sessionId: SessionId) =>
+    const wake = (sessionId: SessionId): Effect.Effect<void> =>
       lock(Effect.suspend(() => {
         const wakes = entries.get(sessionId)
         return wakes === undefined ? start(sessionId) : Effect.asVoid(Queue.offer(wakes, undefined))
@@ -162,16 +176,7 @@ export const make = (options: Options = {}) =>
     yield* Queue.take(broker.answered).pipe(Effect.flatMap(wake), Effect.forever, Effect.forkScoped)
 
     return SessionHost.of({
-      expect: <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, _kind: K) =>
-        Effect.sync(() => {
-          let bySession = waiters.get(sessionId)
-          if (bySession === undefined) waiters.set(sessionId, bySession = new Map())
-          const inSession = bySession
-          // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
-          return register(inSession, inputId, makeCell(), () => {
-            if (inSession.size === 0 && waiters.get(sessionId) === inSession) waiters.delete(sessionId)
-          }) as Expectation<K>
-        }),
+      expect,
       wake,
       live: events.live,
       turnEnded: events.turnEnded,

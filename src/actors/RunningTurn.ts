@@ -17,7 +17,9 @@ import { CallbackOpened, type RecordBody, type TurnStarted } from "../schema/Rec
 import type { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
 import type { BusySlot } from "./BusySlot.js"
+import type { Session } from "../schema/Session.js"
 import * as SessionState from "./SessionState.js"
+import * as SubagentTools from "./SubagentTools.js"
 import * as Transcript from "./Transcript.js"
 import * as TurnMeter from "./TurnMeter.js"
 import * as TurnPlan from "./TurnPlan.js"
@@ -30,13 +32,14 @@ export interface RunningTurn {
   readonly meter: TurnMeter.TurnMeter
   /** True while the turn waits for the user (`wait_user`): messages then go to it. */
   readonly waitingForUser: () => boolean
-  /** Tells the turn a steer was delivered. */
+  /** Tells the turn a steer or a child result was delivered. */
   readonly steered: Effect.Effect<void>
 }
 
 /** What the actor gives the turns it starts. */
 export interface Host {
   readonly sessionId: SessionId
+  readonly session: Session
   readonly agent: Agent
   readonly sessionBudgets: Budgets | null
   readonly hostSettings: ModelSettings | undefined
@@ -55,6 +58,8 @@ export interface Host {
   readonly turns: FiberSet.FiberSet<void>
   /** Ends the actor on a defect of a turn. */
   readonly die: (defect: unknown) => Effect.Effect<void>
+  /** What the `agents.*` tools run on, beside the state and the slot. */
+  readonly subagents: Omit<SubagentTools.Env, "session" | "turnId" | "state" | "awaitResult">
 }
 
 /** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers and child results. */
@@ -79,7 +84,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       yield* host.broker.dispatch(entry.opened)
     }
     const meter = TurnMeter.make(yield* Clock.currentTimeMillis)
-    const steers = yield* Queue.sliding<void>(1)
+    // Signalled when a steer or a child result for the turn is committed.
+    const inputs = yield* Queue.sliding<void>(1)
     let waitingForUser = false
 
     const openCallback = (operationId: OperationId, request: CallbackRequest, records: ReadonlyArray<RecordBody>) =>
@@ -108,9 +114,17 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       waitingForUser = true
       // Messages queued behind the turn are now its answer: the inbox is read again.
       yield* host.wake
-      while (SessionState.waitingInputs(host.state(), []) === 0) yield* Queue.take(steers)
+      while (SessionState.waitingInputs(host.state(), []) === 0) yield* Queue.take(inputs)
     })).pipe(Effect.ensuring(Effect.sync(() => (waitingForUser = false))))
 
+    const builtins = SubagentTools.specsFor(host.session)
+    const subagents = builtins.length === 0 ? undefined : SubagentTools.make({
+      ...host.subagents,
+      session: host.session,
+      turnId,
+      state: host.state,
+      awaitResult: slot.park(Queue.take(inputs))
+    })
     const body = TurnRunner.run({
       sessionId,
       turnId,
@@ -120,7 +134,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
         agent: host.agent,
         run: started.run,
         sessionBudgets: host.sessionBudgets,
-        hostSettings: host.hostSettings
+        hostSettings: host.hostSettings,
+        builtins
       }),
       prompt: (pending) => promptOf(host.state(), pending),
       waitingSteers: (pending) => SessionState.waitingInputs(host.state(), pending),
@@ -138,7 +153,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       publish: host.broadcast,
       awaitSteers,
       openCallback,
-      awaitCallback: (callbackId) => slot.park(Deferred.await(host.answers(callbackId)))
+      awaitCallback: (callbackId) => slot.park(Deferred.await(host.answers(callbackId))),
+      subagents
     }).pipe(
       Telemetry.withTurnSpan({ sessionId, turnId, epoch: host.epoch }, { "troupe.resumed": resumed }),
       Effect.ensuring(host.wake),
@@ -150,6 +166,6 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       fiber,
       meter,
       waitingForUser: () => waitingForUser,
-      steered: Effect.asVoid(Queue.offer(steers, undefined))
+      steered: Effect.asVoid(Queue.offer(inputs, undefined))
     } satisfies RunningTurn
   })

@@ -19,16 +19,16 @@ import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"
 import type { AssistantDelta } from "../schema/Event.js"
-import { type CallbackId, type InputId, makeCommitId, makeTurnId, type SessionId } from "../schema/Ids.js"
+import { type InputId, makeTurnId, type SessionId } from "../schema/Ids.js"
 import type { InboxItem } from "../schema/Inbox.js"
 import type { CommitReceipt, Lease } from "../schema/Lease.js"
-import type { RecordBody, TurnEnded } from "../schema/Record.js"
+import type { RecordBody } from "../schema/Record.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
-import type { Session } from "../schema/Session.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
 import type { CostMeter } from "../services/CostMeter.js"
 import type * as Model from "../services/Model.js"
-import { Decision, type Refusal } from "../services/SessionHost.js"
+import { AgentCatalog } from "../services/AgentCatalog.js"
+import { Decision, type Refusal, type SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as Telemetry from "../services/Telemetry.js"
 import type { Toolkit } from "../services/Toolkit.js"
@@ -38,6 +38,7 @@ import * as LeaseKeeper from "./LeaseKeeper.js"
 import * as Lock from "./Lock.js"
 import * as RunningTurn from "./RunningTurn.js"
 import * as SessionState from "./SessionState.js"
+import * as SessionWriter from "./SessionWriter.js"
 
 /** How an actor is tuned. */
 export interface Options {
@@ -50,7 +51,7 @@ export interface Options {
 }
 
 /** The services an actor and its turns use. */
-export type Services = SessionStore | CallbackBroker | Model.Model | Toolkit | CostMeter | Telemetry.Telemetry
+export type Services = SessionStore | CallbackBroker | Model.Model | Toolkit | CostMeter | Telemetry.Telemetry | AgentCatalog
 
 /** What the host gives an actor. */
 export interface Wiring {
@@ -65,6 +66,10 @@ export interface Wiring {
   readonly publishRecords: (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
   /** Broadcasts volatile events to live subscribers. */
   readonly broadcast: (events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
+  /** Wakes another session's actor (a child given a message, a parent given a result). */
+  readonly wake: (sessionId: SessionId) => Effect.Effect<void>
+  /** Registers interest in the decision on another session's input, before it is pushed. */
+  readonly expect: SessionHost["Type"]["expect"]
   /**
    * Called when the actor has been idle for `idleTimeout`: true lets it stop.
    * The host answers under its own lock: when nothing is pending it releases
@@ -83,14 +88,9 @@ export interface Wiring {
 }
 
 /** Everything a running actor keeps between commands. */
-interface Actor {
-  readonly session: Session
-  state: SessionState.SessionState
-  running: RunningTurn.RunningTurn | undefined
+interface Actor extends SessionWriter.Target {
   /** Messages already told "queued", so a rescan does not tell them twice. */
   readonly queued: Set<InputId>
-  /** Where parked turns wait for answers. */
-  readonly answers: Map<CallbackId, Deferred.Deferred<unknown>>
 }
 
 /** Folds the whole log of `sessionId`, page by page. */
@@ -159,7 +159,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const fatal = yield* Deferred.make<never, LeaseLost | StoreUnavailable>()
     const { handedBack, lease } = yield* holdLease(acquired.value, options.leaseTtl, fatal)
     const turns = yield* FiberSet.make<void>()
-    const writer = Lock.make()
+    const exclusive = Lock.make()
     const actor: Actor = {
       session: yield* store.get(sessionId),
       state: yield* foldLog(sessionId),
@@ -167,25 +167,35 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       queued: new Set(),
       answers: new Map()
     }
-    const lose = (error: LeaseLost | StoreUnavailable) => Effect.zipRight(Deferred.fail(fatal, error), Effect.fail(error))
-    const append = makeAppend(store, actor, lease, wiring, lose, (end, excluded) =>
-      Telemetry.withExcluded(
-        telemetry.emit(ProductEvent.turnEnded({
-          kind: actor.session.parentId === null ? "root" : "child",
-          status: end.outcome,
-          failureCode: end.failureCode,
-          usage: end.usage
-        })),
-        excluded
-      ), broker)
+    const background = yield* FiberSet.make<void>()
+    const writer = SessionWriter.make(actor, {
+      store,
+      broker,
+      lease,
+      lose: (error) => Effect.zipRight(Deferred.fail(fatal, error), Effect.fail(error)),
+      announceEnd: (end, excluded) =>
+        Telemetry.withExcluded(
+          telemetry.emit(ProductEvent.turnEnded({
+            kind: actor.session.parentId === null ? "root" : "child",
+            status: end.outcome,
+            failureCode: end.failureCode,
+            usage: end.usage
+          })),
+          excluded
+        ),
+      publishRecords: wiring.publishRecords,
+      wake: wiring.wake,
+      background
+    })
     const host: RunningTurn.Host = {
       sessionId,
+      session: actor.session,
       agent: actor.session.agent,
       sessionBudgets: actor.session.budgets,
       hostSettings: options.modelSettings,
       epoch: acquired.value.epoch,
       state: () => actor.state,
-      commit: (records) => writer(append(records, [])).pipe(Effect.catchAll(() => Effect.interrupt)),
+      commit: (records) => exclusive(writer.append(records, [])).pipe(Effect.catchAll(() => Effect.interrupt)),
       broadcast: wiring.broadcast,
       answers: (callbackId) => {
         let answer = actor.answers.get(callbackId)
@@ -196,14 +206,25 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       broker,
       slot,
       turns,
-      die: (defect) => Deferred.die(fatal, defect)
+      die: (defect) => Deferred.die(fatal, defect),
+      subagents: {
+        store,
+        catalog: yield* AgentCatalog,
+        telemetry,
+        wake: wiring.wake,
+        expect: wiring.expect,
+        commitSpawn: (spawn, records) =>
+          exclusive(writer.spawn(spawn, records)).pipe(
+            Effect.catchTags({ LeaseLost: () => Effect.interrupt, StoreUnavailable: () => Effect.interrupt })
+          )
+      }
     }
     const startTurn = (started: Parameters<typeof RunningTurn.start>[1], resumed: boolean) =>
       Effect.map(RunningTurn.start(host, started, resumed), (turn) => {
         actor.running = turn
       })
-    const execute = (item: InboxItem) => runOutcome(actor, item, append, startTurn, wiring)
-    const drain = writer(Effect.gen(function*() {
+    const execute = (item: InboxItem) => runOutcome(actor, item, writer.append, startTurn, wiring)
+    const drain = exclusive(Effect.gen(function*() {
       const items = yield* store.readInbox(sessionId, { limit: 256 })
       let changed = false
       for (const item of items) if (yield* execute(item)) changed = true
@@ -211,7 +232,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     }))
 
     if (actor.state.active !== undefined && !actor.state.closed) {
-      yield* writer(startTurn(actor.state.active.started, true))
+      yield* exclusive(startTurn(actor.state.active.started, true))
+    }
+    // A result the last owner may not have delivered before it stopped (a redelivery is a no-op).
+    if (actor.state.lastEnd !== undefined) {
+      yield* FiberSet.run(background, SessionWriter.deliverResult({ store, wake: wiring.wake }, actor.session, actor.state.lastEnd))
     }
     const loop = Effect.gen(function*() {
       for (;;) {
@@ -233,67 +258,6 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     })
     yield* Effect.raceFirst(loop, Deferred.await(fatal))
   }))
-
-/**
- * The single write path: append fenced by the lease and the head, fold the
- * records onto the state, then announce them. What a commit causes (a turn's
- * end reported, its callbacks withdrawn, a steer handed to the turn) happens
- * between the append and the publishing, so whoever sees a record published
- * also sees what it caused. Losing the lease is fatal.
- */
-const makeAppend = (
-  store: SessionStore["Type"],
-  actor: Actor,
-  lease: Ref.Ref<Lease>,
-  wiring: Wiring,
-  lose: (error: LeaseLost | StoreUnavailable) => Effect.Effect<never, LeaseLost | StoreUnavailable>,
-  announceEnd: (end: TurnEnded, excluded: boolean) => Effect.Effect<void>,
-  broker: CallbackBroker["Type"]
-) =>
-  Effect.fnUntraced(function*(records: ReadonlyArray<RecordBody>, consumes: ReadonlyArray<InputId>) {
-    const current = yield* Ref.get(lease)
-    const before = actor.state
-    const receipt: CommitReceipt = yield* store.append({
-      commitId: yield* makeCommitId,
-      sessionId: before.sessionId,
-      owner: current.owner,
-      epoch: current.epoch,
-      expectedHeadSeq: before.head,
-      records,
-      consumes
-    }).pipe(Effect.catchAll((error) => {
-      switch (error._tag) {
-        case "Conflict":
-        case "SessionNotFound":
-          return Effect.die(error)
-        case "SequenceConflict":
-          return lose(new LeaseLost({ sessionId: before.sessionId, epoch: current.epoch, owner: current.owner }))
-        default:
-          return lose(error)
-      }
-    }))
-    const firstSeq = before.head + 1
-    actor.state = SessionState.applyCommit(before, firstSeq, receipt.at, records)
-    for (const record of records) {
-      switch (record._tag) {
-        case "turn_ended":
-          if (actor.running?.started.turnId === record.turnId) actor.running = undefined
-          if (before.active?.started.turnId === record.turnId) {
-            yield* announceEnd(record, before.active.started.excludeFromAnalytics === true)
-          }
-          break
-        case "callback_resolved":
-          actor.answers.delete(record.callbackId)
-          yield* broker.withdraw(record.callbackId)
-          break
-        case "input_applied":
-          if (record.kind === "steer" && actor.running !== undefined) yield* actor.running.steered
-          break
-      }
-    }
-    yield* wiring.publishRecords(firstSeq, receipt.at, records)
-    return receipt
-  })
 
 /**
  * Decides one inbox item and carries the outcome out: interrupt the running

@@ -19,6 +19,7 @@ import * as Telemetry from "../services/Telemetry.js"
 import { errorOutcome, type ToolOutcome } from "../services/Tool.js"
 import type { Toolkit } from "../services/Toolkit.js"
 import { unknownOutcome } from "./SessionState.js"
+import * as SubagentTools from "./SubagentTools.js"
 import type { TurnContext } from "./TurnRunner.js"
 
 /** Records of steps without side effects (a model reply, a refused call) that ride along with the turn's next commit. */
@@ -102,7 +103,14 @@ export const make = (ctx: TurnContext, deps: Deps) => {
         const answer = yield* parked(ctx.openCallback(operationId, request, [...pending.take(), ...before]))
         return yield* completeOperation(operationId, clientOutcome(answer))
       }
-      const runnable = toolkit.get(call.name)
+      if (call.name === SubagentTools.SPAWN && ctx.subagents !== undefined) {
+        // The spawn and the call's receipt commit together, or neither does.
+        const prior = [...pending.take(), ...before]
+        const spawned = yield* ctx.subagents.spawn(call, operationId, (outcome) => [...prior, completed(operationId, outcome)])
+        if (!spawned.written) pending.add(...prior, completed(operationId, spawned.outcome))
+        return spawned.outcome
+      }
+      const runnable = ctx.subagents?.get(call.name, call, operationId) ?? toolkit.get(call.name)
       if (runnable === undefined) {
         return yield* refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
       }

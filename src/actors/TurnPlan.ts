@@ -50,6 +50,8 @@ export const resolve = (options: {
   readonly run?: RunOptions | undefined
   readonly sessionBudgets?: Budgets | null | undefined
   readonly hostSettings?: ModelSettings | undefined
+  /** Built-in tools the runtime runs for this session (the `agents.*` tools of a session that may spawn). */
+  readonly builtins?: ReadonlyArray<ToolSpec> | undefined
 }): TurnPlan => {
   const { agent, run } = options
   const merged = {
@@ -64,7 +66,9 @@ export const resolve = (options: {
     ...defined(run?.budgets)
   }, true)
   const finishes = agent.noToolPolicy !== "finish" && !agent.tools.some((t) => t.name === FINISH)
-  const tools = finishes ? [...agent.tools, finishTool] : agent.tools
+  const own = finishes ? [...agent.tools, finishTool] : agent.tools
+  const builtins = (options.builtins ?? []).filter((b) => !own.some((t) => t.name === b.name))
+  const tools = builtins.length === 0 ? own : [...own, ...builtins]
   const byName = new Map(tools.map((t) => [t.name, t]))
   const runRules = run?.permissions?.rules ?? {}
   const agentRules = agent.permissions.rules

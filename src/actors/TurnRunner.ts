@@ -32,6 +32,7 @@ import * as Telemetry from "../services/Telemetry.js"
 import { Toolkit } from "../services/Toolkit.js"
 import { unknownOutcome } from "./SessionState.js"
 import * as TurnMeter from "./TurnMeter.js"
+import type { SubagentTools } from "./SubagentTools.js"
 import * as ToolCalls from "./ToolCalls.js"
 import { FINISH, type TurnPlan } from "./TurnPlan.js"
 
@@ -92,6 +93,8 @@ export interface TurnContext {
   ) => Effect.Effect<unknown>
   /** Parks on a callback opened before a crash until it is answered. */
   readonly awaitCallback: (callbackId: CallbackId) => Effect.Effect<unknown>
+  /** The `agents.*` tools, when the session may spawn subagents. */
+  readonly subagents?: SubagentTools | undefined
 }
 
 export { unknownOutcome }

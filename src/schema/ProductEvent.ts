@@ -10,6 +10,7 @@
  * @since 0.1.0
  */
 import { Either, Schema } from "effect"
+import { SpawnLimit } from "./Errors.js"
 import { FailureCode, TurnOutcome } from "./Turn.js"
 
 const Count = Schema.Number.pipe(Schema.int(), Schema.nonNegative())
@@ -106,6 +107,14 @@ export const DaemonStarted = Schema.Struct({
 /** @since 0.1.0 */
 export type DaemonStarted = typeof DaemonStarted.Type
 
+/** A spawn or a further child turn was refused by the tree's subagent policy; `limit` names the rule. */
+export const SubagentRefused = Schema.Struct({
+  event: Schema.tag("subagent.refused"),
+  limit: SpawnLimit
+}).annotations({ identifier: "troupe/ProductEvent/SubagentRefused" })
+/** @since 0.1.0 */
+export type SubagentRefused = typeof SubagentRefused.Type
+
 /** The names of the failure events. */
 export const FailedName = Schema.Literal("session.failed", "auth.failed", "provider.failed", "daemon.failed")
 /** @since 0.1.0 */
@@ -146,6 +155,7 @@ export const ProductEvent = Schema.Union(
   SessionStarted,
   TurnEnded,
   DaemonStarted,
+  SubagentRefused,
   SessionFailed,
   AuthFailed,
   ProviderFailed,
@@ -162,6 +172,7 @@ export const eventNames: ReadonlyArray<EventName> = [
   "session.started",
   "turn.ended",
   "daemon.started",
+  "subagent.refused",
   "session.failed",
   "auth.failed",
   "provider.failed",
@@ -193,6 +204,9 @@ export const sanitize = (event: unknown): typeof ProductEvent.Encoded | undefine
 
 /** `session.started` for a root or child session. */
 export const sessionStarted = (kind: Lineage): SessionStarted => SessionStarted.make({ kind })
+
+/** `subagent.refused` for a refusal of `limit`. */
+export const subagentRefused = (limit: SpawnLimit): SubagentRefused => SubagentRefused.make({ limit })
 
 /**
  * `turn.ended` from a turn's outcome. `usage` may be the full `Usage` of a

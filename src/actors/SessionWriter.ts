@@ -1,0 +1,163 @@
+/**
+ * An actor's single write path: every commit, the actor's or its turn's (a
+ * spawn included), is fenced by the lease epoch and the expected head, folded
+ * onto the actor's state, and then announced. What a commit causes happens
+ * between the append and the announcing, so whoever sees a record published
+ * also sees what it caused: a turn's end is reported to telemetry (and, for a
+ * child, its result is delivered to the parent's inbox), closed callbacks are
+ * withdrawn from providers, and a steer or child result is handed to the
+ * running turn. Losing the lease is fatal.
+ *
+ * @since 0.1.0
+ */
+import { Deferred, Effect, FiberSet, Ref } from "effect"
+import { type Conflict, LeaseLost, type SpawnRefused, type StoreUnavailable } from "../schema/Errors.js"
+import { type CallbackId, type InputId, makeCommitId, type SessionId } from "../schema/Ids.js"
+import { ChildResult, childResultInputId } from "../schema/Inbox.js"
+import type { Commit, CommitReceipt, Lease } from "../schema/Lease.js"
+import type { RecordBody, TurnEnded } from "../schema/Record.js"
+import type { Session } from "../schema/Session.js"
+import type { CallbackBroker } from "../services/CallbackBroker.js"
+import { spawnRecord } from "../services/SessionDraft.js"
+import type { SessionStore, SpawnChild, Spawned } from "../services/SessionStore.js"
+import type { RunningTurn } from "./RunningTurn.js"
+import * as SessionState from "./SessionState.js"
+
+/** What the writer changes as it commits. */
+export interface Target {
+  readonly session: Session
+  state: SessionState.SessionState
+  running: RunningTurn | undefined
+  /** Where parked turns wait for answers. */
+  readonly answers: Map<CallbackId, Deferred.Deferred<unknown>>
+}
+
+/** What the writer is given. */
+export interface Deps {
+  readonly store: SessionStore["Type"]
+  readonly broker: CallbackBroker["Type"]
+  readonly lease: Ref.Ref<Lease>
+  /** Ends the actor with the error (the lease is lost, or the store is gone). */
+  readonly lose: (error: LeaseLost | StoreUnavailable) => Effect.Effect<never, LeaseLost | StoreUnavailable>
+  readonly announceEnd: (end: TurnEnded, excluded: boolean) => Effect.Effect<void>
+  readonly publishRecords: (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
+  /** Wakes another session's actor (the parent a result went to). */
+  readonly wake: (sessionId: SessionId) => Effect.Effect<void>
+  /** Owns the deliveries of child results, which never delay the turn that ended. */
+  readonly background: FiberSet.FiberSet<void>
+}
+
+/** A child's result, delivered to its parent's inbox under an id derived from the turn (a redelivery is a no-op). */
+export const deliverResult = (deps: Pick<Deps, "store" | "wake">, session: Session, end: TurnEnded) =>
+  Effect.suspend(() => {
+    const parentId = session.parentId
+    if (parentId === null) return Effect.void
+    const result = new ChildResult({
+      inputId: childResultInputId(end.turnId),
+      childSessionId: session.id,
+      turnId: end.turnId,
+      outcome: end.outcome,
+      output: end.output,
+      publicFinalMessage: end.publicFinalMessage,
+      failureCode: end.failureCode,
+      reason: end.reason,
+      usage: end.usage
+    }, true)
+    return deps.store.push(parentId, result).pipe(
+      Effect.flatMap((admission) => (admission.duplicate ? Effect.void : deps.wake(parentId))),
+      // A closed (or gone) parent takes nothing: the result stays in the child's own log.
+      Effect.catchAll((error) => Effect.logDebug("child result not delivered", error).pipe(Effect.annotateLogs({ parentId })))
+    )
+  })
+
+/** The write path of an actor. */
+export const make = (target: Target, deps: Deps) => {
+  const { lease, lose, store } = deps
+  const fenced = (current: Lease) => (error: { readonly _tag: string }): Effect.Effect<never, LeaseLost | StoreUnavailable> =>
+    error._tag === "SequenceConflict"
+      ? lose(new LeaseLost({ sessionId: target.session.id, epoch: current.epoch, owner: current.owner }))
+      : error._tag === "LeaseLost" || error._tag === "StoreUnavailable"
+      ? lose(error as LeaseLost | StoreUnavailable)
+      : Effect.die(error)
+
+  const commitOf = (current: Lease, records: ReadonlyArray<RecordBody>, consumes: ReadonlyArray<InputId>) =>
+    Effect.map(makeCommitId, (commitId): Commit => ({
+      commitId,
+      sessionId: target.session.id,
+      owner: current.owner,
+      epoch: current.epoch,
+      expectedHeadSeq: target.state.head,
+      records,
+      consumes
+    }))
+
+  /** Folds what a commit wrote from `firstSeq`, then runs what it causes and announces it. */
+  const written = (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) =>
+    Effect.gen(function*() {
+      const before = target.state
+      target.state = SessionState.applyCommit(before, firstSeq, at, records)
+      for (const record of records) {
+        switch (record._tag) {
+          case "turn_ended":
+            if (target.running?.started.turnId === record.turnId) target.running = undefined
+            if (before.active?.started.turnId === record.turnId) {
+              yield* deps.announceEnd(record, before.active.started.excludeFromAnalytics === true)
+              yield* FiberSet.run(deps.background, deliverResult(deps, target.session, record))
+            }
+            break
+          case "callback_resolved":
+            target.answers.delete(record.callbackId)
+            yield* deps.broker.withdraw(record.callbackId)
+            break
+          case "input_applied":
+            if (record.kind === "steer" && target.running !== undefined) yield* target.running.steered
+            break
+          case "child_result":
+            if (target.running !== undefined) yield* target.running.steered
+            break
+        }
+      }
+      yield* deps.publishRecords(firstSeq, at, records)
+    })
+
+  /** Appends `records`, consuming `consumes`. */
+  const append = (
+    records: ReadonlyArray<RecordBody>,
+    consumes: ReadonlyArray<InputId>
+  ): Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable> =>
+    Effect.gen(function*() {
+      const current = yield* Ref.get(lease)
+      const receipt = yield* store.append(yield* commitOf(current, records, consumes)).pipe(Effect.catchAll(fenced(current)))
+      yield* written(receipt.firstSeq, receipt.at, records)
+      return receipt
+    })
+
+  /**
+   * Spawns a child with the parent's `records` in one transaction: the store
+   * writes the parent's `child_spawned` first, then `records`. A refusal of the
+   * policy (or an alias taken) writes nothing.
+   */
+  const spawn = (
+    input: Omit<SpawnChild, "principal" | "commit">,
+    records: ReadonlyArray<RecordBody>
+  ): Effect.Effect<Spawned, SpawnRefused | Conflict | LeaseLost | StoreUnavailable> =>
+    Effect.gen(function*() {
+      const current = yield* Ref.get(lease)
+      const commit = yield* commitOf(current, records, [])
+      const spawned = yield* store.spawn({ ...input, principal: target.session.principal, commit }).pipe(
+        Effect.catchAll((error): Effect.Effect<never, SpawnRefused | Conflict | LeaseLost | StoreUnavailable> =>
+          error._tag === "SpawnRefused" || error._tag === "Conflict"
+            ? Effect.fail(error)
+            : fenced(current)(error)
+        )
+      )
+      const spawnedRecord = spawnRecord({ ...input, principal: target.session.principal, commit }, spawned.child)
+      yield* written(spawned.receipt.firstSeq, spawned.receipt.at, [spawnedRecord, ...records])
+      return spawned
+    })
+
+  return { append, spawn }
+}
+
+/** An actor's write path. */
+export type SessionWriter = ReturnType<typeof make>
