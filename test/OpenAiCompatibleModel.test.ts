@@ -133,6 +133,33 @@ describe("OpenAiCompatibleModel", () => {
         ])
       }))
 
+    it.scopedLive("a tool name the API refuses (agents.spawn) goes out as agents_spawn, and its call comes back under its own name", () =>
+      Effect.gen(function*() {
+        const server = yield* OpenAiServer.make
+        yield* server.enqueue(OpenAiServer.sse([
+          chunk.toolCall(0, { id: "call_1", name: "agents_spawn", arguments: "{}" }),
+          chunk.toolCall(1, { id: "call_2", name: "not_offered", arguments: "{}" }),
+          chunk.finish("tool_calls")
+        ]))
+        const spawn = new ToolSpec({ name: "agents.spawn", description: "Spawns.", parameters: { type: "object" } })
+        const result = yield* events(request({
+          messages: [
+            { role: "user", content: "go" },
+            { role: "assistant", content: "", toolCalls: [{ id: "call_0", name: "agents.spawn", arguments: "{}" }] },
+            { role: "tool", toolCallId: "call_0", content: "ok" }
+          ],
+          tools: [spawn]
+        })).pipe(Effect.provide(modelLayer(server)))
+        const [received] = yield* server.requests
+        const body = received!.body as { tools: ReadonlyArray<{ function: { name: string } }>; messages: ReadonlyArray<{ tool_calls?: ReadonlyArray<{ function: { name: string } }> }> }
+        assert.deepStrictEqual(body.tools.map((t) => t.function.name), ["agents_spawn"])
+        assert.strictEqual(body.messages.find((m) => m.tool_calls !== undefined)?.tool_calls?.[0]?.function.name, "agents_spawn")
+        assert.deepStrictEqual(
+          result.flatMap((e) => (e._tag === "ToolCallEvent" ? [e.call.name] : [])),
+          ["agents.spawn", "not_offered"]
+        )
+      }))
+
     it.scopedLive("finish reasons map onto the port's, and a stream that ends after one without [DONE] is complete", () =>
       Effect.gen(function*() {
         const server = yield* OpenAiServer.make

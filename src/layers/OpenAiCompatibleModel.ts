@@ -221,7 +221,7 @@ class Reply {
   private usage: { readonly inputTokens: number; readonly outputTokens: number } | undefined
   done = false
 
-  constructor(private readonly makeId: () => string) {}
+  constructor(private readonly makeId: () => string, private readonly toolName: (wire: string) => string) {}
 
   /** Folds one `data:` payload in, pushing events to `out`; a failure ends the reply. */
   onData(data: string, out: Array<Model.Event>): Failure | undefined {
@@ -286,7 +286,7 @@ class Reply {
       out.push(Model.Event.ToolCallEvent({
         call: {
           id: call.id === "" ? this.makeId() : call.id,
-          name: call.name,
+          name: this.toolName(call.name),
           // A call without arguments is an empty object, not an empty string.
           arguments: call.arguments.trim() === "" ? "{}" : call.arguments
         }
@@ -341,7 +341,7 @@ const wireMessages = (request: Model.Request): Array<WireMessage> => {
           tool_calls: calls.map((call) => ({
             id: call.id,
             type: "function",
-            function: { name: call.name, arguments: call.arguments }
+            function: { name: wireToolName(call.name), arguments: call.arguments }
           }))
         })
         break
@@ -354,6 +354,19 @@ const wireMessages = (request: Model.Request): Array<WireMessage> => {
   return messages
 }
 
+/**
+ * A tool's name as the Chat Completions API takes it (`^[a-zA-Z0-9_-]{1,64}$`):
+ * troupe's built-in `agents.spawn` goes out as `agents_spawn`, and the calls
+ * that come back are named by the request's own tools again.
+ */
+export const wireToolName = (name: string): string => name.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64)
+
+/** The tool a wire name stands for in `request` (a name no tool of it has is kept as it came). */
+const toolNameOf = (request: Model.Request) => {
+  const names = new Map(request.tools.map((tool) => [wireToolName(tool.name), tool.name]))
+  return (wire: string) => names.get(wire) ?? wire
+}
+
 /** The JSON body of a streamed Chat Completions request. */
 const requestBody = (request: Model.Request, model: string, options: Options): Record<string, unknown> => {
   const body: Record<string, unknown> = { model, messages: wireMessages(request) }
@@ -361,7 +374,7 @@ const requestBody = (request: Model.Request, model: string, options: Options): R
   if (request.tools.length > 0) {
     body["tools"] = request.tools.map((tool) => ({
       type: "function",
-      function: { name: tool.name, description: tool.description, parameters: tool.parameters }
+      function: { name: wireToolName(tool.name), description: tool.description, parameters: tool.parameters }
     }))
   }
   const settings = request.settings
@@ -454,9 +467,12 @@ export const make = (options: Options = {}) =>
         return failure(clip(message), false, response.status)
       })
 
-    const events = (response: HttpClientResponse.HttpClientResponse): Stream.Stream<Model.Event, Failure> =>
+    const events = (
+      response: HttpClientResponse.HttpClientResponse,
+      toolName: (wire: string) => string
+    ): Stream.Stream<Model.Event, Failure> =>
       Stream.suspend(() => {
-        const reply = new Reply(() => `call_${globalThis.crypto.randomUUID().replaceAll("-", "")}`)
+        const reply = new Reply(() => `call_${globalThis.crypto.randomUUID().replaceAll("-", "")}`, toolName)
         const data: Array<string> = []
         const parser = Sse.makeParser((event) => {
           if (event._tag !== "Event") return
@@ -495,7 +511,7 @@ export const make = (options: Options = {}) =>
         )
       })
 
-    const attempt = (body: Record<string, unknown>): Stream.Stream<Model.Event, Failure> =>
+    const attempt = (body: Record<string, unknown>, toolName: (wire: string) => string): Stream.Stream<Model.Event, Failure> =>
       Stream.unwrap(
         client.execute(HttpClientRequest.bodyUnsafeJson(baseRequest, body)).pipe(
           Effect.mapError(requestFailure),
@@ -508,7 +524,7 @@ export const make = (options: Options = {}) =>
               ? Effect.flatMap(statusFailure(response), Effect.fail)
               : (response.headers["content-type"] ?? "").includes("json")
               ? Effect.flatMap(unstreamedFailure(response), Effect.fail)
-              : Effect.succeed(events(response))
+              : Effect.succeed(events(response, toolName))
           )
         )
       )
@@ -539,7 +555,8 @@ export const make = (options: Options = {}) =>
           }
           const body = requestBody(request, model, options)
           let emitted = false
-          return Stream.suspend(() => attempt(body)).pipe(
+          const toolName = toolNameOf(request)
+          return Stream.suspend(() => attempt(body, toolName)).pipe(
             Stream.mapChunks((chunk) => {
               if (Chunk.isNonEmpty(chunk)) emitted = true
               return chunk
