@@ -8,6 +8,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { MAX_DEPTH, tooDeep } from "./Cbor.js"
 import { Budgets } from "../schema/Budget.js"
 import { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import { SessionEvent, Snapshot } from "../schema/Event.js"
@@ -18,7 +19,8 @@ import { Session } from "../schema/Session.js"
 /**
  * Whether a value survives the store's JSON unchanged: CBOR also carries byte
  * strings, bigints beyond 2^53 and non-finite floats, which JSON would turn
- * into something else or refuse with a throw.
+ * into something else or refuse with a throw. Called only on values `tooDeep`
+ * passed, so its recursion is at most `MAX_DEPTH` deep.
  */
 const isJson = (value: unknown): boolean => {
   switch (typeof value) {
@@ -40,9 +42,11 @@ const isJson = (value: unknown): boolean => {
 
 /** JSON data: what the store keeps as JSON must come as JSON from the wire. */
 export const JsonData = Schema.Unknown.pipe(
-  Schema.filter(isJson, {
-    message: () => "expected JSON data (no byte strings, integers beyond 2^53, or non-finite numbers)"
-  })
+  Schema.filter((value) =>
+    tooDeep(value)
+      ? `JSON data nested deeper than ${MAX_DEPTH} levels`
+      : isJson(value) || "expected JSON data (no byte strings, integers beyond 2^53, or non-finite numbers)"
+  )
 )
 
 /** An empty map payload (`{}`); unknown fields are ignored. */
