@@ -54,7 +54,7 @@ export interface Options {
   /**
    * How long a peer that must authenticate has for `auth.hello` to succeed
    * (default 10 s); then it gets `core.error { kind: "unauthenticated" }` on
-   * id 0 and is closed. `"infinity"` never closes it.
+   * id 0 and is closed. `Duration.infinity` never closes it.
    */
   readonly authTimeout?: Duration.DurationInput | undefined
   /**
