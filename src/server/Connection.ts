@@ -64,6 +64,13 @@ export interface Options {
    * so such a connection is never idle.
    */
   readonly idleTimeout?: Duration.DurationInput | undefined
+  /**
+   * Frames a peer that must authenticate may send before an `auth.hello`
+   * succeeds (default 32); one more gets `core.error unauthenticated` on id 0
+   * and the connection is closed. Bounds what a peer without a token can make
+   * the daemon do (and how many tokens it can try) per connection.
+   */
+  readonly maxUnauthenticatedFrames?: number | undefined
   /** Where warnings about a peer's bad input go, rate-limited (default: one limiter per connection). */
   readonly warnings?: PeerWarnings | undefined
 }
@@ -100,7 +107,8 @@ export const defaults = {
   maxFollowUps: 64,
   closeTimeout: Duration.seconds(2),
   agentVersion: AGENT_VERSION,
-  authTimeout: Duration.seconds(10)
+  authTimeout: Duration.seconds(10),
+  maxUnauthenticatedFrames: 32
 } as const
 
 /** Clock readings announced in `core.ready`, as nanoseconds since the Unix epoch. */
@@ -143,6 +151,7 @@ interface Resolved {
   readonly agentVersion: string
   readonly authTimeout: Duration.Duration
   readonly idleTimeout: Duration.Duration
+  readonly maxUnauthenticatedFrames: number
   readonly warnings: PeerWarnings | undefined
 }
 
@@ -157,6 +166,7 @@ export const resolve = (options: Options = {}): Resolved => ({
   agentVersion: options.agentVersion ?? defaults.agentVersion,
   authTimeout: Duration.decode(options.authTimeout ?? defaults.authTimeout),
   idleTimeout: options.idleTimeout === undefined ? Duration.infinity : Duration.decode(options.idleTimeout),
+  maxUnauthenticatedFrames: options.maxUnauthenticatedFrames ?? defaults.maxUnauthenticatedFrames,
   warnings: options.warnings
 })
 
@@ -264,6 +274,7 @@ export const serve = (
     const exchanges = new Map<number, Active>()
     let requests = 0
     let streams = 0
+    let unauthenticatedFrames = 0
     let principal: Option.Option<Principal> = Option.none()
     let excludeFromAnalytics = false
     const clock = yield* Effect.clock
@@ -467,6 +478,12 @@ export const serve = (
 
     const handle = (frame: Frame.RawFrame): Effect.Effect<Verdict, TransportError> => {
       const { flags, id } = frame
+      if (Option.isNone(principal) && ++unauthenticatedFrames > limits.maxUnauthenticatedFrames) {
+        return fatal({
+          kind: "unauthenticated",
+          message: `more than ${limits.maxUnauthenticatedFrames} frames without a successful auth.hello`
+        })
+      }
       if (id === 0) {
         if (Frame.hasFlag(flags, Frame.FLAG_SHUTDOWN)) return CLOSE
         return fatal({ kind: "invalid_id", message: "id 0 is reserved for core.shutdown" })

@@ -108,6 +108,20 @@ describe("hardening", () => {
         assert.strictEqual(yield* H.ping(local, 3), "core.pong#3/1")
       }))
 
+    it.scopedLive("a peer without a token gets 32 frames answered, then unauthenticated on id 0 and the close", () =>
+      Effect.gen(function*() {
+        const d = yield* daemon()
+        const flood = yield* H.rawConnect(d.tcp)
+        yield* flood.write(Buffer.concat(Array.from({ length: 40 }, (_, i) => H.frame(i + 1, 0, "auth.hello", { token: `guess-${i}` }))))
+        for (let i = 0; i < 32; i++) assert.strictEqual(errorOf(yield* flood.nextMessage).kind, "unauthenticated")
+        const { closed, error } = yield* H.expectClosedAfter(flood)
+        assert.deepStrictEqual([error.id, errorOf(error).kind, closed], [0, "unauthenticated", true])
+        // Once authenticated, frames are not counted.
+        const good = yield* H.rawConnect(d.tcp)
+        assert.strictEqual((yield* good.exchange(1, 0, "auth.hello", { token: H.TOKEN })).t, "auth.welcome")
+        for (let i = 2; i < 100; i++) assert.strictEqual(yield* H.ping(good, i), `core.pong#${i}/1`)
+      }))
+
     it.scoped("the deadline is configurable per listener, and can be switched off", () =>
       Effect.gen(function*() {
         const d = yield* daemon({ connection: { authTimeout: "2 seconds" } })
