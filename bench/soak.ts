@@ -29,6 +29,8 @@
  *    daemon closes it.
  *
  * Each phase prints the daemon's heap after GC and RSS at its start and end.
+ * `--snapshots DIR` also writes heap snapshots after the baseline, the turns
+ * and the connections (compare them in Chrome DevTools' Memory tab).
  */
 import { Context, Effect, Exit, Layer, Option, Scope, Stream } from "effect"
 import { fork } from "node:child_process"
@@ -38,7 +40,7 @@ import { cpus, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { runInNewContext } from "node:vm"
-import { setFlagsFromString } from "node:v8"
+import { setFlagsFromString, writeHeapSnapshot } from "node:v8"
 import * as SessionClient from "../src/client/SessionClient.js"
 import * as Envelope from "../src/protocol/Envelope.js"
 import * as Frame from "../src/protocol/Frame.js"
@@ -85,6 +87,12 @@ const serve = (dir: string) => {
   const auth = Authenticator.layerTrustedLocal(local, Authenticator.layerStatic({ [TOKEN]: local }))
   const server = Server.layer({ unix: join(dir, "agent.sock"), tcp: { host: "127.0.0.1", port: 0 } })
   process.on("message", (message) => {
+    if (typeof message === "object" && message !== null && "snapshot" in message) {
+      gc()
+      gc()
+      process.send!({ written: writeHeapSnapshot(String(message.snapshot)) })
+      return
+    }
     if (message !== "gc") return
     // Twice: the first pass may only queue finalizers (sockets, buffers) that free more on the second.
     gc()
@@ -118,6 +126,16 @@ const startDaemon = (dir: string) =>
     child.once("error", reject)
     child.once("exit", (code) => reject(new Error(`daemon exited with ${code}`)))
   })
+
+/** With `--snapshots DIR`: writes the daemon's heap snapshot `DIR/<name>.heapsnapshot` (after a GC), for a diff. */
+const snapshot = (child: ReturnType<typeof fork>, name: string) => {
+  const dir = arg("snapshots", "")
+  if (dir === "") return Promise.resolve()
+  return new Promise<void>((resolve) => {
+    child.once("message", () => resolve())
+    child.send({ snapshot: join(dir, `${name}.heapsnapshot`) })
+  })
+}
 
 const memoryOf = (child: ReturnType<typeof fork>) =>
   new Promise<Memory>((resolve) => {
@@ -298,19 +316,35 @@ const main = async () => {
     await run(runTurns(socket, session.id, 200))
     await churn(port, 500)
     const baseline = await memoryOf(child)
+    await snapshot(child, "baseline")
     console.log(`\nbaseline (after 200 turns and 500 connections of warm-up)`)
     report("baseline", baseline, baseline)
 
-    const turnsPerSecond = await run(runTurns(socket, session.id, turns))
+    // In five slices, with the heap after GC after each: a leak grows with every slice, a warming heap levels off.
+    const turnRates: Array<number> = []
+    const turnHeaps: Array<string> = []
+    const turnSlice = Math.ceil(turns / 5)
+    for (let done = 0; done < turns; done += turnSlice) {
+      turnRates.push(await run(runTurns(socket, session.id, Math.min(turnSlice, turns - done))))
+      turnHeaps.push(mib((await memoryOf(child)).heapUsed))
+    }
     const afterTurns = await memoryOf(child)
-    console.log(`\n${turns} turns on one session: ${turnsPerSecond.toFixed(0)} turns/s`)
+    await snapshot(child, "turns")
+    console.log(`\n${turns} turns on one session: ${median(turnRates).toFixed(0)} turns/s (median of ${turnRates.length} slices)`)
+    console.log(`  heap after GC after each slice: ${turnHeaps.join(", ")}`)
     report("turns", baseline, afterTurns)
 
     const rates: Array<number> = []
+    const connectionHeaps: Array<string> = []
     const slice = Math.ceil(connections / 5)
-    for (let done = 0; done < connections; done += slice) rates.push(await churn(port, Math.min(slice, connections - done)))
+    for (let done = 0; done < connections; done += slice) {
+      rates.push(await churn(port, Math.min(slice, connections - done)))
+      connectionHeaps.push(mib((await memoryOf(child)).heapUsed))
+    }
     const afterConnections = await memoryOf(child)
+    await snapshot(child, "connections")
     console.log(`\n${connections} connections opened and closed: ${median(rates).toFixed(0)} accepted/s (median of ${rates.length} slices)`)
+    console.log(`  heap after GC after each slice: ${connectionHeaps.join(", ")}`)
     report("connections", afterTurns, afterConnections)
     report("connections, from the baseline", baseline, afterConnections)
 

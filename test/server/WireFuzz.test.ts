@@ -13,26 +13,8 @@ import * as net from "node:net"
 import * as Cbor from "../../src/protocol/Cbor.js"
 import * as Frame from "../../src/protocol/Frame.js"
 import * as Handshake from "../../src/protocol/Handshake.js"
+import { random, type Random } from "../support/random.js"
 import * as H from "./harness.js"
-
-/** mulberry32: a small seeded generator. */
-const generator = (seed: number) => {
-  let state = seed >>> 0
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  const int = (below: number) => Math.floor(next() * below)
-  const bytes = (n: number) => {
-    const out = Buffer.allocUnsafe(n)
-    for (let i = 0; i < n; i++) out[i] = int(256)
-    return out
-  }
-  return { next, int, bytes }
-}
 
 const FRAMES = 100_000
 const CONNECTIONS = 16
@@ -57,7 +39,7 @@ const valid: ReadonlyArray<Buffer> = [
   H.body("session.events.cancel", {})
 ].map((bytes) => Buffer.from(bytes))
 
-const fuzzedFrame = (rng: ReturnType<typeof generator>): Buffer => {
+const fuzzedFrame = (rng: Random): Buffer => {
   const id = rng.next() < 0.9 ? 1 + rng.int(64) : 1 + rng.int(1 << 20)
   // Mostly defined flags; now and then unknown bits.
   const flags = rng.next() < 0.95 ? rng.int(4) : rng.int(256)
@@ -138,7 +120,7 @@ describe("wire fuzzing", () => {
   it.scopedLive("100,000 random and mutated frames leave the server alive and a good client unaffected", () =>
     Effect.gen(function*() {
       const d = yield* H.testDaemon()
-      const rng = generator(0x13_13_13)
+      const rng = random(0x13_13_13)
       const good = yield* H.rawConnect({ path: d.path })
       const tcp: H.Target = { host: "127.0.0.1", port: d.port }
       let checks = 0
