@@ -192,10 +192,16 @@ export interface SessionClient {
   ) => Effect.Effect<void, E | SessionClientError>
 }
 
+/** `InvalidInput` if a JSON value the caller gave nests deeper than the daemon takes (`Cbor.MAX_JSON_DEPTH`). */
+const jsonTooDeep = (what: string, values: ReadonlyArray<unknown>): Effect.Effect<void, InvalidInput> =>
+  values.some((value) => Cbor.tooDeep(value, Cbor.MAX_JSON_DEPTH))
+    ? Effect.fail(new InvalidInput({ what, reason: `nested deeper than ${Cbor.MAX_JSON_DEPTH} levels, the server's limit for JSON values` }))
+    : Effect.void
+
 /**
  * The body of a message; `InvalidInput` when the value nests deeper than the
- * server reads (checked first, in bounded stack, so no input can overflow
- * it), `InvalidFrame` when it has no other wire form.
+ * server reads (`Cbor.MAX_DEPTH`, checked first, in bounded stack, so no input
+ * can overflow it), `InvalidFrame` when it has no other wire form.
  */
 const bodyOf = <A, I>(
   type: string,
@@ -443,14 +449,14 @@ const build = (source: Source): SessionClient => {
     })
 
   const answerCallback = (sessionId: SessionId, answer: AnswerOptions) =>
-    Effect.asVoid(call(
+    Effect.andThen(jsonTooDeep("callback.answer result", [answer.result]), () => Effect.asVoid(call(
       Type.callbackAnswer,
       Messages.CallbackAnswer,
       { sessionId, ...answer },
       Type.callbackAccepted,
       Messages.Empty,
       false
-    ))
+    )))
 
   /** Serves callbacks over one connection until the server ends the exchange. */
   const provideOnce = <E>(
@@ -515,7 +521,7 @@ const build = (source: Source): SessionClient => {
     ping: Effect.asVoid(call(Type.ping, Messages.Empty, {}, Type.pong, Messages.Empty)),
     agents: Effect.map(call(Type.agentList, Messages.Empty, {}, Type.agentPage, Messages.AgentPage), (page) => page.items),
     create: (options) =>
-      Effect.map(
+      Effect.andThen(jsonTooDeep("session.create metadata", Object.values(options.metadata ?? {})), () => Effect.map(
         call(
           Type.sessionCreate,
           Messages.SessionCreate,
@@ -525,7 +531,7 @@ const build = (source: Source): SessionClient => {
           options.idempotencyKey !== undefined
         ),
         (answer) => answer.session
-      ),
+      )),
     get: (sessionId) => summary(Type.sessionGet, Messages.SessionRef, { sessionId }),
     list: (options = {}) => call(Type.sessionList, Messages.SessionList, options, Type.sessionPage, Messages.SessionPage),
     send: (sessionId, options) =>

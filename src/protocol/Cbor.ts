@@ -24,6 +24,14 @@ import { Either } from "effect"
 export const MAX_DEPTH = 256
 
 /**
+ * The deepest a JSON value inside a payload may nest (240): the wire's
+ * `MAX_DEPTH` less room for the envelopes that carry a stored value back out
+ * (a `session.event`, a `session.created`, a page of sessions wrap it in up to
+ * six more levels), so every value the daemon accepts can also be sent.
+ */
+export const MAX_JSON_DEPTH = MAX_DEPTH - 16
+
+/**
  * The most heap a received document may decode to, by the estimate in
  * `validate` (64 MiB). A JSON-like 4 MiB payload estimates at well under this;
  * 4 MiB of one-byte empty arrays or byte strings would take 150 to 400 MB.

@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { MAX_DEPTH, tooDeep } from "./Cbor.js"
+import { MAX_JSON_DEPTH, tooDeep } from "./Cbor.js"
 import { FLAG_SESSION_START, FLAG_SHUTDOWN, FLAG_TERMINAL } from "./Frame.js"
 import { Budgets } from "../schema/Budget.js"
 import { CallbackKind, PendingCallback } from "../schema/Callback.js"
@@ -21,7 +21,7 @@ import { Session } from "../schema/Session.js"
  * Whether a value survives the store's JSON unchanged: CBOR also carries byte
  * strings, bigints beyond 2^53 and non-finite floats, which JSON would turn
  * into something else or refuse with a throw. Called only on values `tooDeep`
- * passed, so its recursion is at most `MAX_DEPTH` deep.
+ * passed, so its recursion is at most `MAX_JSON_DEPTH` deep.
  */
 const isJson = (value: unknown): boolean => {
   switch (typeof value) {
@@ -41,11 +41,15 @@ const isJson = (value: unknown): boolean => {
   }
 }
 
-/** JSON data: what the store keeps as JSON must come as JSON from the wire. */
+/**
+ * JSON data: what the store keeps as JSON must come as JSON from the wire, and
+ * nested at most `MAX_JSON_DEPTH` levels, so that it fits any answer or event
+ * that carries it later.
+ */
 export const JsonData = Schema.Unknown.pipe(
   Schema.filter((value) =>
-    tooDeep(value)
-      ? `JSON data nested deeper than ${MAX_DEPTH} levels`
+    tooDeep(value, MAX_JSON_DEPTH)
+      ? `JSON data nested deeper than ${MAX_JSON_DEPTH} levels`
       : isJson(value) || "expected JSON data (no byte strings, integers beyond 2^53, or non-finite numbers)"
   )
 )

@@ -11,7 +11,7 @@
  * @since 0.1.0
  */
 import { Effect, JSONSchema, ParseResult, Schema } from "effect"
-import { MAX_DEPTH, tooDeep } from "../protocol/Cbor.js"
+import { MAX_JSON_DEPTH, tooDeep } from "../protocol/Cbor.js"
 import { type Idempotency, type SideEffect, ToolSpec } from "../schema/Agent.js"
 
 /** What a tool declares about running it. */
@@ -94,7 +94,9 @@ export const run = <A, I, S, SI, E, R>(
       return errorOutcome(`the arguments of ${tool.name} are not valid JSON`)
     }
     // JSON.parse reads any depth; decoding, storing and sending the arguments are bounded like the wire.
-    if (tooDeep(json)) return errorOutcome(`the arguments of ${tool.name} are nested deeper than ${MAX_DEPTH} levels`)
+    if (tooDeep(json, MAX_JSON_DEPTH)) {
+      return errorOutcome(`the arguments of ${tool.name} are nested deeper than ${MAX_JSON_DEPTH} levels`)
+    }
     const args = yield* Effect.either(Schema.decodeUnknown(tool.parameters)(json))
     if (args._tag === "Left") {
       return errorOutcome(

@@ -2,12 +2,15 @@
  * Deep JSON handed to the client: every method that takes JSON (`create`'s
  * metadata, `answerCallback`'s result, which a provider's answers go through
  * too; in the Effect and the Promise API) refuses a value nested deeper than the
- * server's 256 levels with a typed `InvalidInput` naming the limit, before
- * anything is sent, and the client (and the process) carry on. Nesting at the
- * limit still goes through the codec the server reads with.
+ * server's limits with a typed `InvalidInput` naming the limit, before
+ * anything is sent, and the client (and the process) carry on. The limit for
+ * JSON values is 240 levels (`Cbor.MAX_JSON_DEPTH`), 16 below the wire's 256
+ * (`Cbor.MAX_DEPTH`), so a value the daemon accepted also fits every answer
+ * and event that carries it back: a session whose metadata nests at the
+ * limit is created, read, listed and replayed over the wire.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Chunk, Effect, Either, Stream } from "effect"
 import * as AgentClient from "../../src/client/AgentClient.js"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import * as Cbor from "../../src/protocol/Cbor.js"
@@ -42,9 +45,9 @@ const counting = (connection: AgentClient.Connection) => {
   return { connection: counted, sent: () => sent }
 }
 
-const assertTooDeep = (error: unknown) => {
+const assertTooDeep = (error: unknown, limit = Cbor.MAX_JSON_DEPTH) => {
   assert.instanceOf(error, InvalidInput)
-  assert.include((error as InvalidInput).reason, "256")
+  assert.include((error as InvalidInput).reason, String(limit))
 }
 
 describe("deep JSON on the client", () => {
@@ -65,8 +68,8 @@ describe("deep JSON on the client", () => {
       const cyclic: Record<string, unknown> = {}
       cyclic["self"] = cyclic
       assertTooDeep(yield* Effect.flip(client.create({ agent: "worker", metadata: cyclic })))
-      // One level past the limit, counting the payload's own map.
-      assertTooDeep(yield* Effect.flip(client.create({ agent: "worker", metadata: { m: nested(255) } })))
+      // One level past the limit.
+      assertTooDeep(yield* Effect.flip(client.create({ agent: "worker", metadata: { m: nested(241) } })))
       assert.strictEqual(sent(), 0)
 
       yield* client.ping
@@ -93,19 +96,34 @@ describe("deep JSON on the client", () => {
       yield* Effect.promise(() => client.ping())
     }))
 
-  it("the client's check is the server's: nesting at the limit is read, one level more is refused", () => {
-    // The payload map is level 1, so metadata values may nest 254 more maps below `m`'s.
-    const atLimit = { metadata: { m: nested(254) } }
-    const beyond = { metadata: { m: nested(255) } }
-    assert.isFalse(Cbor.tooDeep(atLimit))
-    assert.isTrue(Cbor.tooDeep(beyond))
-    const body = Either.getOrThrow(Envelope.encodeBody("session.create", atLimit))
-    assert.isTrue(Either.isRight(Envelope.decodeBody(body)))
-    // The server's decoder draws the line at the same place: 256 one-entry maps are read, 257 are not.
+  it.scopedLive("at the limit a value goes through and comes back in every answer and event; one level more is refused by the server too", () =>
+    Effect.gen(function*() {
+      const { path } = yield* H.sessionDaemon
+      const client = SessionClient.make(yield* AgentClient.make(path, { timeout: "5 seconds" }))
+      const atLimit = nested(Cbor.MAX_JSON_DEPTH)
+      const session = yield* client.create({ agent: "worker", metadata: { m: atLimit } })
+      assert.deepStrictEqual(session.metadata, { m: atLimit })
+      assert.deepStrictEqual((yield* client.get(session.id)).metadata, { m: atLimit })
+      assert.deepStrictEqual((yield* client.list()).items.map((item) => item.id), [session.id])
+      assert.strictEqual((yield* client.snapshot(session.id)).session.id, session.id)
+      const replayed = yield* Stream.runCollect(client.events(session.id, { follow: false }))
+      assert.isAbove(Chunk.size(replayed), 0)
+
+      // A raw peer that skips the client's check gets invalid_payload: the daemon holds the same line.
+      const raw = yield* H.rawConnect({ path })
+      const refused = yield* raw.exchange(1, 0, "session.create", { agent: "worker", metadata: { m: nested(Cbor.MAX_JSON_DEPTH + 1) } })
+      assert.strictEqual((refused.payload as { kind: string }).kind, "invalid_payload")
+      assert.include((refused.payload as { message: string }).message, String(Cbor.MAX_JSON_DEPTH))
+    }))
+
+  it("the wire's own line: 256 one-entry maps are read, 257 are not, and the encoder refuses what the decoder would", () => {
     const maps = (n: number) => Buffer.concat([...Array.from({ length: n }, () => Buffer.from([0xa1, 0x61, 0x61])), Buffer.from([0x01])])
     assert.isUndefined(Cbor.validate(maps(256)))
     assert.strictEqual(Cbor.validate(maps(257)), "nesting deeper than 256")
-    assert.isTrue(Either.isLeft(Envelope.encodeBody("session.create", beyond)))
+    assert.isFalse(Cbor.tooDeep(nested(256)))
+    assert.isTrue(Cbor.tooDeep(nested(257)))
+    assert.isTrue(Either.isRight(Envelope.encodeBody("x", nested(256))))
+    assert.isTrue(Either.isLeft(Envelope.encodeBody("x", nested(257))))
   })
 
   it("the CBOR encoder refuses a deep or cyclic value as an error value, on server and client alike", () => {

@@ -9,36 +9,15 @@
  * the flags of its type's server role.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
-import { join } from "node:path"
+import { Effect } from "effect"
 import * as Frame from "../../src/protocol/Frame.js"
 import * as Messages from "../../src/protocol/Messages.js"
-import * as AgentCatalog from "../../src/server/AgentCatalog.js"
-import { Router } from "../../src/server/Router.js"
-import * as SessionRoutes from "../../src/server/SessionRoutes.js"
-import * as Troupe from "../../src/Troupe.js"
-import { deployingAgent } from "../support/deploy.js"
 import * as H from "./harness.js"
 
 const { FLAG_SESSION_START: START, FLAG_TERMINAL: TERMINAL } = Frame
 const COMBINATIONS = [0, TERMINAL, START, START | TERMINAL]
 
 type Message = ReturnType<typeof H.decode>
-
-/** A daemon on a trusted-local unix socket serving the session routes over the test runtime. */
-const daemon = Effect.gen(function*() {
-  const context = yield* Layer.build(
-    Layer.effect(Router, SessionRoutes.make()).pipe(
-      Layer.provide(AgentCatalog.layer([deployingAgent("worker", "Deploys.")])),
-      Layer.provideMerge(Troupe.layerTest({ scripts: { agents: { worker: ["done"] } } }))
-    )
-  )
-  const router = Context.get(context, Router)
-  const dir = yield* H.tempDir
-  const path = join(dir, "agent.sock")
-  yield* H.startServer({ unix: path }, router, H.localAuth)
-  return { path, router }
-})
 
 /** Every frame the server sent in a test, to check against the table at the end. */
 const sent: Array<Message> = []
@@ -54,7 +33,7 @@ const errorKind = (message: Message): string | undefined =>
 describe("the flags table", () => {
   it.scopedLive("every message type a client sends obeys it, every type only the server sends is unsupported", () =>
     Effect.gen(function*() {
-      const { path, router } = yield* daemon
+      const { path, router } = yield* H.sessionDaemon
       const peer = yield* H.rawConnect({ path })
       const exchange = (id: number, flags: number, type: string, payload: unknown) =>
         Effect.map(peer.exchange(id, flags, type, payload), observe)
