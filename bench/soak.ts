@@ -321,30 +321,25 @@ const main = async () => {
     report("baseline", baseline, baseline)
 
     // In five slices, with the heap after GC after each: a leak grows with every slice, a warming heap levels off.
-    const turnRates: Array<number> = []
-    const turnHeaps: Array<string> = []
-    const turnSlice = Math.ceil(turns / 5)
-    for (let done = 0; done < turns; done += turnSlice) {
-      turnRates.push(await run(runTurns(socket, session.id, Math.min(turnSlice, turns - done))))
-      turnHeaps.push(mib((await memoryOf(child)).heapUsed))
+    const sliced = async (total: number, what: string, unit: string, step: (n: number) => Promise<number>) => {
+      const rates: Array<number> = []
+      const heaps: Array<string> = []
+      const slice = Math.ceil(total / 5)
+      for (let done = 0; done < total; done += slice) {
+        rates.push(await step(Math.min(slice, total - done)))
+        heaps.push(mib((await memoryOf(child)).heapUsed))
+      }
+      const after = await memoryOf(child)
+      console.log(`\n${total} ${what}: ${median(rates).toFixed(0)} ${unit} (median of ${rates.length} slices)`)
+      console.log(`  heap after GC after each slice: ${heaps.join(", ")}`)
+      return after
     }
-    const afterTurns = await memoryOf(child)
+    const afterTurns = await sliced(turns, "turns on one session", "turns/s", (n) => run(runTurns(socket, session.id, n)))
     await snapshot(child, "turns")
-    console.log(`\n${turns} turns on one session: ${median(turnRates).toFixed(0)} turns/s (median of ${turnRates.length} slices)`)
-    console.log(`  heap after GC after each slice: ${turnHeaps.join(", ")}`)
     report("turns", baseline, afterTurns)
 
-    const rates: Array<number> = []
-    const connectionHeaps: Array<string> = []
-    const slice = Math.ceil(connections / 5)
-    for (let done = 0; done < connections; done += slice) {
-      rates.push(await churn(port, Math.min(slice, connections - done)))
-      connectionHeaps.push(mib((await memoryOf(child)).heapUsed))
-    }
-    const afterConnections = await memoryOf(child)
+    const afterConnections = await sliced(connections, "connections opened and closed", "accepted/s", (n) => churn(port, n))
     await snapshot(child, "connections")
-    console.log(`\n${connections} connections opened and closed: ${median(rates).toFixed(0)} accepted/s (median of ${rates.length} slices)`)
-    console.log(`  heap after GC after each slice: ${connectionHeaps.join(", ")}`)
     report("connections", afterTurns, afterConnections)
     report("connections, from the baseline", baseline, afterConnections)
 
