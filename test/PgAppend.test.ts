@@ -45,22 +45,8 @@ import { type Head, project } from "../src/services/LogProjection.js"
 import { SessionStore } from "../src/services/SessionStore.js"
 import { agent, commit, inputId, message, principal } from "./support/fixtures.js"
 import { availability, freshSchema } from "./support/postgres.js"
+import { random, type Random } from "./support/random.js"
 
-/** A small seeded generator (mulberry32), so a failing case can be replayed from its seed. */
-const random = (seed: number) => {
-  let a = seed >>> 0
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  const int = (n: number) => Math.floor(next() * n)
-  const pick = <A>(xs: ReadonlyArray<A>): A => xs[int(xs.length)]!
-  return { next, int, pick }
-}
-type Random = ReturnType<typeof random>
 
 interface Pools {
   readonly turns: ReadonlyArray<TurnId>

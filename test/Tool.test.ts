@@ -52,4 +52,22 @@ describe("Tool", () => {
       const failed = yield* Tool.run(add, `{"a": 13, "b": 1}`)
       assert.deepStrictEqual(failed, { output: { error: "13 is unlucky" }, isError: true })
     }))
+
+  it.effect("arguments nested deeper than 240 levels (what the wire can carry back) are an error outcome, at any depth", () =>
+    Effect.gen(function*() {
+      const echo = Tool.make({
+        name: "echo",
+        description: "Echoes",
+        parameters: Schema.Struct({ value: Schema.Unknown }),
+        success: Schema.Unknown,
+        handler: ({ value }) => Effect.succeed(value)
+      })
+      const deep = `{"value":${"[".repeat(20_000)}${"]".repeat(20_000)}}`
+      const outcome = yield* Tool.run(echo, deep)
+      assert.isTrue(outcome.isError)
+      assert.include(JSON.stringify(outcome.output), "240")
+      const fine = yield* Tool.run(echo, `{"value":${"[".repeat(200)}1${"]".repeat(200)}}`)
+      assert.isFalse(fine.isError)
+    }))
 })
+

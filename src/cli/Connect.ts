@@ -64,6 +64,8 @@ export const failure = (error: ClientFailure, address: string): ExitCode.CliFail
       )
     case "UnexpectedAnswer":
       return new ExitCode.CliFailure({ code: ExitCode.ExitCode.Internal, message: error.message })
+    case "InvalidInput":
+      return ExitCode.usage(error.message)
     case "IdRangeExhausted":
     case "InvalidFrame":
       return new ExitCode.CliFailure({ code: ExitCode.ExitCode.Internal, message: error.message })

@@ -90,7 +90,10 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
         Server.layer({
           unix: Option.getOrUndefined(listeners.unix),
           tcp: Option.getOrUndefined(listeners.tcp),
-          stdio: listeners.stdio
+          stdio: listeners.stdio,
+          maxConnections: o.maxConnections,
+          maxUnauthenticated: o.maxUnauthenticated,
+          connection: { authTimeout: o.authTimeout, idleTimeout: o.idleTimeout }
         }).pipe(
           Layer.provide(SessionRoutes.layer),
           Layer.provide(AgentCatalog.layer(agents)),

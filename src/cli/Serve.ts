@@ -27,6 +27,34 @@ export const parseDuration = (text: string): Either.Either<Duration.Duration, st
   }
 }
 
+const durationOption = (name: string, description: string, fallback: string, off = false) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("DURATION"),
+    Options.withDescription(description),
+    Options.withDefault(fallback),
+    Options.mapEffect((text) =>
+      off && text.trim() === "off"
+        ? Effect.succeed(Duration.infinity)
+        : Either.match(parseDuration(text), {
+          onLeft: (reason) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: ${reason}`))),
+          onRight: (duration) =>
+            Duration.greaterThan(duration, Duration.zero)
+              ? Effect.succeed(duration)
+              : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: must be more than 0`)))
+        })
+    )
+  )
+
+const limitOption = (name: string, description: string, fallback: number) =>
+  Options.integer(name).pipe(
+    Options.withPseudoName("N"),
+    Options.withDescription(description),
+    Options.withDefault(fallback),
+    Options.mapEffect((n) =>
+      n >= 1 ? Effect.succeed(n) : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: must be at least 1`)))
+    )
+  )
+
 const options = {
   store: StoreOption.option,
   name: Address.name,
@@ -56,6 +84,27 @@ const options = {
         onRight: Effect.succeed
       })
     )
+  ),
+  authTimeout: durationOption(
+    "auth-timeout",
+    "How long a client that must authenticate (TCP) has to send a valid token before it is closed (default 10s).",
+    "10s"
+  ),
+  idleTimeout: durationOption(
+    "idle-timeout",
+    "Close a connection with no request, event stream or callback provider open for this long (default 15m; `off`).",
+    "15m",
+    true
+  ),
+  maxConnections: limitOption(
+    "max-connections",
+    "Connections per listener; one more is refused `busy` (default 1024). Each listener counts its own.",
+    1024
+  ),
+  maxUnauthenticated: limitOption(
+    "max-unauthenticated",
+    "Connections per listener still to authenticate; one more closes the one waiting longest (default 64).",
+    64
   )
 }
 

@@ -51,6 +51,7 @@ import {
   Scope,
   Stream
 } from "effect"
+import * as Cbor from "../protocol/Cbor.js"
 import * as Envelope from "../protocol/Envelope.js"
 import * as Frame from "../protocol/Frame.js"
 import * as Handshake from "../protocol/Handshake.js"
@@ -60,6 +61,7 @@ import * as ProtocolError from "../protocol/ProtocolError.js"
 import type { InvalidName } from "../protocol/ProtocolError.js"
 import type { Budgets } from "../schema/Budget.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
+import { InvalidInput } from "../schema/Errors.js"
 import type { Snapshot } from "../schema/Event.js"
 import { type CallbackId, InputId, makeInputId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { Principal } from "../schema/Principal.js"
@@ -93,7 +95,7 @@ export class UnexpectedAnswer extends Schema.TaggedError<UnexpectedAnswer>()("Un
 }
 
 /** What a call of this client can fail with. */
-export type SessionClientError = AgentClient.ClientError | ServerError | UnexpectedAnswer
+export type SessionClientError = AgentClient.ClientError | ServerError | UnexpectedAnswer | InvalidInput
 
 /** One agent the daemon serves. */
 export type AgentInfo = typeof Messages.AgentInfo.Type
@@ -209,17 +211,35 @@ export interface SessionClient {
   ) => Effect.Effect<void, E | SessionClientError>
 }
 
-/** The body of a message, or `InvalidFrame` when a value given by the caller has no wire form. */
-const bodyOf = <A, I>(type: string, schema: Schema.Schema<A, I>, value: A) =>
-  Schema.encode(schema)(value).pipe(
-    Effect.mapError((error) => new AgentClient.InvalidFrame({ reason: `${type}: ${error.message}` })),
-    Effect.flatMap((payload) =>
-      Either.match(Envelope.encodeBody(type, payload), {
-        onLeft: (error) => Effect.fail(new AgentClient.InvalidFrame({ reason: error.message })),
-        onRight: Effect.succeed
-      })
+/** `InvalidInput` if a JSON value the caller gave nests deeper than the daemon takes (`Cbor.MAX_JSON_DEPTH`). */
+const jsonTooDeep = (what: string, values: ReadonlyArray<unknown>): Effect.Effect<void, InvalidInput> =>
+  values.some((value) => Cbor.tooDeep(value, Cbor.MAX_JSON_DEPTH))
+    ? Effect.fail(new InvalidInput({ what, reason: `nested deeper than ${Cbor.MAX_JSON_DEPTH} levels, the server's limit for JSON values` }))
+    : Effect.void
+
+/**
+ * The body of a message; `InvalidInput` when the value nests deeper than the
+ * server reads (`Cbor.MAX_DEPTH`, checked first, in bounded stack, so no input
+ * can overflow it), `InvalidFrame` when it has no other wire form.
+ */
+const bodyOf = <A, I>(
+  type: string,
+  schema: Schema.Schema<A, I>,
+  value: A
+): Effect.Effect<Uint8Array, AgentClient.InvalidFrame | InvalidInput> =>
+  Cbor.tooDeep(value)
+    ? Effect.fail(
+      new InvalidInput({ what: `${type} payload`, reason: `nested deeper than ${Cbor.MAX_DEPTH} levels, the server's limit` })
     )
-  )
+    : Schema.encode(schema)(value).pipe(
+      Effect.mapError((error) => new AgentClient.InvalidFrame({ reason: `${type}: ${error.message}` })),
+      Effect.flatMap((payload) =>
+        Either.match(Envelope.encodeBody(type, payload), {
+          onLeft: (error) => Effect.fail(new AgentClient.InvalidFrame({ reason: error.message })),
+          onRight: Effect.succeed
+        })
+      )
+    )
 
 const decodeError = Schema.decodeUnknownEither(ProtocolError.ErrorPayload)
 
@@ -448,14 +468,14 @@ const build = (source: Source): SessionClient => {
     })
 
   const answerCallback = (sessionId: SessionId, answer: AnswerOptions) =>
-    Effect.asVoid(call(
+    Effect.andThen(jsonTooDeep("callback.answer result", [answer.result]), () => Effect.asVoid(call(
       Type.callbackAnswer,
       Messages.CallbackAnswer,
       { sessionId, ...answer },
       Type.callbackAccepted,
       Messages.Empty,
       false
-    ))
+    )))
 
   /** Serves callbacks over one connection until the server ends the exchange. */
   const provideOnce = <E>(
@@ -520,7 +540,7 @@ const build = (source: Source): SessionClient => {
     ping: Effect.asVoid(call(Type.ping, Messages.Empty, {}, Type.pong, Messages.Empty)),
     agents: Effect.map(call(Type.agentList, Messages.Empty, {}, Type.agentPage, Messages.AgentPage), (page) => page.items),
     create: (options) =>
-      Effect.map(
+      Effect.andThen(jsonTooDeep("session.create metadata", Object.values(options.metadata ?? {})), () => Effect.map(
         call(
           Type.sessionCreate,
           Messages.SessionCreate,
@@ -530,7 +550,7 @@ const build = (source: Source): SessionClient => {
           options.idempotencyKey !== undefined
         ),
         (answer) => answer.session
-      ),
+      )),
     get: (sessionId) => summary(Type.sessionGet, Messages.SessionRef, { sessionId }),
     list: (options = {}) => call(Type.sessionList, Messages.SessionList, options, Type.sessionPage, Messages.SessionPage),
     send: (sessionId, options) =>

@@ -24,6 +24,14 @@ import { Either } from "effect"
 export const MAX_DEPTH = 256
 
 /**
+ * The deepest a JSON value inside a payload may nest (240): the wire's
+ * `MAX_DEPTH` less room for the envelopes that carry a stored value back out
+ * (a `session.event`, a `session.created`, a page of sessions wrap it in up to
+ * six more levels), so every value the daemon accepts can also be sent.
+ */
+export const MAX_JSON_DEPTH = MAX_DEPTH - 16
+
+/**
  * The most heap a received document may decode to, by the estimate in
  * `validate` (64 MiB). A JSON-like 4 MiB payload estimates at well under this;
  * 4 MiB of one-byte empty arrays or byte strings would take 150 to 400 MB.
@@ -175,15 +183,57 @@ export const decode = (bytes: Uint8Array): Either.Either<unknown, string> => {
   }
 }
 
+// Recursion bounded by `max`: at most `max + 1` frames deep, whatever the value (a cycle included).
+const deeper = (item: object, level: number, max: number): boolean => {
+  if (Array.isArray(item)) {
+    if (item.length === 0) return false
+    if (level > max) return true
+    for (let i = 0; i < item.length; i++) {
+      const child: unknown = item[i]
+      if (typeof child === "object" && child !== null && deeper(child, level + 1, max)) return true
+    }
+    return false
+  }
+  if (ArrayBuffer.isView(item) || item instanceof ArrayBuffer) return false
+  if (item instanceof Map) {
+    if (item.size === 0) return false
+    if (level > max) return true
+    for (const [key, child] of item) {
+      if (typeof key === "object" && key !== null && deeper(key, level + 1, max)) return true
+      if (typeof child === "object" && child !== null && deeper(child, level + 1, max)) return true
+    }
+    return false
+  }
+  for (const key in item) {
+    if (level > max) return true
+    const child: unknown = (item as Record<string, unknown>)[key]
+    if (typeof child === "object" && child !== null && deeper(child, level + 1, max)) return true
+  }
+  return false
+}
+
+/**
+ * Whether `value` nests non-empty arrays, maps or objects more than `max`
+ * levels deep, the rule `validate` applies to a received document (the value
+ * itself is level 1; byte strings are not containers). It stops at the first
+ * level past `max`, so it runs in bounded stack on any input, a cyclic value
+ * included (which is too deep).
+ */
+export const tooDeep = (value: unknown, max: number = MAX_DEPTH): boolean =>
+  typeof value === "object" && value !== null && deeper(value, 1, max)
+
 /**
  * Shortest-form CBOR for a JSON-like value (plus `Uint8Array` as bytes, bigint
  * within 64 bits, `undefined`, `Map`), or why it cannot be sent: a value
  * cbor-x cannot encode, or one it can only encode as a tagged item (a `Date`,
- * a `Set`, another typed array, a wider bigint) that peers would refuse.
+ * a `Set`, another typed array, a wider bigint) that peers would refuse, or
+ * one nested deeper than `MAX_DEPTH` (checked first, without recursion).
  * Integral numbers from 2^32 up are written as floats by cbor-x; pass a
  * bigint to get a CBOR integer.
  */
 export const encode = (value: unknown): Either.Either<Uint8Array, string> => {
+  // cbor-x encodes recursively: a value nested some thousands deep would overflow the stack.
+  if (tooDeep(value)) return Either.left(`nesting deeper than ${MAX_DEPTH}`)
   let bytes: Uint8Array
   try {
     bytes = encoder.encode(value)

@@ -8,6 +8,8 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { MAX_JSON_DEPTH, tooDeep } from "./Cbor.js"
+import { FLAG_SESSION_START, FLAG_SHUTDOWN, FLAG_TERMINAL } from "./Frame.js"
 import { Budgets } from "../schema/Budget.js"
 import { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import { SessionEvent, Snapshot } from "../schema/Event.js"
@@ -18,7 +20,8 @@ import { Session } from "../schema/Session.js"
 /**
  * Whether a value survives the store's JSON unchanged: CBOR also carries byte
  * strings, bigints beyond 2^53 and non-finite floats, which JSON would turn
- * into something else or refuse with a throw.
+ * into something else or refuse with a throw. Called only on values `tooDeep`
+ * passed, so its recursion is at most `MAX_JSON_DEPTH` deep.
  */
 const isJson = (value: unknown): boolean => {
   switch (typeof value) {
@@ -38,11 +41,17 @@ const isJson = (value: unknown): boolean => {
   }
 }
 
-/** JSON data: what the store keeps as JSON must come as JSON from the wire. */
+/**
+ * JSON data: what the store keeps as JSON must come as JSON from the wire, and
+ * nested at most `MAX_JSON_DEPTH` levels, so that it fits any answer or event
+ * that carries it later.
+ */
 export const JsonData = Schema.Unknown.pipe(
-  Schema.filter(isJson, {
-    message: () => "expected JSON data (no byte strings, integers beyond 2^53, or non-finite numbers)"
-  })
+  Schema.filter((value) =>
+    tooDeep(value, MAX_JSON_DEPTH)
+      ? `JSON data nested deeper than ${MAX_JSON_DEPTH} levels`
+      : isJson(value) || "expected JSON data (no byte strings, integers beyond 2^53, or non-finite numbers)"
+  )
 )
 
 /** An empty map payload (`{}`); unknown fields are ignored. */
@@ -260,3 +269,75 @@ export const Type = {
   sessionChildrenPage: "session.children.page",
   sessionTree: "session.tree"
 } as const
+
+/**
+ * The part a frame of some message type plays in an exchange, which fixes its
+ * flags (`roleFlags`): `request` (flags 0, answered with one TERMINAL frame),
+ * `stream` (opens a streaming exchange: SESSION_START), `follow_up` (flags 0,
+ * on the id of an open stream), `shutdown` (SHUTDOWN, on id 0), `terminal`
+ * (the last frame on its id: TERMINAL), `item` (a stream's non-terminal
+ * frame, or `core.ready`: flags 0).
+ */
+export type Role = "request" | "stream" | "follow_up" | "shutdown" | "terminal" | "item"
+
+/** The flags of a frame playing each role. */
+export const roleFlags: { readonly [R in Role]: number } = {
+  request: 0,
+  stream: FLAG_SESSION_START,
+  follow_up: 0,
+  shutdown: FLAG_SHUTDOWN,
+  terminal: FLAG_TERMINAL,
+  item: 0
+}
+
+/** The role of a message type as a client sends it, and as a server sends it; absent where that side never sends it. */
+export interface Usage {
+  readonly client?: Role
+  readonly server?: Role
+}
+
+/**
+ * The one table of which flags each message type takes (PROTOCOL.md "Message
+ * types"). The daemon answers a client frame whose flags differ from its
+ * type's client role with `invalid_flags`, and sends every frame with its
+ * type's server role. Types outside the table (an embedder's own routes)
+ * follow the kind of their route.
+ */
+export const usage: { readonly [type: string]: Usage } = {
+  [Type.ping]: { client: "request" },
+  [Type.pong]: { server: "terminal" },
+  [Type.shutdown]: { client: "shutdown" },
+  [Type.error]: { server: "terminal" },
+  [Type.ready]: { server: "item" },
+  [Type.hello]: { client: "request" },
+  [Type.welcome]: { server: "terminal" },
+  [Type.agentList]: { client: "request" },
+  [Type.agentPage]: { server: "terminal" },
+  [Type.sessionCreate]: { client: "request" },
+  [Type.sessionCreated]: { server: "terminal" },
+  [Type.sessionGet]: { client: "request" },
+  [Type.sessionSummary]: { server: "terminal" },
+  [Type.sessionList]: { client: "request" },
+  [Type.sessionPage]: { server: "terminal" },
+  [Type.sessionSend]: { client: "request" },
+  [Type.sessionAccepted]: { server: "terminal" },
+  [Type.sessionInterrupt]: { client: "request" },
+  [Type.sessionInterrupted]: { server: "terminal" },
+  [Type.sessionRename]: { client: "request" },
+  [Type.sessionArchive]: { client: "request" },
+  [Type.sessionClose]: { client: "request" },
+  [Type.sessionSnapshot]: { client: "request", server: "terminal" },
+  [Type.sessionEvents]: { client: "stream" },
+  [Type.sessionEvent]: { server: "item" },
+  [Type.sessionEventsEnd]: { server: "terminal" },
+  [Type.sessionEventsCancel]: { client: "follow_up" },
+  [Type.callbackProvide]: { client: "stream" },
+  [Type.callbackOpen]: { server: "item" },
+  [Type.callbackProvideEnd]: { server: "terminal" },
+  [Type.callbackProvideCancel]: { client: "follow_up" },
+  [Type.callbackAnswer]: { client: "request" },
+  [Type.callbackAccepted]: { server: "terminal" }
+}
+
+/** The table's entry for `type`, if it has one (never one inherited from `Object.prototype`). */
+export const usageOf = (type: string): Usage | undefined => (Object.hasOwn(usage, type) ? usage[type] : undefined)

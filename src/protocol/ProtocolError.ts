@@ -166,3 +166,41 @@ export const toErrorPayload = (error: CodecError): ErrorPayload => {
     ? { kind: kindOf(error), message: error.message }
     : { kind: kindOf(error), message: error.message, offending_type: offendingType }
 }
+
+/** The most UTF-8 bytes of a `core.error`'s `message` and of its `offending_type`: no error echoes more of a peer's input. */
+export const MAX_ECHO_BYTES = 128
+
+const ELLIPSIS = "…"
+const ELLIPSIS_BYTES = 3
+
+/**
+ * `text` if it takes at most `maxBytes` of UTF-8, else its longest prefix that
+ * fits with a trailing "…", cut between characters (never inside a surrogate
+ * pair). Reads only as much of `text` as it keeps, so a 3 MiB string costs
+ * what 128 bytes do.
+ */
+export const truncateUtf8 = (text: string, maxBytes: number = MAX_ECHO_BYTES): string => {
+  // At most 3 bytes per UTF-16 unit: short strings fit without counting.
+  if (text.length * 3 <= maxBytes) return text
+  let bytes = 0
+  let cut = -1
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i)
+    const pair = unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length &&
+      (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00
+    const size = pair ? 4 : unit < 0x80 ? 1 : unit < 0x800 ? 2 : 3
+    if (cut < 0 && bytes + size > maxBytes - ELLIPSIS_BYTES) cut = i
+    bytes += size
+    if (bytes > maxBytes) return `${text.slice(0, cut)}${ELLIPSIS}`
+    if (pair) i++
+  }
+  return text
+}
+
+/** `payload` with its `message` and `offending_type` cut to `MAX_ECHO_BYTES` each. */
+export const bounded = (payload: ErrorPayload): ErrorPayload => {
+  const message = truncateUtf8(payload.message)
+  const offending = payload.offending_type === undefined ? undefined : truncateUtf8(payload.offending_type)
+  if (message === payload.message && offending === payload.offending_type) return payload
+  return offending === undefined ? { ...payload, message } : { ...payload, message, offending_type: offending }
+}

@@ -51,6 +51,51 @@ export interface Options {
   readonly closeTimeout?: Duration.DurationInput | undefined
   /** The `agent_version` announced in `core.ready`. */
   readonly agentVersion?: string | undefined
+  /**
+   * How long a peer that must authenticate has for `auth.hello` to succeed
+   * (default 10 s); then it gets `core.error { kind: "unauthenticated" }` on
+   * id 0 and is closed. `Duration.infinity` never closes it.
+   */
+  readonly authTimeout?: Duration.DurationInput | undefined
+  /**
+   * How long a connection may stay without an exchange before it is closed
+   * with `core.shutdown` on id 0 (default: never). An open stream (an event
+   * subscription, a callback provider) or a request in flight is an exchange,
+   * so such a connection is never idle.
+   */
+  readonly idleTimeout?: Duration.DurationInput | undefined
+  /**
+   * Frames a peer that must authenticate may send before an `auth.hello`
+   * succeeds (default 32); one more gets `core.error unauthenticated` on id 0
+   * and the connection is closed. Bounds what a peer without a token can make
+   * the daemon do (and how many tokens it can try) per connection.
+   */
+  readonly maxUnauthenticatedFrames?: number | undefined
+  /** Where warnings about a peer's bad input go, rate-limited (default: one limiter per connection). */
+  readonly warnings?: PeerWarnings | undefined
+}
+
+/**
+ * A rate limit on the warning lines bad peer input causes: at most one per
+ * `interval`, telling how many were held back since the last. Shared by the
+ * connections of a server, so a flood of bad frames costs one line a second.
+ */
+export class PeerWarnings {
+  private next = 0
+  private held = 0
+  constructor(private readonly intervalMillis: number = 1000) {}
+
+  /** The line to log for `what` now, or undefined while the limit holds it back. */
+  admit(nowMillis: number, what: string): string | undefined {
+    if (nowMillis < this.next) {
+      this.held++
+      return undefined
+    }
+    this.next = nowMillis + this.intervalMillis
+    const held = this.held
+    this.held = 0
+    return held === 0 ? what : `${what} (and ${held} more since the last warning)`
+  }
 }
 
 /** The defaults of `Options`. */
@@ -61,7 +106,9 @@ export const defaults = {
   maxInFlight: 256,
   maxFollowUps: 64,
   closeTimeout: Duration.seconds(2),
-  agentVersion: AGENT_VERSION
+  agentVersion: AGENT_VERSION,
+  authTimeout: Duration.seconds(10),
+  maxUnauthenticatedFrames: 32
 } as const
 
 /** Clock readings announced in `core.ready`, as nanoseconds since the Unix epoch. */
@@ -74,10 +121,24 @@ export interface ReadyTimes {
   readonly readyTimeNs: bigint
 }
 
+/**
+ * A listener's hold on a connection that has not authenticated yet: the
+ * connection reports when it has, and gives way (`core.error busy` on id 0,
+ * then close) when the listener needs its place for a newer one.
+ */
+export interface Admission {
+  /** Called once the peer is authenticated: it no longer counts as unauthenticated. */
+  readonly authenticated: () => void
+  /** Completes when the listener wants this unauthenticated connection gone. */
+  readonly evicted: Effect.Effect<void>
+}
+
 /** What the listener knows about an accepted connection. */
 export interface Accepted extends AuthPeer {
   /** Readings for `core.ready`; the connection's accept time for all three when absent. */
   readonly times?: ReadyTimes | undefined
+  /** The listener's limit on unauthenticated connections, if it has one. */
+  readonly admission?: Admission | undefined
 }
 
 interface Resolved {
@@ -88,6 +149,10 @@ interface Resolved {
   readonly maxFollowUps: number
   readonly closeTimeout: Duration.DurationInput
   readonly agentVersion: string
+  readonly authTimeout: Duration.Duration
+  readonly idleTimeout: Duration.Duration
+  readonly maxUnauthenticatedFrames: number
+  readonly warnings: PeerWarnings | undefined
 }
 
 /** `options` with the defaults filled in. */
@@ -98,7 +163,11 @@ export const resolve = (options: Options = {}): Resolved => ({
   maxInFlight: options.maxInFlight ?? defaults.maxInFlight,
   maxFollowUps: options.maxFollowUps ?? defaults.maxFollowUps,
   closeTimeout: options.closeTimeout ?? defaults.closeTimeout,
-  agentVersion: options.agentVersion ?? defaults.agentVersion
+  agentVersion: options.agentVersion ?? defaults.agentVersion,
+  authTimeout: Duration.decode(options.authTimeout ?? defaults.authTimeout),
+  idleTimeout: options.idleTimeout === undefined ? Duration.infinity : Duration.decode(options.idleTimeout),
+  maxUnauthenticatedFrames: options.maxUnauthenticatedFrames ?? defaults.maxUnauthenticatedFrames,
+  warnings: options.warnings
 })
 
 type Verdict = "continue" | "close"
@@ -108,6 +177,11 @@ const CLOSE: Effect.Effect<Verdict> = Effect.succeed("close")
 
 // Bodies that never change, encoded once.
 const PONG_BODY = Envelope.encodeBodyUnsafe(Messages.Type.pong, {})
+const SHUTDOWN_FRAME = Frame.encodeUnsafe({
+  id: 0,
+  flags: Frame.FLAG_SHUTDOWN,
+  body: Envelope.encodeBodyUnsafe(Messages.Type.shutdown, null)
+})
 
 const encodeWelcome = Schema.encodeSync(Messages.AuthWelcome)
 const decodeHello = Schema.decodeUnknownEither(Messages.AuthHello)
@@ -119,8 +193,13 @@ const encodeMessage = (id: number, flags: number, type: string, payload: unknown
   return Either.mapLeft(Frame.encode({ id, flags, body: body.right }), (error) => error.message)
 }
 
-/** The bytes of a `core.error` frame (always TERMINAL); `details` that cannot be encoded are left out. */
-export const errorFrame = (id: number, payload: ProtocolError.ErrorPayload): Uint8Array => {
+/**
+ * The bytes of a `core.error` frame (always TERMINAL). Its `message` and
+ * `offending_type` are cut to `ProtocolError.MAX_ECHO_BYTES`, so whatever a
+ * peer sent, the frame is small; `details` that cannot be encoded are left out.
+ */
+export const errorFrame = (id: number, unbounded: ProtocolError.ErrorPayload): Uint8Array => {
+  const payload = ProtocolError.bounded(unbounded)
   const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, Messages.Type.error, payload)
   if (Either.isRight(bytes)) return bytes.right
   const { details: _details, ...rest } = payload
@@ -195,13 +274,22 @@ export const serve = (
     const exchanges = new Map<number, Active>()
     let requests = 0
     let streams = 0
+    let unauthenticatedFrames = 0
     let principal: Option.Option<Principal> = Option.none()
     let excludeFromAnalytics = false
+    const clock = yield* Effect.clock
+    const warnings = limits.warnings ?? new PeerWarnings()
+    // When the peer last sent something, or an exchange was last seen open: what the idle timeout counts from.
+    let lastActivity = clock.unsafeCurrentTimeMillis()
+    const authenticated = (who: Principal) => {
+      principal = Option.some(who)
+      accepted.admission?.authenticated()
+    }
 
     // Handshake: a trusted-local peer is authenticated before its first frame.
     if (accepted.trustedLocal) {
       const local = yield* Effect.either(authenticator.authenticate(undefined, authPeer))
-      if (Either.isRight(local)) principal = Option.some(local.right)
+      if (Either.isRight(local)) authenticated(local.right)
     }
     const acceptedAt = yield* nowNs
     const times = accepted.times ?? { bootTimeNs: acceptedAt, initTimeNs: acceptedAt, readyTimeNs: acceptedAt }
@@ -217,8 +305,25 @@ export const serve = (
 
     const sendError = (id: number, payload: ProtocolError.ErrorPayload): Effect.Effect<Verdict, TransportError> =>
       Effect.as(transport.write(errorFrame(id, payload)), "continue" as const)
+    // One line, no cause, rate-limited: bad input is the peer's problem, and a flood of it must not flood the log.
+    const warn = (payload: ProtocolError.ErrorPayload): Effect.Effect<void> => {
+      const line = warnings.admit(
+        clock.unsafeCurrentTimeMillis(),
+        `bad input from a ${accepted.listener} peer (${payload.kind}): ${ProtocolError.truncateUtf8(payload.message)}`
+      )
+      return line === undefined ? Effect.void : Effect.logWarning(line)
+    }
     const fatal = (payload: ProtocolError.ErrorPayload): Effect.Effect<Verdict, TransportError> =>
-      Effect.as(transport.write(errorFrame(0, payload)), "close" as const)
+      Effect.andThen(warn(payload), () => Effect.as(transport.write(errorFrame(0, payload)), "close" as const))
+
+    const invalidFlags = (id: number, type: string, role: Messages.Role) =>
+      sendError(id, {
+        kind: "invalid_flags",
+        message: `${type} is a ${role.replace("_", "-")} frame: its flags are 0x${Messages.roleFlags[role].toString(16)}`,
+        offending_type: type
+      })
+    const unsupported = (id: number, type: string) =>
+      sendError(id, { kind: "unsupported_message_type", message: `unsupported message type ${type}`, offending_type: type })
 
     const release = (id: number, active: Active): void => {
       if (active.released) return
@@ -290,7 +395,13 @@ export const serve = (
       const decoded = Envelope.decodeBody(frame.body)
       if (Either.isLeft(decoded)) {
         abort(id, active)
-        return sendError(id, ProtocolError.toErrorPayload(decoded.left))
+        const payload = ProtocolError.toErrorPayload(decoded.left)
+        return Effect.andThen(warn(payload), () => sendError(id, payload))
+      }
+      const role = Messages.usageOf(decoded.right.t)?.client
+      if (role === "follow_up" && frame.flags !== Messages.roleFlags.follow_up) {
+        abort(id, active)
+        return invalidFlags(id, decoded.right.t, role)
       }
       if (!Queue.unsafeOffer(active.followUps!, { type: decoded.right.t, payload: decoded.right.payload })) {
         abort(id, active)
@@ -320,7 +431,7 @@ export const serve = (
               Effect.andThen(() => sendError(id, wirePayload(result.left, Messages.Type.hello)))
             )
           }
-          principal = Option.some(result.right)
+          authenticated(result.right)
           excludeFromAnalytics = decoded.right.excludeFromAnalytics ?? false
           const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, Messages.Type.welcome, encodeWelcome({ principal: result.right }))
           return Either.isRight(bytes) ? Effect.as(transport.write(bytes.right), "continue" as const) : sendError(id, internalPayload)
@@ -333,33 +444,29 @@ export const serve = (
         return sendError(id, { kind: "invalid_flags", message: "SHUTDOWN is only valid on id 0" })
       }
       const decoded = Envelope.decodeBody(body)
-      if (Either.isLeft(decoded)) return sendError(id, ProtocolError.toErrorPayload(decoded.left))
-      const { payload, t: type } = decoded.right
-      switch (type) {
-        case Messages.Type.ping:
-          return Effect.as(transport.write(Frame.encodeUnsafe({ id, flags: Frame.FLAG_TERMINAL, body: PONG_BODY })), "continue")
-        case Messages.Type.shutdown:
-          return CLOSE
-        case Messages.Type.hello:
-          return hello(id, payload)
+      if (Either.isLeft(decoded)) {
+        const payload = ProtocolError.toErrorPayload(decoded.left)
+        return Effect.andThen(warn(payload), () => sendError(id, payload))
       }
-      if (type.startsWith("core.")) {
-        return sendError(id, { kind: "unsupported_message_type", message: `unsupported message type ${type}`, offending_type: type })
+      const { payload, t: type } = decoded.right
+      // The table's role for what a client sends, when the type is one of the protocol's.
+      const role = Messages.usageOf(type)?.client
+      if (type.startsWith("core.") || type === Messages.Type.hello) {
+        if (role === undefined) return unsupported(id, type)
+        // core.shutdown belongs on id 0 (see `handle`): anywhere else its flags are wrong.
+        if (role === "shutdown" || flags !== Messages.roleFlags[role]) return invalidFlags(id, type, role)
+        return type === Messages.Type.hello
+          ? hello(id, payload)
+          : Effect.as(transport.write(Frame.encodeUnsafe({ id, flags: Frame.FLAG_TERMINAL, body: PONG_BODY })), "continue")
       }
       if (Option.isNone(principal)) {
         return sendError(id, { kind: "unauthenticated", message: "authenticate with auth.hello first" })
       }
       const route = router.route(type)
-      if (route === undefined) {
-        return sendError(id, { kind: "unsupported_message_type", message: `unsupported message type ${type}`, offending_type: type })
-      }
-      const opensStream = Frame.hasFlag(flags, Frame.FLAG_SESSION_START)
-      if (route.kind === "stream" && !opensStream) {
-        return sendError(id, { kind: "invalid_flags", message: `${type} opens a stream: set SESSION_START`, offending_type: type })
-      }
-      if (route.kind === "request" && opensStream) {
-        return sendError(id, { kind: "invalid_flags", message: `${type} is a request: SESSION_START is not allowed`, offending_type: type })
-      }
+      // A follow-up type is only taken on the id of an open stream (see `handle`).
+      if (route === undefined || role === "follow_up") return unsupported(id, type)
+      const expected: Messages.Role = role ?? route.kind
+      if (flags !== Messages.roleFlags[expected]) return invalidFlags(id, type, expected)
       if (route.kind === "stream" && streams >= limits.maxStreams) {
         return sendError(id, { kind: "busy", message: `more than ${limits.maxStreams} open streams`, retryable: true })
       }
@@ -371,6 +478,12 @@ export const serve = (
 
     const handle = (frame: Frame.RawFrame): Effect.Effect<Verdict, TransportError> => {
       const { flags, id } = frame
+      if (Option.isNone(principal) && ++unauthenticatedFrames > limits.maxUnauthenticatedFrames) {
+        return fatal({
+          kind: "unauthenticated",
+          message: `more than ${limits.maxUnauthenticatedFrames} frames without a successful auth.hello`
+        })
+      }
       if (id === 0) {
         if (Frame.hasFlag(flags, Frame.FLAG_SHUTDOWN)) return CLOSE
         return fatal({ kind: "invalid_id", message: "id 0 is reserved for core.shutdown" })
@@ -399,18 +512,64 @@ export const serve = (
       return dispatch(id, flags, frame.body)
     }
 
-    for (;;) {
-      const chunk = yield* transport.read
-      if (Option.isNone(chunk)) return
-      const decoded = decoder.push(chunk.value)
-      for (const frame of decoded.frames) {
-        if ((yield* handle(frame)) === "close") return
+    const readLoop = Effect.gen(function*() {
+      for (;;) {
+        const chunk = yield* transport.read
+        if (Option.isNone(chunk)) return
+        lastActivity = clock.unsafeCurrentTimeMillis()
+        const decoded = decoder.push(chunk.value)
+        for (const frame of decoded.frames) {
+          if ((yield* handle(frame)) === "close") return
+        }
+        if (decoded.error !== undefined) {
+          yield* fatal(ProtocolError.toErrorPayload(decoded.error))
+          return
+        }
       }
-      if (decoded.error !== undefined) {
-        yield* fatal(ProtocolError.toErrorPayload(decoded.error))
-        return
+    })
+
+    // Completes, after telling the peer why, once the connection must end on the server's initiative:
+    // no successful auth.hello by the deadline, or no exchange for the idle timeout.
+    const watchdog = Effect.gen(function*() {
+      const authMillis = Duration.toMillis(limits.authTimeout)
+      if (Option.isNone(principal) && Number.isFinite(authMillis)) {
+        const deadline = clock.unsafeCurrentTimeMillis() + authMillis
+        while (Option.isNone(principal)) {
+          const left = deadline - clock.unsafeCurrentTimeMillis()
+          if (left <= 0) {
+            yield* transport.write(errorFrame(0, {
+              kind: "unauthenticated",
+              message: `no successful auth.hello within ${Duration.format(limits.authTimeout)}`
+            }))
+            return
+          }
+          yield* Effect.sleep(left)
+        }
       }
-    }
+      const idleMillis = Duration.toMillis(limits.idleTimeout)
+      if (!Number.isFinite(idleMillis)) return yield* Effect.never
+      for (;;) {
+        const now = clock.unsafeCurrentTimeMillis()
+        if (exchanges.size > 0) lastActivity = now
+        const left = lastActivity + idleMillis - now
+        if (left <= 0) {
+          yield* transport.write(SHUTDOWN_FRAME)
+          return
+        }
+        yield* Effect.sleep(left)
+      }
+    })
+    const evicted = accepted.admission === undefined
+      ? Effect.never
+      : Effect.andThen(accepted.admission.evicted, () =>
+        transport.write(errorFrame(0, {
+          kind: "busy",
+          message: "too many connections are waiting to authenticate; this one waited longest",
+          retryable: true
+        })))
+    const needsWatch = accepted.admission !== undefined ||
+      (Option.isNone(principal) && Duration.isFinite(limits.authTimeout)) || Duration.isFinite(limits.idleTimeout)
+    yield* needsWatch ? Effect.raceFirst(readLoop, Effect.raceFirst(watchdog, evicted)) : readLoop
   }).pipe(
     Effect.scoped,
     // A transport failure is the peer going away; anything else is a bug, logged, and only this connection ends.

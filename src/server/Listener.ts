@@ -15,13 +15,19 @@
  *   streams), for a daemon run as a child process. Trusted-local by default:
  *   only the parent process holds the pipes.
  *
- * A connection beyond the shared connection limit gets the id-range preamble
- * and then `core.error { kind: "busy" }` on id 0 in place of `core.ready`,
- * and is closed.
+ * Every listener has its own limits (`Limits`), so abuse of one never refuses
+ * another's clients: a TCP port full of hostile peers leaves the trusted local
+ * socket open. A connection beyond a listener's connection limit gets the
+ * id-range preamble and then `core.error { kind: "busy" }` on id 0 in place of
+ * `core.ready`, and is closed. Connections that have not authenticated yet
+ * have a second, smaller limit: when it is full, the one that has waited
+ * longest is closed (`busy` on id 0) to make room, so peers that never
+ * authenticate can delay a client by at most one round of evictions, never
+ * lock it out.
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, FiberSet, Option, Schema, type Scope } from "effect"
+import { Clock, Deferred, Effect, Exit, FiberId, FiberSet, Option, Schema, type Scope } from "effect"
 import { chmod, lstat, mkdir, mkdtemp, rename, rm, unlink } from "node:fs/promises"
 import * as net from "node:net"
 import { dirname, join, sep } from "node:path"
@@ -63,12 +69,27 @@ export interface Bound {
   readonly done: Effect.Effect<void>
 }
 
-/** Settings shared by the listeners of one server. */
-export interface Shared {
-  /** Connection limits and handshake settings. */
+/** The limits of one listener; each listener has its own. */
+export interface Limits {
+  /** Concurrent connections on this listener (default 1024); one more is refused with `busy`. */
+  readonly maxConnections?: number | undefined
+  /**
+   * Connections on this listener that have not authenticated yet (default 64):
+   * one more closes the one that has waited longest, with `busy`.
+   */
+  readonly maxUnauthenticated?: number | undefined
+  /** Connection limits and handshake settings (auth and idle timeouts, frame size…), over the server's. */
   readonly connection?: Connection.Options | undefined
-  /** Permits for concurrent connections across listeners; without it, connections are unlimited. */
-  readonly slots?: Effect.Semaphore | undefined
+}
+
+/** The default of `Limits.maxConnections`. */
+export const DEFAULT_MAX_CONNECTIONS = 1024
+
+/** The default of `Limits.maxUnauthenticated`. */
+export const DEFAULT_MAX_UNAUTHENTICATED = 64
+
+/** Settings shared by the listeners of one server: the defaults of each listener's own limits, and more. */
+export interface Shared extends Limits {
   /** The `init_time_ns` of `core.ready` (default: when the listener was bound). */
   readonly initTimeNs?: bigint | undefined
   /** Bytes buffered per socket before writers wait (the socket's high-water mark; default 64 KiB). */
@@ -76,14 +97,14 @@ export interface Shared {
 }
 
 /** A unix socket listener. */
-export interface UnixOptions {
+export interface UnixOptions extends Limits {
   readonly path: string
   /** Whether peers are trusted-local (default true: the socket is 0600 in a directory only we can enter). */
   readonly trustedLocal?: boolean | undefined
 }
 
 /** A TCP listener. */
-export interface TcpOptions {
+export interface TcpOptions extends Limits {
   readonly host: string
   /** 0 picks a free port. */
   readonly port: number
@@ -122,21 +143,63 @@ export const formatAddress = (address: Address): string => {
 
 const BUSY = { kind: "busy", message: "the daemon is at its connection limit", retryable: true } as const
 
-/** Serves one accepted transport, within the shared connection limit. */
+/**
+ * The connections of one listener that have not authenticated yet, oldest
+ * first. Admitting one more than `max` evicts the oldest.
+ */
+class Waiting {
+  private readonly queue = new Map<number, () => void>()
+  private next = 0
+  constructor(private readonly max: number) {}
+
+  admit(): { readonly admission: Connection.Admission; readonly leave: () => void } {
+    const key = this.next++
+    const evicted = Deferred.unsafeMake<void>(FiberId.none)
+    while (this.queue.size >= this.max) {
+      const [oldest, evict] = this.queue.entries().next().value!
+      this.queue.delete(oldest)
+      evict()
+    }
+    this.queue.set(key, () => Deferred.unsafeDone(evicted, Exit.void))
+    const leave = () => {
+      this.queue.delete(key)
+    }
+    return { admission: { authenticated: leave, evicted: Deferred.await(evicted) }, leave }
+  }
+}
+
+/** One listener's limits in force: its connection permits, its waiting room, its connection settings. */
+interface State {
+  readonly slots: Effect.Semaphore
+  readonly waiting: Waiting
+  readonly connection: Connection.Options
+}
+
+const stateOf = (shared: Shared, own: Limits = {}, override: Connection.Options = {}): Effect.Effect<State> =>
+  Effect.map(
+    Effect.makeSemaphore(own.maxConnections ?? shared.maxConnections ?? DEFAULT_MAX_CONNECTIONS),
+    (slots) => ({
+      slots,
+      waiting: new Waiting(Math.max(1, own.maxUnauthenticated ?? shared.maxUnauthenticated ?? DEFAULT_MAX_UNAUTHENTICATED)),
+      connection: { ...shared.connection, ...own.connection, ...override }
+    })
+  )
+
+/** Serves one accepted transport, within its listener's limits. */
 const serveLimited = (
   transport: Transport.Transport,
   accepted: Connection.Accepted,
-  shared: Shared
-): Effect.Effect<void, never, Router | Authenticator> => {
-  const serve = Connection.serve(transport, accepted, shared.connection)
-  if (shared.slots === undefined) return serve
-  return shared.slots.withPermitsIfAvailable(1)(serve).pipe(
+  state: State
+): Effect.Effect<void, never, Router | Authenticator> =>
+  state.slots.withPermitsIfAvailable(1)(Effect.suspend(() => {
+    const { admission, leave } = state.waiting.admit()
+    return Connection.serve(transport, { ...accepted, admission }, state.connection).pipe(Effect.ensuring(Effect.sync(leave)))
+  })).pipe(
     Effect.flatMap(Option.match({
-      onNone: () => Connection.refuse(transport, BUSY, shared.connection),
+      onNone: () => Connection.refuse(transport, BUSY, state.connection),
       onSome: () => Effect.void
     }))
   )
-}
 
 const readyTimes = (shared: Shared) =>
   Effect.map(Clock.currentTimeNanos, (readyTimeNs): Connection.ReadyTimes => ({
@@ -164,7 +227,7 @@ const listen = (server: net.Server, options: net.ListenOptions): Effect.Effect<v
 const acceptInto = (
   server: net.Server,
   accepted: Connection.Accepted,
-  shared: Shared,
+  state: State,
   noDelay: boolean
 ): Effect.Effect<void, never, Scope.Scope | Router | Authenticator> =>
   Effect.gen(function*() {
@@ -174,7 +237,7 @@ const acceptInto = (
       if (noDelay) socket.setNoDelay(true)
       // The transport listens for errors from here on; an unheard socket error would be thrown.
       const transport = Transport.fromDuplex(socket)
-      run(serveLimited(transport, accepted, shared))
+      run(serveLimited(transport, accepted, state))
     })
     server.on("error", (error) => {
       // Errors while binding are the bind's to report; later ones are only logged.
@@ -287,7 +350,8 @@ export const unix = (
   Effect.gen(function*() {
     const server = net.createServer({ highWaterMark: shared.writeBufferBytes ?? DEFAULT_WRITE_BUFFER })
     const times = yield* readyTimes(shared)
-    yield* acceptInto(server, { listener: "unix", trustedLocal: options.trustedLocal ?? true, times }, shared, false)
+    const state = yield* stateOf(shared, options)
+    yield* acceptInto(server, { listener: "unix", trustedLocal: options.trustedLocal ?? true, times }, state, false)
     yield* Effect.acquireRelease(
       bindUnix(server, options.path),
       (identity) => Effect.andThen(closeServer(server), unlinkIfOurs(options.path, identity))
@@ -303,7 +367,8 @@ export const tcp = (
   Effect.gen(function*() {
     const server = net.createServer({ highWaterMark: shared.writeBufferBytes ?? DEFAULT_WRITE_BUFFER })
     const times = yield* readyTimes(shared)
-    yield* acceptInto(server, { listener: "tcp", trustedLocal: false, times }, shared, true)
+    const state = yield* stateOf(shared, options)
+    yield* acceptInto(server, { listener: "tcp", trustedLocal: false, times }, state, true)
     const requested = formatAddress({ _tag: "Tcp", host: options.host, port: options.port })
     yield* Effect.acquireRelease(
       Effect.mapError(listen(server, { host: options.host, port: options.port }), (reason) =>
@@ -333,9 +398,11 @@ export const stdio = (
     const times = yield* readyTimes(shared)
     const done = yield* Deferred.make<void>()
     const fibers = yield* FiberSet.make()
+    // The one connection of a child process is never idle-closed: the daemon lives as long as it does.
+    const state = yield* stateOf(shared, {}, { idleTimeout: undefined })
     yield* FiberSet.run(
       fibers,
-      serveLimited(transport, { listener: "stdio", trustedLocal: options.trustedLocal ?? true, times }, shared).pipe(
+      serveLimited(transport, { listener: "stdio", trustedLocal: options.trustedLocal ?? true, times }, state).pipe(
         Effect.ensuring(Deferred.succeed(done, undefined))
       )
     )

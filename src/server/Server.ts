@@ -1,7 +1,7 @@
 /**
- * The daemon's network face: the listeners named in the options, sharing one
- * connection limit and one set of connection settings, serving the `Router`
- * with the `Authenticator`. Building the layer binds every listener; closing
+ * The daemon's network face: the listeners named in the options, each with
+ * its own connection limits (the server's defaults, or the listener's own),
+ * serving the `Router` with the `Authenticator`. Building the layer binds every listener; closing
  * it stops accepting, interrupts every connection and removes the unix
  * socket file.
  *
@@ -9,28 +9,30 @@
  */
 import { Clock, Context, Effect, Layer, Option, type Scope } from "effect"
 import type { Authenticator } from "./Authenticator.js"
-import type * as Connection from "./Connection.js"
+import * as Connection from "./Connection.js"
 import * as Listener from "./Listener.js"
 import type { Router } from "./Router.js"
 
-/** Which listeners to run, and the limits they share. */
+/** Which listeners to run, and the limits each has unless its own options say otherwise. */
 export interface Options {
-  /** A unix socket path, or its options. */
+  /** A unix socket path, or its options (its own limits among them). */
   readonly unix?: string | Listener.UnixOptions | undefined
-  /** A TCP host and port (port 0 picks one). */
+  /** A TCP host and port (port 0 picks one), and its own limits. */
   readonly tcp?: Listener.TcpOptions | undefined
   /** One connection over stdin/stdout (`true`), or over given streams. */
   readonly stdio?: boolean | Listener.StdioOptions | undefined
-  /** Concurrent connections over all listeners (default 1024); more are refused with `busy`. */
+  /** Concurrent connections per listener (default 1024); more are refused with `busy`. */
   readonly maxConnections?: number | undefined
+  /** Connections per listener not yet authenticated (default 64); one more closes the one waiting longest. */
+  readonly maxUnauthenticated?: number | undefined
   /** Bytes buffered per socket before writers wait (default 64 KiB). */
   readonly writeBufferBytes?: number | undefined
-  /** Per-connection limits and handshake settings. */
+  /** Per-connection limits and handshake settings (auth and idle timeouts among them). */
   readonly connection?: Connection.Options | undefined
 }
 
-/** The default of `Options.maxConnections`. */
-export const DEFAULT_MAX_CONNECTIONS = 1024
+/** The default of `Options.maxConnections`, per listener. */
+export const DEFAULT_MAX_CONNECTIONS = Listener.DEFAULT_MAX_CONNECTIONS
 
 /** A running server. */
 export class Server extends Context.Tag("troupe/Server")<
@@ -56,8 +58,10 @@ export const make = (
       return yield* Effect.fail(new Listener.ListenError({ address: "(none)", reason: "no listener configured" }))
     }
     const shared: Listener.Shared = {
-      connection: options.connection,
-      slots: yield* Effect.makeSemaphore(options.maxConnections ?? DEFAULT_MAX_CONNECTIONS),
+      // One warning limiter for the whole server: a flood of bad input over many connections is still one line a second.
+      connection: { warnings: new Connection.PeerWarnings(), ...options.connection },
+      maxConnections: options.maxConnections,
+      maxUnauthenticated: options.maxUnauthenticated,
       initTimeNs: yield* Clock.currentTimeNanos,
       writeBufferBytes: options.writeBufferBytes
     }

@@ -11,6 +11,7 @@
  * @since 0.1.0
  */
 import { Effect, JSONSchema, ParseResult, Schema } from "effect"
+import { MAX_JSON_DEPTH, tooDeep } from "../protocol/Cbor.js"
 import { type Idempotency, type SideEffect, ToolSpec } from "../schema/Agent.js"
 
 /** What a tool declares about running it. */
@@ -91,6 +92,10 @@ export const run = <A, I, S, SI, E, R>(
       json = argumentsText.trim() === "" ? {} : JSON.parse(argumentsText)
     } catch {
       return errorOutcome(`the arguments of ${tool.name} are not valid JSON`)
+    }
+    // JSON.parse reads any depth; decoding, storing and sending the arguments are bounded like the wire.
+    if (tooDeep(json, MAX_JSON_DEPTH)) {
+      return errorOutcome(`the arguments of ${tool.name} are nested deeper than ${MAX_JSON_DEPTH} levels`)
     }
     const args = yield* Effect.either(Schema.decodeUnknown(tool.parameters)(json))
     if (args._tag === "Left") {

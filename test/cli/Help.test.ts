@@ -55,7 +55,12 @@ describe("the troupe command line", () => {
       const root = yield* cli("--help")
       assert.include(root.stdout, "EXIT CODES")
       const serve = yield* cli("serve", "--help")
-      for (const option of ["--store", "--name", "--socket", "--tcp", "--stdio", "--agents", "--tokens", "--model", "--grace"]) {
+      for (
+        const option of [
+          "--store", "--name", "--socket", "--tcp", "--stdio", "--agents", "--tokens", "--model", "--grace",
+          "--auth-timeout", "--idle-timeout", "--max-connections", "--max-unauthenticated"
+        ]
+      ) {
         assert.include(serve.stdout, option)
       }
       assert.strictEqual((yield* cli("--version")).stdout.trim(), Main.VERSION)
@@ -68,6 +73,9 @@ describe("the troupe command line", () => {
       assert.include(store.stderr, "--store: \"mysql://x\": expected sqlite:PATH, postgres:URL or memory")
       assert.strictEqual((yield* cli("serve", "--tcp", "localhost")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("serve", "--grace", "soon")).code, ExitCode.Usage)
+      assert.strictEqual((yield* cli("serve", "--auth-timeout", "0s")).code, ExitCode.Usage)
+      assert.strictEqual((yield* cli("serve", "--idle-timeout", "never")).code, ExitCode.Usage)
+      assert.strictEqual((yield* cli("serve", "--max-unauthenticated", "0")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("serve", "--agents", "/nonexistent/agents.json")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("run")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("sessions", "send", "ses_x", "hi")).code, ExitCode.Usage)

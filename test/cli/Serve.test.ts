@@ -13,6 +13,7 @@ import { type SessionId } from "../../src/schema/Ids.js"
 import { ExitCode } from "../../src/cli/ExitCode.js"
 import * as SqliteSessionStore from "../../src/layers/SqliteSessionStore.js"
 import { SessionStore } from "../../src/services/SessionStore.js"
+import * as H from "../server/harness.js"
 import { envFor, jsonLines, ok, serve, tempDir, troupe } from "./harness.js"
 
 describe("troupe serve", () => {
@@ -140,5 +141,23 @@ describe("troupe serve", () => {
       assert.strictEqual(badId.code, ExitCode.Usage)
       assert.include(badId.stderr, "is not a valid id")
       assert.strictEqual((yield* first.stop("SIGINT")).code, 0)
+    }))
+
+  it.scopedLive("--auth-timeout and --idle-timeout reach the listeners: a silent TCP peer and an idle local one are closed", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir
+      const socket = join(home, "d.sock")
+      const daemon = yield* serve(
+        ["--socket", socket, "--tcp", "127.0.0.1:0", "--store", "memory", "--auth-timeout", "300ms", "--idle-timeout", "600ms"],
+        envFor(home)
+      )
+      const port = Number(/listening on tcp:127\.0\.0\.1:(\d+)/.exec(daemon.stderr())![1])
+      const [silent, idle] = yield* Effect.all([
+        Effect.flatMap(H.rawConnect({ host: "127.0.0.1", port }), H.expectClosedAfter),
+        Effect.flatMap(H.rawConnect({ path: socket }), H.expectClosedAfter)
+      ], { concurrency: "unbounded" })
+      assert.deepStrictEqual([silent.error.t, (silent.error.payload as { kind: string }).kind, silent.closed], ["core.error", "unauthenticated", true])
+      assert.deepStrictEqual([idle.error.t, idle.closed], ["core.shutdown", true])
+      assert.strictEqual((yield* daemon.stop()).code, 0)
     }))
 })

@@ -18,7 +18,10 @@ import type * as Connection from "../../src/server/Connection.js"
 import { type Handler, type Outgoing, type Route, Router, WireError } from "../../src/server/Router.js"
 import type * as Listener from "../../src/server/Listener.js"
 import * as Server from "../../src/server/Server.js"
+import * as AgentCatalog from "../../src/services/AgentCatalog.js"
 import * as SessionRoutes from "../../src/server/SessionRoutes.js"
+import * as Troupe from "../../src/Troupe.js"
+import { deployingAgent } from "../support/deploy.js"
 import { principal as freshPrincipal } from "../support/fixtures.js"
 
 /** A directory removed with the scope. Short, so socket paths stay under the 108-byte limit. */
@@ -166,6 +169,24 @@ export const testDaemon = (connection?: Connection.Options) =>
     )
     return { dir, path, probes, port: Option.getOrThrow(server.tcp).port }
   })
+
+/**
+ * A daemon on a trusted-local unix socket serving the real session routes
+ * over the test runtime, with one agent, `worker` (it answers "done").
+ */
+export const sessionDaemon = Effect.gen(function*() {
+  const context = yield* Layer.build(
+    Layer.effect(Router, SessionRoutes.make()).pipe(
+      Layer.provide(AgentCatalog.layer([deployingAgent("worker", "Deploys.")])),
+      Layer.provideMerge(Troupe.layerTest({ scripts: { agents: { worker: ["done"] } } }))
+    )
+  )
+  const router = Context.get(context, Router)
+  const dir = yield* tempDir
+  const path = join(dir, "agent.sock")
+  yield* startServer({ unix: path }, router, localAuth)
+  return { path, router }
+})
 
 /**
  * The real session routes, with each `session.events` stream counted as it
