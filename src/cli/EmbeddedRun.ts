@@ -110,7 +110,14 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
     if (Option.isSome(model.note) && !o.json) yield* out.note(`troupe: ${model.note.value}`)
 
     yield* out.status("starting")
-    const runtime = yield* Setup.runtime(resolved, telemetry).pipe(Effect.mapError((error) => error.failure))
+    const build = Setup.runtime(resolved, telemetry).pipe(Effect.mapError((error) => error.failure))
+    // Retries of the model's calls show on the status line while they happen (the module is loaded already).
+    const runtime = yield* (model.kind === "openai_compatible"
+      ? Effect.flatMap(Effect.promise(() => import("../layers/OpenAiCompatibleModel.js")), (OpenAiCompatibleModel) =>
+        Effect.provideService(build, OpenAiCompatibleModel.RetryNotice, {
+          onRetry: (retry) => out.retrying(`retrying after ${retry.cause}, attempt ${retry.attempt} of ${retry.attempts}`)
+        }))
+      : build)
     const sessions = Context.get(runtime, Sessions)
     const principal = LocalPrincipal.current()
     const internal = (what: string) => (error: { readonly message: string }) =>

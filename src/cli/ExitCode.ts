@@ -36,11 +36,18 @@ export type ExitCode = typeof ExitCode[keyof typeof ExitCode]
 /** Why a command stops, with the exit code that says so and a one-line message for stderr. */
 export class CliFailure extends Schema.TaggedError<CliFailure>()("CliFailure", {
   code: Schema.Literal(0, 1, 2, 3, 4, 5, 70, 130),
-  message: Schema.String
+  message: Schema.String,
+  /** What to do about it, printed after the message on the same line. */
+  hint: Schema.optional(Schema.String)
 }) {}
 
+/** The one line an error prints on stderr: `troupe: <what went wrong> — <what to do>`. */
+export const line = (message: string, hint?: string): string =>
+  `troupe: ${message}${hint === undefined || hint === "" ? "" : ` — ${hint}`}`
+
 /** A usage or configuration error (exit 2). */
-export const usage = (message: string) => new CliFailure({ code: ExitCode.Usage, message })
+export const usage = (message: string, hint?: string) =>
+  new CliFailure({ code: ExitCode.Usage, message, ...(hint === undefined ? {} : { hint }) })
 
 /** The daemon could not be reached (exit 3). */
 export const unreachable = (message: string) => new CliFailure({ code: ExitCode.Unreachable, message })
