@@ -31,8 +31,8 @@ if (!fresh) {
     register()
   } catch {
     process.stderr.write(
-      `troupe: ${hasBuild ? "dist/ is older than src/" : "dist/ is not built"} and tsx is not installed\n` +
-        "  hint: run `npm run build` (or `npm ci`, which builds dist/) in " + root + "\n"
+      `troupe: ${hasBuild ? "dist/ is older than src/" : "dist/ is not built"} and tsx is not installed — ` +
+        `run \`npm run build\` (or \`npm ci\`, which builds dist/) in ${root}\n`
     )
     process.exit(70)
   }

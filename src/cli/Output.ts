@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { type Console, Duration, Effect, Logger, Schedule, type Scope } from "effect"
+import { Cause, type Console, Duration, Effect, Logger, Schedule, type Scope } from "effect"
 
 /** Whether a stream is a terminal. */
 const isTty = (stream: NodeJS.WriteStream): boolean => stream.isTTY === true
@@ -69,10 +69,21 @@ export const endQuietlyOnClosedPipe = (): void => {
   process.stderr.on("error", onError(process.stderr))
 }
 
-/** Effect's logger, writing to stderr (stdout may carry results or the protocol). */
+/**
+ * Effect's logger, writing to stderr (stdout may carry results or the
+ * protocol) in the program's own format, one line each: `troupe: warning:
+ * <message>`.
+ */
 export const stderrLogger = Logger.replace(
   Logger.defaultLogger,
-  Logger.prettyLogger({ stderr: true, colors: colours(process.stderr), mode: "tty" })
+  Logger.make(({ cause, logLevel, message }) => {
+    const parts = Array.isArray(message) ? message : [message]
+    const text = parts.map((part) => (typeof part === "string" ? part : JSON.stringify(part))).join(" ")
+    const why = Cause.isEmpty(cause) ? "" : ` (${Cause.squash(cause) instanceof Error ? (Cause.squash(cause) as Error).message : String(Cause.squash(cause))})`
+    const level = logLevel.label.toLowerCase() === "warn" ? "warning" : logLevel.label.toLowerCase()
+    const line = `troupe: ${level}: ${text}${why}`.replace(/\s*\n\s*/g, " ")
+    process.stderr.write(`${logLevel._tag === "Warning" ? yellow(line) : logLevel._tag === "Error" || logLevel._tag === "Fatal" ? red(line) : line}\n`)
+  })
 )
 
 const paint = (code: string) => (text: string, stream: NodeJS.WriteStream = process.stderr) =>

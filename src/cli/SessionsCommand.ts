@@ -183,20 +183,20 @@ const openCallbacks = (client: SessionClient.SessionClient, id: SessionId) =>
     Effect.map((open) => [...open.values()])
   )
 
-const callbackLine = (sessionId: SessionId, callback: CallbackOpened) => {
+const callbackLine = (sessionId: SessionId, callback: CallbackOpened, flags: string) => {
   const request = callback.request as { readonly toolName?: unknown; readonly arguments?: unknown }
   const call = typeof request.toolName === "string"
     ? EventFormat.toolCall(request.toolName, typeof request.arguments === "string" ? request.arguments : "")
     : EventFormat.clip(JSON.stringify(request), 100)
   const how = callback.kind === "approval" ? "--approve | --approve-session | --deny" : "--output JSON [--error]"
-  return `${callback.callbackId}  ${callback.kind}  ${call}\n    answer: troupe sessions answer ${sessionId} ${callback.callbackId} ${how}`
+  return `${callback.callbackId}  ${callback.kind}  ${call}\n    answer: troupe sessions answer ${flags === "" ? "" : `${flags} `}${sessionId} ${callback.callbackId} ${how}`
 }
 
 const show = Command.make(
   "show",
   { ...Connect.options, json, session: sessionId },
   (o) =>
-    withClient(o, ({ client }) =>
+    withClient(o, ({ client, flags }) =>
       Effect.gen(function*() {
         const out = yield* Output.make({ json: o.json })
         const snapshot = yield* client.snapshot(o.session)
@@ -219,7 +219,7 @@ const show = Command.make(
         ]
         if (s.parentId !== null) rows.splice(1, 0, ["parent", s.parentId])
         for (const row of table(rows)) yield* out.line(row)
-        for (const callback of callbacks) yield* out.line(`  ${callbackLine(s.id, callback)}`)
+        for (const callback of callbacks) yield* out.line(`  ${callbackLine(s.id, callback, flags)}`)
       }).pipe(Effect.scoped))
 ).pipe(Command.withDescription(Help.describe(
   "Show a session: status, active turn, cursor, pending inputs and open callbacks.",
@@ -283,7 +283,7 @@ const send = Command.make(
     )
   },
   (o) =>
-    withClient(o, ({ client }) =>
+    withClient(o, ({ client, flags }) =>
       Effect.gen(function*() {
         const out = yield* Output.make({ json: o.json })
         const mode = o.steer ? "steer" as const : "queue" as const
@@ -301,7 +301,7 @@ const send = Command.make(
           out,
           { _tag: "input", inputId, running: o.steer ? snapshot.session.activeTurnId ?? undefined : undefined },
           {
-            onCallback: (opened) => Option.some(`? waiting: ${callbackLine(o.session, opened)}`),
+            onCallback: (opened) => Option.some(`? waiting: ${callbackLine(o.session, opened, flags)}`),
             waitsForUser: snapshot.session.agent.noToolPolicy === "wait_user"
           }
         )

@@ -73,7 +73,7 @@ describe("bin/troupe.mjs", () => {
         rmSync(join(bare, "node_modules"))
         const result = spawnSync(process.execPath, [join(bare, "bin", "troupe.mjs")], { encoding: "utf8" })
         assert.strictEqual(result.status, 70)
-        assert.match(result.stderr, /^troupe: dist\/ is not built and tsx is not installed\n  hint: run `npm run build`/)
+        assert.match(result.stderr, /^troupe: dist\/ is not built and tsx is not installed — run `npm run build`[^\n]*\n$/)
       } finally {
         rmSync(bare, { recursive: true, force: true })
       }
