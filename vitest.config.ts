@@ -7,6 +7,8 @@ export default defineConfig({
   resolve: { alias: [{ find: /^troupe$/, replacement: fileURLToPath(new URL("./src/index.ts", import.meta.url)) }] },
   test: {
     include: ["test/**/*.test.ts"],
+    // Effect's log lines from tests that pass are captured, and shown only when the test fails.
+    setupFiles: ["test/support/quietLogs.ts"],
     // PostgreSQL suites create their own schema per run; files may run in parallel.
     testTimeout: 30_000,
     hookTimeout: 30_000

@@ -1164,7 +1164,12 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
           }))
       })
 
-      describe("a second store over the same data", () => {
+      if (backend.second === undefined) {
+        console.info(`[troupe tests] ${backend.name}: skipping "a second store over the same data" (4 tests): this backend keeps its data inside one store, so no second store can open it`)
+      }
+      describe(`a second store over the same data${
+        backend.second === undefined ? " (skipped: this backend keeps its data inside one store, so no second store can open it)" : ""
+      }`, () => {
         it.scoped.skipIf(backend.second === undefined)("sees the same sessions, inboxes and logs", () =>
           Effect.gen(function*() {
             const store = yield* SessionStore
