@@ -17,6 +17,7 @@ import * as Argv from "./Argv.js"
 import * as ExitCode from "./ExitCode.js"
 import * as Help from "./Help.js"
 import * as Output from "./Output.js"
+import * as ProtocolCommand from "./ProtocolCommand.js"
 import * as RunCommand from "./RunCommand.js"
 import * as Serve from "./Serve.js"
 import * as SessionsCommand from "./SessionsCommand.js"
@@ -31,7 +32,7 @@ export const root = Command.make("troupe").pipe(
     ["troupe serve", "the daemon; then, from another terminal:"],
     ["troupe sessions create && troupe sessions list", "a session on it, and the sessions it holds"]
   ])),
-  Command.withSubcommands([Serve.command, RunCommand.command, SessionsCommand.command, SessionsCommand.agents])
+  Command.withSubcommands([Serve.command, RunCommand.command, SessionsCommand.command, SessionsCommand.agents, ProtocolCommand.command])
 )
 
 /** The commands and their options, for the check that runs before @effect/cli parses (`Argv`). */
@@ -39,7 +40,8 @@ const tree = Argv.group({
   serve: Argv.leaf(Serve.command),
   run: Argv.leaf(RunCommand.command),
   agents: Argv.leaf(SessionsCommand.agents),
-  sessions: SessionsCommand.tree
+  sessions: SessionsCommand.tree,
+  protocol: Argv.group({ schema: Argv.leaf(ProtocolCommand.subcommands.schema), types: Argv.leaf(ProtocolCommand.subcommands.types) })
 })
 
 const footer = HelpDoc.blocks([
