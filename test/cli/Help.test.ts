@@ -110,7 +110,7 @@ describe("the troupe command line", () => {
   it.effect("help: every option has a real description, USAGE shows the whole command, every command has examples", () =>
     Effect.gen(function*() {
       const commands = [
-        [], ["serve"], ["run"], ["agents"], ["sessions"],
+        [], ["serve"], ["run"], ["agents"], ["sessions"], ["protocol"], ["protocol", "schema"], ["protocol", "types"],
         ...["list", "create", "show", "events", "send", "interrupt", "answer", "rename", "archive", "close"].map((name) => ["sessions", name])
       ]
       for (const words of commands) {
