@@ -44,30 +44,15 @@ const run = (command: string, args: ReadonlyArray<string>, cwd: string) => {
   return result
 }
 
-const CONSUMER = `import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect } from "effect"
-import { Agent, type Ids, Principal, Sessions, Troupe } from "troupe"
+/**
+ * The consumer: the README's embedding example as it is, plus a line that must not type-check
+ * (so the packed types are real, not `any`).
+ */
+const CONSUMER = `${readFileSync(join(repo, "examples", "embedding.ts"), "utf8")}
+import type { Ids } from "troupe"
 
-// @ts-expect-error a plain string is not a SessionId: the packed types are real, not any
+// @ts-expect-error a plain string is not a SessionId
 export const unbranded: Ids.SessionId = "ses_not_branded"
-
-const principal = new Principal.Principal({
-  customerId: "00000000-0000-4000-8000-000000000001",
-  organizationId: "00000000-0000-4000-8000-000000000002",
-  workspaceId: "00000000-0000-4000-8000-000000000003"
-})
-const agent = new Agent.Agent({ name: "demo", instructions: "Be brief.", model: new Agent.ModelRef({ name: "scripted" }) })
-
-const program = Effect.gen(function*() {
-  const sessions = yield* Sessions.Sessions
-  const session = yield* sessions.create(principal, { agent })
-  const accepted = yield* sessions.send(principal, session.id, { text: "hello" })
-  const result = yield* sessions.awaitTurn(principal, session.id, accepted.turnId!)
-  const tokens: number = result.usage.totalTokens
-  yield* Console.log(result.output, tokens)
-})
-
-program.pipe(Effect.provide(Troupe.layerSqlite({ filename: ":memory:" })), NodeRuntime.runMain)
 `
 
 beforeAll(() => {
