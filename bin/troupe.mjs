@@ -1,13 +1,17 @@
 #!/usr/bin/env node
-// The `troupe` program (src/cli/Main.ts). `npm ci` compiles it to dist/ (the `prepare` script):
-// that copy starts in about half the time. When dist/ is missing, or any source file is newer
-// than it (a checkout being worked on), the sources run through tsx (a runtime dependency)
-// instead, so what runs is always what src/ says.
+// The `troupe` program (src/cli/Main.ts), run in this process (no child), so that a signal sent to
+// this process (by a shell, npx, systemd or docker) is the program's own.
+//
+// - An installed package has dist/ and no src/: plain node runs dist/cli/Main.js.
+// - A source checkout (`npm ci` compiles dist/ through `prepare`) runs dist/ while it is at least
+//   as new as every file under src/; otherwise (no dist/, or a source edited since the build) it
+//   runs the sources through tsx, a devDependency, so what runs is always what src/ says.
 import { existsSync, readdirSync, statSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const built = `${root}dist/cli/Main.js`
+const sources = `${root}src`
 
 /** The latest modification time of the files under `dir`. */
 const newest = (dir) => {
@@ -19,10 +23,19 @@ const newest = (dir) => {
   return latest
 }
 
-const fresh = existsSync(built) && statSync(built).mtimeMs >= newest(`${root}src`)
+const hasBuild = existsSync(built)
+const fresh = hasBuild && (!existsSync(sources) || statSync(built).mtimeMs >= newest(sources))
 if (!fresh) {
-  const { register } = await import("tsx/esm/api")
-  register()
+  try {
+    const { register } = await import("tsx/esm/api")
+    register()
+  } catch {
+    process.stderr.write(
+      `troupe: ${hasBuild ? "dist/ is older than src/" : "dist/ is not built"} and tsx is not installed — ` +
+        `run \`npm run build\` (or \`npm ci\`, which builds dist/) in ${root}\n`
+    )
+    process.exit(70)
+  }
 }
 const { runMain } = await import(fresh ? built : "../src/cli/Main.ts")
 runMain(process.argv)

@@ -87,7 +87,16 @@ const decodeAgent = Schema.decodeUnknownEither(Agent, { onExcessProperty: "error
 const firstIssue = (error: ParseResult.ParseError, prefix: ReadonlyArray<PropertyKey> = []) => {
   const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
   const path = [...prefix, ...(issue?.path ?? [])]
-  return `${path.length === 0 ? "" : `${path.map(String).join(".")}: `}${issue?.message ?? "invalid"}`
+  return `${path.length === 0 ? "" : `${path.map(String).join(".")}: `}${plain(issue?.message ?? "invalid")}`
+}
+
+/** A schema's "Expected <type>, actual <value>" in words a file's author reads. */
+const plain = (message: string): string => {
+  const match = /^Expected (.*), actual (.*)$/s.exec(message)
+  if (match === null) return message
+  const [, type, actual] = match as unknown as [string, string, string]
+  const kind = type.startsWith("ReadonlyArray<") ? "a list" : type.startsWith("{") || type.includes("Struct") ? "an object" : type
+  return `expected ${kind}, got ${actual}`
 }
 
 /** The agents of a file's text; `path` only names the file in errors. */
@@ -113,6 +122,13 @@ export const parse = (path: string, text: string): Effect.Effect<ReadonlyArray<A
           return yield* fail(`agents.${index}.tools.${t}.name: a second tool is named ${tool.name}`)
         }
         toolNames.add(tool.name)
+      }
+      for (const rule of Object.keys(entry.permissions?.rules ?? {})) {
+        if (!toolNames.has(rule)) {
+          return yield* fail(`agents.${index}.permissions.rules.${rule}: ${entry.name} has no tool named ${rule} (${
+            toolNames.size === 0 ? "it has no tools" : `its tools: ${[...toolNames].join(", ")}`
+          })`)
+        }
       }
       const agent = decodeAgent({
         ...entry,

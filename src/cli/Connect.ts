@@ -45,7 +45,7 @@ export interface ConnectOptions {
 export type ClientFailure = AgentClient.ConnectFailure | SessionClient.SessionClientError
 
 /** The exit a client error causes, with a one-line message. */
-export const failure = (error: ClientFailure, address: string): ExitCode.CliFailure => {
+export const failure = (error: ClientFailure, address: string, hasToken = false): ExitCode.CliFailure => {
   switch (error._tag) {
     case "ConnectError":
       return ExitCode.unreachable(
@@ -59,9 +59,13 @@ export const failure = (error: ClientFailure, address: string): ExitCode.CliFail
     case "Closed":
       return ExitCode.unreachable(`the daemon at ${address} closed the connection (${error.reason})`)
     case "ServerError":
-      return ExitCode.refused(
-        `${error.kind}: ${error.message}${error.kind === "unauthenticated" ? " (give --token or set TROUPE_TOKEN)" : ""}`
-      )
+      return error.kind === "unauthenticated"
+        ? new ExitCode.CliFailure({
+          code: ExitCode.ExitCode.Refused,
+          message: hasToken ? `the daemon at ${address} did not accept the token` : `the daemon at ${address} needs a token`,
+          hint: hasToken ? "check --token or TROUPE_TOKEN against the daemon's tokens file" : "pass --token TOKEN or set TROUPE_TOKEN"
+        })
+        : ExitCode.refused(`${error.kind}: ${error.message}`)
     case "UnexpectedAnswer":
       return new ExitCode.CliFailure({ code: ExitCode.ExitCode.Internal, message: error.message })
     case "InvalidInput":
@@ -76,9 +80,20 @@ export const failure = (error: ClientFailure, address: string): ExitCode.CliFail
 export interface Connected {
   readonly client: SessionClient.SessionClient
   readonly address: string
+  /** The connection options to repeat in a command this one suggests (`--tcp 127.0.0.1:7000 --token "$TROUPE_TOKEN"`; never the token itself). */
+  readonly flags: string
   /** Maps a failure of a call on this client to its exit. */
   readonly fail: (error: SessionClient.SessionClientError) => ExitCode.CliFailure
 }
+
+/** The connection options of `o`, as words to repeat in a suggested command (the token stays in its variable). */
+export const flagsOf = (o: ConnectOptions): string =>
+  [
+    ...Option.toArray(Option.map(o.name, (name) => `--name ${name}`)),
+    ...Option.toArray(Option.map(o.socket, (path) => `--socket ${path}`)),
+    ...Option.toArray(Option.map(o.tcp, ({ host, port }) => `--tcp ${host.includes(":") ? `[${host}]` : host}:${port}`)),
+    ...(Option.isSome(o.token) ? [`--token "$TROUPE_TOKEN"`] : [])
+  ].join(" ")
 
 /** Connects (and authenticates when a token is given) for the life of the scope. */
 export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.CliFailure, Scope.Scope> =>
@@ -105,6 +120,7 @@ export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.Cl
       address = Listener.formatAddress({ _tag: "Unix", path })
       connecting = SessionClient.connect(path, clientOptions)
     }
-    const client = yield* connecting.pipe(Effect.mapError((error) => failure(error, address)))
-    return { client, address, fail: (error) => failure(error, address) }
+    const hasToken = Option.isSome(token)
+    const client = yield* connecting.pipe(Effect.mapError((error) => failure(error, address, hasToken)))
+    return { client, address, flags: flagsOf(o), fail: (error) => failure(error, address, hasToken) }
   })

@@ -16,6 +16,8 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Layer, Option } from "effect"
+import { existsSync } from "node:fs"
+import { dirname } from "node:path"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import * as AgentCatalog from "../services/AgentCatalog.js"
 import * as Authenticator from "../server/Authenticator.js"
@@ -38,6 +40,13 @@ import * as StoreOption from "./StoreOption.js"
 const listenersOf = (o: ServeOptions) =>
   Effect.gen(function*() {
     const unix = yield* Address.unixPath(o)
+    // A named daemon's directory is troupe's own to create; a path given with --socket is not.
+    if (Option.isSome(o.socket) && !existsSync(dirname(o.socket.value))) {
+      return yield* Effect.fail(ExitCode.usage(
+        `--socket: the directory ${dirname(o.socket.value)} does not exist`,
+        "create it first, or use --name NAME for a socket under $TROUPE_HOME"
+      ))
+    }
     const none = Option.isNone(unix) && Option.isNone(o.tcp) && !o.stdio
     return {
       unix: none ? Option.some(yield* Address.socketOf(Address.DEFAULT_NAME)) : unix,
@@ -67,7 +76,16 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
         )
       ).pipe(Effect.mapError((error) => invalid(ExitCode.usage(error.message))))
       const { agents, model } = resolved
-      if (Option.isSome(model.note)) yield* out.note(`troupe: ${model.note.value}`)
+      if (Option.isSome(model.note)) {
+        yield* out.note(`troupe: ${model.note.value}: ${
+          resolved.fromFile ? "the scripted model answers your agents" : "serving the built-in demo agents on the scripted model"
+        }`)
+      }
+      if (Option.isSome(listeners.tcp) && Option.isNone(o.tokens)) {
+        yield* out.note(
+          "troupe: warning: --tcp without --tokens: TCP clients always need a token, so none can connect — give --tokens FILE (docs/configuration.md)"
+        )
+      }
       const missing = ModelOption.missingDefault(model, agents)
       if (Option.isSome(missing)) yield* out.note(`troupe: warning: ${missing.value}; their turns will fail`)
 

@@ -29,6 +29,7 @@ import type { Agent } from "../schema/Agent.js"
 import type { PendingCallback } from "../schema/Callback.js"
 import type { TurnEnded } from "../schema/Record.js"
 import { Sessions } from "../services/Sessions.js"
+import * as DemoAgent from "./DemoAgent.js"
 import * as EventFormat from "./EventFormat.js"
 import * as ExitCode from "./ExitCode.js"
 import * as LocalPrincipal from "./LocalPrincipal.js"
@@ -107,10 +108,20 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
     const agent = yield* pickAgent(agents, o.agent)
     const missing = ModelOption.missingDefault(model, [agent])
     if (Option.isSome(missing)) return yield* Effect.fail(ExitCode.usage(missing.value))
-    if (Option.isSome(model.note) && !o.json) yield* out.note(`troupe: ${model.note.value}`)
+    if (Option.isSome(model.note) && !o.json) {
+      const demo = !resolved.fromFile && agent.name === DemoAgent.demo.name
+      yield* out.note(`troupe: ${model.note.value}: ${demo ? "using the built-in demo agent on the scripted model" : `the scripted model answers ${agent.name}`}`)
+    }
 
     yield* out.status("starting")
-    const runtime = yield* Setup.runtime(resolved, telemetry).pipe(Effect.mapError((error) => error.failure))
+    const build = Setup.runtime(resolved, telemetry).pipe(Effect.mapError((error) => error.failure))
+    // Retries of the model's calls show on the status line while they happen (the module is loaded already).
+    const runtime = yield* (model.kind === "openai_compatible"
+      ? Effect.flatMap(Effect.promise(() => import("../layers/OpenAiCompatibleModel.js")), (OpenAiCompatibleModel) =>
+        Effect.provideService(build, OpenAiCompatibleModel.RetryNotice, {
+          onRetry: (retry) => out.retrying(`retrying after ${retry.cause}, attempt ${retry.attempt} of ${retry.attempts}`)
+        }))
+      : build)
     const sessions = Context.get(runtime, Sessions)
     const principal = LocalPrincipal.current()
     const internal = (what: string) => (error: { readonly message: string }) =>

@@ -85,8 +85,8 @@ const describe = (record: RecordBody): string => {
       return `${record.turnId} ${JSON.stringify(clip(record.text, 100))}`
     case "turn_ended":
       return `${record.turnId} ${record.outcome}${record.failureCode === undefined ? "" : ` (${record.failureCode})`}${
-        record.output === undefined ? "" : ` ${JSON.stringify(clip(record.output, 100))}`
-      } · ${usage(record.usage)}`
+        record.outcome === "failed" ? `: ${clip(failureReason(record), 200)}` : record.outcome === "interrupted" && record.reason !== undefined ? `: ${clip(record.reason, 200)}` : ""
+      }${record.output === undefined ? "" : ` ${JSON.stringify(clip(record.output, 100))}`} · ${usage(record.usage)}`
     case "input_applied":
       return `${record.kind}${record.turnId === undefined ? "" : ` ${record.turnId}`}${
         record.detail === undefined ? "" : ` ${json(record.detail, 80)}`

@@ -36,11 +36,38 @@ export type ExitCode = typeof ExitCode[keyof typeof ExitCode]
 /** Why a command stops, with the exit code that says so and a one-line message for stderr. */
 export class CliFailure extends Schema.TaggedError<CliFailure>()("CliFailure", {
   code: Schema.Literal(0, 1, 2, 3, 4, 5, 70, 130),
-  message: Schema.String
+  message: Schema.String,
+  /** What to do about it, printed after the message on the same line. */
+  hint: Schema.optional(Schema.String)
 }) {}
 
+/** The one line an error prints on stderr: `troupe: <what went wrong> — <what to do>`. */
+export const line = (message: string, hint?: string): string =>
+  `troupe: ${oneLine(message)}${hint === undefined || hint === "" ? "" : ` — ${hint}`}`
+
+/**
+ * A message on one line. A schema's parse error tree (`└─ ["customerId"]` …
+ * `└─ expected a UUID`) becomes its first line's own words, the path of keys
+ * and the innermost reason: `…: customerId: expected a UUID`.
+ */
+export const oneLine = (message: string): string => {
+  const lines = message.split("\n").map((text) => text.trim()).filter((text) => text !== "")
+  if (lines.length <= 1) return lines[0] ?? ""
+  const first = lines[0]!
+  // Where the first line's own words end and the schema's description begins.
+  const cut = first.search(/: (\(|\{|Expected |readonly )/)
+  const head = cut > 0 ? first.slice(0, cut) : first
+  const path = lines.flatMap((text) => {
+    const key = /^└─ \[(.+)\]$/.exec(text)
+    return key === null ? [] : [key[1]!.replace(/^"(.*)"$/, "$1")]
+  })
+  const leaf = lines[lines.length - 1]!.replace(/^└─ /, "")
+  return `${head}: ${path.length === 0 ? "" : `${path.join(".")}: `}${leaf}`
+}
+
 /** A usage or configuration error (exit 2). */
-export const usage = (message: string) => new CliFailure({ code: ExitCode.Usage, message })
+export const usage = (message: string, hint?: string) =>
+  new CliFailure({ code: ExitCode.Usage, message, ...(hint === undefined ? {} : { hint }) })
 
 /** The daemon could not be reached (exit 3). */
 export const unreachable = (message: string) => new CliFailure({ code: ExitCode.Unreachable, message })

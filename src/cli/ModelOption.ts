@@ -39,7 +39,7 @@ export interface Resolved {
   readonly tools: Layer.Layer<Toolkit>
   /** How to describe the model in one line (never holds the API key). */
   readonly description: string
-  /** Said once on stderr when the scripted model stands in for an unconfigured one. */
+  /** Said once on stderr when the scripted model stands in for an unconfigured one (the caller says what it runs on it). */
   readonly note: Option.Option<string>
   /** Whether agents whose model is `default` can run: the scripted model, or `TROUPE_MODEL` set. */
   readonly hasDefault: boolean
@@ -81,7 +81,7 @@ export const resolve = (choice: Choice): Effect.Effect<Resolved, ConfigError.Con
     if (choice === "scripted") return yield* scripted(Option.none())
     if (choice === "auto" && !(yield* configured)) {
       return yield* scripted(Option.some(
-        "no model configured (set TROUPE_MODEL_BASE_URL and TROUPE_MODEL, see docs/models.md): using the built-in demo agent on the scripted model"
+        "no model configured (set TROUPE_MODEL_BASE_URL and TROUPE_MODEL, see docs/models.md)"
       ))
     }
     // Loaded here: the client commands never need an HTTP client.

@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { type Console, Duration, Effect, Logger, Schedule, type Scope } from "effect"
+import { Cause, type Console, Duration, Effect, Logger, Schedule, type Scope } from "effect"
 
 /** Whether a stream is a terminal. */
 const isTty = (stream: NodeJS.WriteStream): boolean => stream.isTTY === true
@@ -54,10 +54,36 @@ export const withPlainConsole = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.
     return Effect.withConsole(self, console)
   })
 
-/** Effect's logger, writing to stderr (stdout may carry results or the protocol). */
+/**
+ * Makes output into a closed pipe (`troupe … | head -1`) end the program
+ * quietly: the reader has all it wanted, so stdout closing with EPIPE exits 0
+ * at once (there is nothing left to say and nowhere to say it), and EPIPE on
+ * stderr is ignored. Any other write error still surfaces.
+ */
+export const endQuietlyOnClosedPipe = (): void => {
+  const onError = (stream: NodeJS.WriteStream) => (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error
+    if (stream === process.stdout) process.exit(0)
+  }
+  process.stdout.on("error", onError(process.stdout))
+  process.stderr.on("error", onError(process.stderr))
+}
+
+/**
+ * Effect's logger, writing to stderr (stdout may carry results or the
+ * protocol) in the program's own format, one line each: `troupe: warning:
+ * <message>`.
+ */
 export const stderrLogger = Logger.replace(
   Logger.defaultLogger,
-  Logger.prettyLogger({ stderr: true, colors: colours(process.stderr), mode: "tty" })
+  Logger.make(({ cause, logLevel, message }) => {
+    const parts = Array.isArray(message) ? message : [message]
+    const text = parts.map((part) => (typeof part === "string" ? part : JSON.stringify(part))).join(" ")
+    const why = Cause.isEmpty(cause) ? "" : ` (${Cause.squash(cause) instanceof Error ? (Cause.squash(cause) as Error).message : String(Cause.squash(cause))})`
+    const level = logLevel.label.toLowerCase() === "warn" ? "warning" : logLevel.label.toLowerCase()
+    const line = `troupe: ${level}: ${text}${why}`.replace(/\s*\n\s*/g, " ")
+    process.stderr.write(`${logLevel._tag === "Warning" ? yellow(line) : logLevel._tag === "Error" || logLevel._tag === "Fatal" ? red(line) : line}\n`)
+  })
 )
 
 const paint = (code: string) => (text: string, stream: NodeJS.WriteStream = process.stderr) =>
@@ -86,11 +112,21 @@ export interface Output {
   readonly note: (text: string) => Effect.Effect<void>
   /** Writes one value as a JSON line to stdout (JSON mode and plain mode alike). */
   readonly jsonLine: (value: unknown) => Effect.Effect<void>
-  /** Shows a status line with a spinner on a terminal (`undefined` hides it); nothing on a pipe or in JSON mode. */
+  /**
+   * Shows a status line with a spinner on a terminal (`undefined` hides it),
+   * with the time since this label was set; nothing on a pipe or in JSON mode.
+   * A new label clears the retry note.
+   */
   readonly status: (label: string | undefined) => Effect.Effect<void>
+  /** Adds a note to the status line until the next label ("retrying after HTTP 500, attempt 2 of 4"). */
+  readonly retrying: (note: string) => Effect.Effect<void>
   /** Ends a line of stdout text left open, so what follows starts on a new line. */
   readonly endLine: Effect.Effect<void>
 }
+
+/** A status line's text: the label, the seconds since it was set (from 1 s on), and a retry note. */
+export const statusText = (label: string, elapsedMs: number, retry?: string): string =>
+  `${label}${elapsedMs >= 1000 ? ` · ${Math.floor(elapsedMs / 1000)}s` : ""}${retry === undefined ? "" : ` · ${retry}`}`
 
 const FRAMES = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
 
@@ -103,6 +139,8 @@ export const make = (options: { readonly json: boolean }): Effect.Effect<Output,
     const shared = stdoutIsTty() && stderrIsTty()
     let openLine = false
     let label: string | undefined
+    let since = 0
+    let retry: string | undefined
     let drawn = false
     let frame = 0
 
@@ -113,7 +151,7 @@ export const make = (options: { readonly json: boolean }): Effect.Effect<Output,
     const draw = () => {
       // A status line drawn after open stdout text would overwrite it.
       if (!spinning || label === undefined || (shared && openLine)) return
-      process.stderr.write(`\r\x1b[2K${dim(`${FRAMES[frame++ % FRAMES.length]} ${label}`)}`)
+      process.stderr.write(`\r\x1b[2K${dim(`${FRAMES[frame++ % FRAMES.length]} ${statusText(label, Date.now() - since, retry)}`)}`)
       drawn = true
     }
     const endLine = Effect.sync(() => {
@@ -156,9 +194,18 @@ export const make = (options: { readonly json: boolean }): Effect.Effect<Output,
       jsonLine: (value) => Effect.sync(() => void process.stdout.write(`${JSON.stringify(value)}\n`)),
       status: (next) =>
         Effect.sync(() => {
+          if (next !== label) {
+            since = Date.now()
+            retry = undefined
+          }
           label = next
           if (next === undefined) erase()
           else draw()
+        }),
+      retrying: (note) =>
+        Effect.sync(() => {
+          retry = note
+          draw()
         }),
       endLine
     } satisfies Output

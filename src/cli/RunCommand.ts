@@ -4,13 +4,15 @@
  *
  * @since 0.1.0
  */
-import { Args, Command, Options } from "@effect/cli"
+import { Command, Options } from "@effect/cli"
 import { Effect } from "effect"
+import * as Help from "./Help.js"
 import * as ModelOption from "./ModelOption.js"
 import * as StoreOption from "./StoreOption.js"
+import * as Words from "./Words.js"
 
 const options = {
-  prompt: Args.text({ name: "PROMPT" }).pipe(Args.withDescription("What to ask the agent.")),
+  prompt: Words.args("PROMPT", "What to ask the agent: one quoted argument, or several words joined with spaces."),
   agent: Options.text("agent").pipe(
     Options.withPseudoName("NAME"),
     Options.withDescription("The agent to run (default: the first of --agents, or the built-in agent)."),
@@ -28,6 +30,7 @@ const options = {
     Options.optional
   ),
   title: Options.text("title").pipe(
+    Options.withPseudoName("TEXT"),
     Options.withDescription("The session's title (default: the start of the prompt)."),
     Options.optional
   ),
@@ -40,7 +43,12 @@ export type RunOptions = Command.Command.ParseConfig<typeof options>
 /** The `run` command. */
 export const command = Command.make("run", options, (o) =>
   Effect.flatMap(Effect.promise(() => import("./EmbeddedRun.js")), (EmbeddedRun) => EmbeddedRun.run(o))).pipe(
-  Command.withDescription(
-    "Run one turn on an embedded runtime (no daemon): stream the answer, show tool calls, ask approvals, print the outcome and usage."
-  )
+  Command.withDescription(Help.describe(
+    "Run one turn on an embedded runtime (no daemon): stream the answer, show tool calls, ask approvals, print the outcome and usage.",
+    [
+      ["troupe run \"What is troupe?\"", "one turn of the built-in demo agent, kept in $TROUPE_HOME/troupe.db"],
+      ["troupe run --agents agents.json --agent helper --approve all summarise the README", "an agent of your own; every approval granted"],
+      ["troupe run --json --store memory hello | head -1", "the session's events as JSON lines, nothing kept"]
+    ]
+  ))
 )

@@ -9,6 +9,7 @@
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Duration, Effect, Either } from "effect"
 import * as Address from "./Address.js"
+import * as Help from "./Help.js"
 import * as ModelOption from "./ModelOption.js"
 import * as StoreOption from "./StoreOption.js"
 
@@ -114,7 +115,12 @@ export type ServeOptions = Command.Command.ParseConfig<typeof options>
 /** The `serve` command. */
 export const command = Command.make("serve", options, (o) =>
   Effect.flatMap(Effect.promise(() => import("./Daemon.js")), (Daemon) => Daemon.serve(o))).pipe(
-  Command.withDescription(
-    "Run the troupe daemon: sessions over a unix socket (default: the daemon named \"default\"), TCP or stdio."
-  )
+  Command.withDescription(Help.describe(
+    "Run the troupe daemon: sessions over a unix socket (default: the daemon named \"default\"), TCP or stdio.",
+    [
+      ["troupe serve", "the default daemon, on its socket under $TROUPE_HOME, sessions in $TROUPE_HOME/troupe.db"],
+      ["troupe serve --agents agents.json --tcp 127.0.0.1:7000 --tokens tokens.json", "your agents, also over TCP, for the clients the tokens file names"],
+      ["troupe serve --store postgres:postgres://db/troupe --grace 30s", "sessions in PostgreSQL; on SIGTERM, turns get 30 s to finish"]
+    ]
+  ))
 )

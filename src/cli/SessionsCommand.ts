@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import { Args, Command, HelpDoc, Options } from "@effect/cli"
+import { Args, Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Deferred, Effect, Either, Fiber, Option, Schema, Stream } from "effect"
 import type * as SessionClient from "../client/SessionClient.js"
 import * as Messages from "../protocol/Messages.js"
@@ -28,12 +28,15 @@ import { Snapshot } from "../schema/Event.js"
 import { CallbackId, SessionId, TurnId } from "../schema/Ids.js"
 import type { CallbackOpened } from "../schema/Record.js"
 import { Session } from "../schema/Session.js"
+import * as Argv from "./Argv.js"
 import * as Connect from "./Connect.js"
 import * as EventFormat from "./EventFormat.js"
 import * as ExitCode from "./ExitCode.js"
+import * as Help from "./Help.js"
 import * as Output from "./Output.js"
 import * as Signals from "./Signals.js"
 import * as TurnView from "./TurnView.js"
+import * as Words from "./Words.js"
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON lines on stdout."))
 
@@ -112,8 +115,12 @@ const list = Command.make(
     json,
     all: Options.boolean("all").pipe(Options.withDescription("Include archived sessions.")),
     limit: Options.integer("limit").pipe(
-      Options.withDescription("At most this many sessions (default 50)."),
-      Options.withDefault(50)
+      Options.withPseudoName("N"),
+      Options.withDescription("At most this many sessions, from 1 to 1000 (default 50)."),
+      Options.withDefault(50),
+      Options.mapEffect((n) =>
+        n >= 1 && n <= 1000 ? Effect.succeed(n) : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--limit: ${n} is not from 1 to 1000`)))
+      )
     )
   },
   (o) =>
@@ -131,7 +138,13 @@ const list = Command.make(
           yield* out.line(row)
         }
       }).pipe(Effect.scoped))
-).pipe(Command.withDescription("List the newest root sessions."))
+).pipe(Command.withDescription(Help.describe(
+  "List the newest root sessions.",
+  [
+    ["troupe sessions list", "the 50 newest sessions of the default daemon"],
+    ["troupe sessions list --all --limit 5 --json", "the 5 newest, archived ones too, as JSON lines"]
+  ]
+)))
 
 const create = Command.make(
   "create",
@@ -143,7 +156,7 @@ const create = Command.make(
       Options.withDescription("One of the daemon's agents (`troupe agents`; default: its first)."),
       Options.optional
     ),
-    title: Options.text("title").pipe(Options.withDescription("The session's title."), Options.optional)
+    title: Options.text("title").pipe(Options.withPseudoName("TEXT"), Options.withDescription("The session's title (default: none)."), Options.optional)
   },
   (o) =>
     withClient(o, ({ client }) =>
@@ -159,7 +172,13 @@ const create = Command.make(
         if (o.json) return yield* out.jsonLine(encodeSession(session))
         yield* out.line(session.id)
       }).pipe(Effect.scoped))
-).pipe(Command.withDescription("Create a session of one of the daemon's agents and print its id."))
+).pipe(Command.withDescription(Help.describe(
+  "Create a session of one of the daemon's agents and print its id.",
+  [
+    ["troupe sessions create --agent helper --title \"Release notes\"", "a session of the agent helper; prints ses_\u2026"],
+    ["troupe sessions create --tcp 127.0.0.1:7000 --token \"$TOKEN\"", "on a daemon over TCP, with its first agent"]
+  ]
+)))
 
 /** The callbacks still open in a session's log (replayed: the wire has no list of them). */
 const openCallbacks = (client: SessionClient.SessionClient, id: SessionId) =>
@@ -174,20 +193,20 @@ const openCallbacks = (client: SessionClient.SessionClient, id: SessionId) =>
     Effect.map((open) => [...open.values()])
   )
 
-const callbackLine = (sessionId: SessionId, callback: CallbackOpened) => {
+const callbackLine = (sessionId: SessionId, callback: CallbackOpened, flags: string) => {
   const request = callback.request as { readonly toolName?: unknown; readonly arguments?: unknown }
   const call = typeof request.toolName === "string"
     ? EventFormat.toolCall(request.toolName, typeof request.arguments === "string" ? request.arguments : "")
     : EventFormat.clip(JSON.stringify(request), 100)
   const how = callback.kind === "approval" ? "--approve | --approve-session | --deny" : "--output JSON [--error]"
-  return `${callback.callbackId}  ${callback.kind}  ${call}\n    answer: troupe sessions answer ${sessionId} ${callback.callbackId} ${how}`
+  return `${callback.callbackId}  ${callback.kind}  ${call}\n    answer: troupe sessions answer ${flags === "" ? "" : `${flags} `}${sessionId} ${callback.callbackId} ${how}`
 }
 
 const show = Command.make(
   "show",
   { ...Connect.options, json, session: sessionId },
   (o) =>
-    withClient(o, ({ client }) =>
+    withClient(o, ({ client, flags }) =>
       Effect.gen(function*() {
         const out = yield* Output.make({ json: o.json })
         const snapshot = yield* client.snapshot(o.session)
@@ -210,9 +229,15 @@ const show = Command.make(
         ]
         if (s.parentId !== null) rows.splice(1, 0, ["parent", s.parentId])
         for (const row of table(rows)) yield* out.line(row)
-        for (const callback of callbacks) yield* out.line(`  ${callbackLine(s.id, callback)}`)
+        for (const callback of callbacks) yield* out.line(`  ${callbackLine(s.id, callback, flags)}`)
       }).pipe(Effect.scoped))
-).pipe(Command.withDescription("Show a session: status, active turn, cursor, pending inputs and open callbacks."))
+).pipe(Command.withDescription(Help.describe(
+  "Show a session: status, active turn, cursor, pending inputs and open callbacks.",
+  [
+    ["troupe sessions show ses_01J\u2026", "the session, and how to answer each open callback"],
+    ["troupe sessions show ses_01J\u2026 --json", "the same as one JSON line"]
+  ]
+)))
 
 const events = Command.make(
   "events",
@@ -222,8 +247,11 @@ const events = Command.make(
     session: sessionId,
     after: Options.integer("after").pipe(
       Options.withPseudoName("CURSOR"),
-      Options.withDescription("Start after this cursor (default 0: from the beginning)."),
-      Options.withDefault(0)
+      Options.withDescription("Start after this cursor, 0 or more (default 0: from the beginning)."),
+      Options.withDefault(0),
+      Options.mapEffect((n) =>
+        n >= 0 ? Effect.succeed(n) : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--after: ${n} is not a cursor (0 or more)`)))
+      )
     ),
     follow: Options.boolean("follow").pipe(
       Options.withAlias("f"),
@@ -234,7 +262,6 @@ const events = Command.make(
   (o) =>
     withClient(o, ({ client }) =>
       Effect.gen(function*() {
-        if (o.after < 0) return yield* Effect.fail(ExitCode.usage("--after: expected a cursor of 0 or more"))
         const out = yield* Output.make({ json: o.json })
         const stream = client.events(o.session, { after: o.after, follow: o.follow, volatile: o.volatile }).pipe(
           Stream.runForEach((frame) => (o.json ? out.jsonLine(EventFormat.toJson(frame.event)) : out.line(EventFormat.line(frame.event))))
@@ -244,7 +271,13 @@ const events = Command.make(
         const signal = yield* Signals.listen
         yield* Effect.raceFirst(stream, Effect.asVoid(signal))
       }).pipe(Effect.scoped))
-).pipe(Command.withDescription("Print a session's events; --follow tails live ones."))
+).pipe(Command.withDescription(Help.describe(
+  "Print a session's events; --follow tails live ones.",
+  [
+    ["troupe sessions events ses_01J\u2026", "every event so far, one per line"],
+    ["troupe sessions events ses_01J\u2026 --after 12 --follow --volatile", "from cursor 12 on, live, with the answer as it streams"]
+  ]
+)))
 
 const send = Command.make(
   "send",
@@ -252,7 +285,7 @@ const send = Command.make(
     ...Connect.options,
     json,
     session: sessionId,
-    text: Args.text({ name: "TEXT" }).pipe(Args.withDescription("The message.")),
+    text: Words.args("TEXT", "The message: one quoted argument, or several words joined with spaces."),
     steer: Options.boolean("steer").pipe(Options.withDescription("Steer the running turn instead of queueing a new one.")),
     wait: Options.boolean("wait").pipe(
       Options.withAlias("w"),
@@ -260,7 +293,7 @@ const send = Command.make(
     )
   },
   (o) =>
-    withClient(o, ({ client }) =>
+    withClient(o, ({ client, flags }) =>
       Effect.gen(function*() {
         const out = yield* Output.make({ json: o.json })
         const mode = o.steer ? "steer" as const : "queue" as const
@@ -278,7 +311,7 @@ const send = Command.make(
           out,
           { _tag: "input", inputId, running: o.steer ? snapshot.session.activeTurnId ?? undefined : undefined },
           {
-            onCallback: (opened) => Option.some(`? waiting: ${callbackLine(o.session, opened)}`),
+            onCallback: (opened) => Option.some(`? waiting: ${callbackLine(o.session, opened, flags)}`),
             waitsForUser: snapshot.session.agent.noToolPolicy === "wait_user"
           }
         )
@@ -314,7 +347,13 @@ const send = Command.make(
         }
         if (step.record.outcome !== "completed") return yield* Effect.fail(ExitCode.turnFailed(""))
       }).pipe(Effect.scoped))
-).pipe(Command.withDescription("Send a message to a session (--wait shows the turn until it ends)."))
+).pipe(Command.withDescription(Help.describe(
+  "Send a message to a session (--wait shows the turn until it ends).",
+  [
+    ["troupe sessions send ses_01J\u2026 \"What changed?\"", "queue a message; prints how it was accepted"],
+    ["troupe sessions send --wait ses_01J\u2026 what changed since yesterday", "send, then show the turn until it ends (exit 1 if it fails)"]
+  ]
+)))
 
 const interrupt = Command.make(
   "interrupt",
@@ -323,7 +362,7 @@ const interrupt = Command.make(
     json,
     session: sessionId,
     turn: idArg("TURN", TurnId, "The turn to stop (default: the session's active turn).").pipe(Args.optional),
-    reason: Options.text("reason").pipe(Options.withDescription("Why (recorded with the turn)."), Options.optional)
+    reason: Options.text("reason").pipe(Options.withPseudoName("TEXT"), Options.withDescription("Why (recorded with the turn)."), Options.optional)
   },
   (o) =>
     withClient(o, ({ client }) =>
@@ -339,7 +378,13 @@ const interrupt = Command.make(
         if (o.json) return yield* out.jsonLine(outcome)
         yield* out.line(`${outcome.outcome} ${outcome.turnId ?? turn}`)
       }).pipe(Effect.scoped))
-).pipe(Command.withDescription("Interrupt exactly one turn of a session (default: its active turn)."))
+).pipe(Command.withDescription(Help.describe(
+  "Interrupt exactly one turn of a session (default: its active turn).",
+  [
+    ["troupe sessions interrupt ses_01J\u2026", "stop the active turn"],
+    ["troupe sessions interrupt ses_01J\u2026 turn_01J\u2026 --reason \"wrong file\"", "stop exactly that turn, saying why"]
+  ]
+)))
 
 const answer = Command.make(
   "answer",
@@ -353,7 +398,7 @@ const answer = Command.make(
       Options.withDescription("Approve this call and every later call of the same tool in the session.")
     ),
     deny: Options.boolean("deny").pipe(Options.withDescription("Deny this tool call.")),
-    reason: Options.text("reason").pipe(Options.withDescription("Why (shown to the model with a denial)."), Options.optional),
+    reason: Options.text("reason").pipe(Options.withPseudoName("TEXT"), Options.withDescription("Why (shown to the model with a denial)."), Options.optional),
     output: Options.text("output").pipe(
       Options.withPseudoName("JSON"),
       Options.withDescription("A client tool's result: JSON, or plain text (sent as a string)."),
@@ -377,7 +422,13 @@ const answer = Command.make(
         if (o.json) return yield* out.jsonLine({ accepted: true, callbackId: o.callback })
         yield* out.line(`accepted ${o.callback}`)
       }).pipe(Effect.scoped))
-).pipe(Command.withDescription("Answer an open callback: an approval, or a client tool's result."))
+).pipe(Command.withDescription(Help.describe(
+  "Answer an open callback: an approval, or a client tool's result.",
+  [
+    ["troupe sessions answer ses_01J\u2026 cb_01J\u2026 --approve", "approve one tool call (the ids are in `troupe sessions show`)"],
+    ["troupe sessions answer ses_01J\u2026 cb_01J\u2026 --output '{\"size\": 12}'", "give a client tool's result"]
+  ]
+)))
 
 /** `--output` text as JSON, or as a string when it is not JSON. */
 const parseOutput = (text: string): unknown => {
@@ -398,9 +449,14 @@ const printSession = (o: { readonly json: boolean }, session: Session) =>
 
 const rename = Command.make(
   "rename",
-  { ...Connect.options, json, session: sessionId, title: Args.text({ name: "TITLE" }).pipe(Args.withDescription("The new title.")) },
+  { ...Connect.options, json, session: sessionId, title: Words.args("TITLE", "The new title: one quoted argument, or several words.") },
   (o) => withClient(o, ({ client }) => Effect.flatMap(client.rename(o.session, o.title), (session) => printSession(o, session)))
-).pipe(Command.withDescription("Rename a session."))
+).pipe(Command.withDescription(Help.describe(
+  "Rename a session.",
+  [
+    ["troupe sessions rename ses_01J\u2026 Release notes, draft 2", "the new title (several words are joined)"]
+  ]
+)))
 
 const archive = Command.make(
   "archive",
@@ -412,13 +468,24 @@ const archive = Command.make(
   },
   (o) =>
     withClient(o, ({ client }) => Effect.flatMap(client.archive(o.session, !o.unarchive), (session) => printSession(o, session)))
-).pipe(Command.withDescription("Archive a session (hidden from `list` without --all), or unarchive it."))
+).pipe(Command.withDescription(Help.describe(
+  "Archive a session (hidden from `list` without --all), or unarchive it.",
+  [
+    ["troupe sessions archive ses_01J\u2026", "hide it from `troupe sessions list`"],
+    ["troupe sessions archive ses_01J\u2026 --unarchive", "show it again"]
+  ]
+)))
 
 const close = Command.make(
   "close",
   { ...Connect.options, json, session: sessionId },
   (o) => withClient(o, ({ client }) => Effect.flatMap(client.close(o.session), (session) => printSession(o, session)))
-).pipe(Command.withDescription("Close a session (its running turn is interrupted; it accepts nothing more)."))
+).pipe(Command.withDescription(Help.describe(
+  "Close a session (its running turn is interrupted; it accepts nothing more).",
+  [
+    ["troupe sessions close ses_01J\u2026", "close it for good"]
+  ]
+)))
 
 const encodeChild = Schema.encodeSync(Messages.ChildItem)
 const encodeNode = Schema.encodeSync(Messages.TreeItem)
@@ -450,7 +517,7 @@ const children = Command.make(
       }).pipe(Effect.scoped))
 ).pipe(Command.withDescription("List a session's direct children, newest first (archived ones included)."))
 
-const tree = Command.make(
+const treeCommand = Command.make(
   "tree",
   {
     ...Connect.options,
@@ -489,9 +556,25 @@ const tree = Command.make(
 
 /** The `sessions` command and its subcommands. */
 export const command = Command.make("sessions").pipe(
-  Command.withDescription("Work with the sessions of a running daemon."),
-  Command.withSubcommands([list, create, show, events, send, interrupt, answer, rename, archive, close, children, tree])
+  Command.withDescription(Help.describe(
+  "Work with the sessions of a running daemon.",
+  [
+    ["troupe sessions list", "what the default daemon holds"],
+    ["troupe sessions show --help", "how each subcommand is used"]
+  ]
+)),
+  Command.withSubcommands([list, create, show, events, send, interrupt, answer, rename, archive, close, children, treeCommand])
 )
+
+/** A subcommand's name and options, for the check before parsing. */
+const entry = <Name extends string, R, E, A>(command: Command.Command<Name, R, E, A>) =>
+  [[...Command.getNames(command)][0]!, Argv.leaf(command)] as const
+
+/** The subcommands of `sessions` as the check before parsing (`Argv`) sees them. */
+export const tree: Argv.Tree = Argv.group(Object.fromEntries([
+  entry(list), entry(create), entry(show), entry(events), entry(send),
+  entry(interrupt), entry(answer), entry(rename), entry(archive), entry(close), entry(children), entry(treeCommand)
+]))
 
 /** The `agents` command: the agents a daemon serves. */
 export const agents = Command.make(
@@ -510,4 +593,10 @@ export const agents = Command.make(
           yield* out.line(row)
         }
       }).pipe(Effect.scoped))
-).pipe(Command.withDescription("List the agents a running daemon serves."))
+).pipe(Command.withDescription(Help.describe(
+  "List the agents a running daemon serves.",
+  [
+    ["troupe agents", "the names and descriptions"],
+    ["troupe agents --socket /run/troupe.sock --json", "of the daemon on that socket, as JSON lines"]
+  ]
+)))

@@ -5,9 +5,15 @@
  * and the process ends at once, which is right for commands with nothing to
  * clean up.
  *
+ * Started through npm (`npx troupe …`, `npm run troupe -- …`), the program is
+ * the child of a shell that npm starts: npm passes a SIGTERM on to that shell,
+ * which dies of it without passing it on. So there the shell going away (the
+ * parent process changing) counts as a SIGTERM; nowhere else, so that a daemon
+ * started with `nohup troupe serve &` outlives the shell that started it.
+ *
  * @since 0.1.0
  */
-import { Deferred, Effect, type Scope } from "effect"
+import { Deferred, Duration, Effect, Schedule, type Scope } from "effect"
 
 /** A signal that asks the program to stop. */
 export type Signal = "SIGINT" | "SIGTERM"
@@ -42,5 +48,17 @@ export const listen: Effect.Effect<Effect.Effect<Signal>, never, Scope.Scope> = 
         process.removeListener("SIGTERM", onTerm)
       })
   )
+  if (startedByNpm()) {
+    const parent = process.ppid
+    yield* Effect.sync(() => {
+      if (process.ppid !== parent) onTerm()
+    }).pipe(
+      Effect.repeat({ schedule: Schedule.spaced(Duration.millis(250)), until: () => !first }),
+      Effect.forkScoped
+    )
+  }
   return Deferred.await(received)
 })
+
+/** Whether this process was started by npm or npx (which set `npm_command` for what they run). */
+const startedByNpm = (): boolean => (process.env["npm_command"] ?? "") !== ""

@@ -62,6 +62,8 @@ export const make = (out: Output.Output, watch: Watch, options: Options = {}): T
   let streamed = false
   const tools = new Set<string>()
   const models = new Set<string>()
+  // Model calls this view saw start: a call that failed (a 401) is one the turn made, counted or not.
+  let modelCallsStarted = 0
 
   const ours = (id: TurnId) => turnId !== undefined && id === turnId
 
@@ -97,6 +99,7 @@ export const make = (out: Output.Output, watch: Watch, options: Options = {}): T
           if (!ours(record.turnId)) return Option.none()
           if (record.kind !== "tool") {
             models.add(record.operationId)
+            modelCallsStarted++
             if (!out.json) yield* out.status("thinking")
             return Option.none()
           }
@@ -144,7 +147,8 @@ export const make = (out: Output.Output, watch: Watch, options: Options = {}): T
             // Deltas are volatile: a subscriber that joined late saw none, but the output is in the record.
             if (!streamed && record.output !== undefined) yield* out.text(record.output)
             yield* out.endLine
-            yield* out.note(`${EventFormat.outcome(record)} · ${EventFormat.usage(record.usage)}`)
+            const usage = { ...record.usage, modelCalls: Math.max(record.usage.modelCalls, modelCallsStarted) }
+            yield* out.note(`${EventFormat.outcome(record)} · ${EventFormat.usage(usage)}`)
           }
           return Option.some<Step>({ _tag: "Ended", record })
         }

@@ -20,6 +20,7 @@ import {
   Clock,
   Config,
   type ConfigError,
+  Context,
   Duration,
   Effect,
   Either,
@@ -77,8 +78,10 @@ export interface Options {
   readonly retry?: RetryOptions | undefined
   /**
    * The longest wait for the response headers, and between two reads of the
-   * streamed body, before the attempt counts as failed (default 5 minutes:
-   * local servers can spend minutes on a long prompt before the first byte).
+   * streamed body, before the attempt counts as failed (default 15 seconds,
+   * so that with its retries a hung server is reported within about a minute;
+   * a local server that spends minutes on a long prompt before the first byte
+   * needs more).
    */
   readonly idleTimeout?: Duration.DurationInput | undefined
 }
@@ -119,6 +122,21 @@ const StreamChunk = Schema.Struct({
 
 const decodeChunk = Schema.decodeEither(Schema.parseJson(StreamChunk))
 const parseJson = Schema.decodeUnknownOption(Schema.parseJson())
+
+/** One retry of a model call: why the last attempt failed, and which attempt comes next of how many at most. */
+export interface Retry {
+  readonly cause: string
+  readonly attempt: number
+  readonly attempts: number
+}
+
+/**
+ * Who hears of retries while they happen (default: no one). Read when the
+ * model is built; `troupe run` shows them on its status line.
+ */
+export class RetryNotice extends Context.Reference<RetryNotice>()("troupe/OpenAiCompatibleModel/RetryNotice", {
+  defaultValue: () => ({ onRetry: (_retry: Retry): Effect.Effect<void> => Effect.void })
+}) {}
 
 // ---------------------------------------------------------------------------
 // Failures of one attempt. `retryAfter` is the server's `Retry-After`.
@@ -408,7 +426,8 @@ export const make = (options: Options = {}) =>
       onSome: (origin) => origin
     })
     const apiKey = options.apiKey === undefined ? undefined : Redacted.value(options.apiKey)
-    const idleTimeout = Duration.decode(options.idleTimeout ?? Duration.minutes(5))
+    const idleTimeout = Duration.decode(options.idleTimeout ?? Duration.seconds(15))
+    const notice = yield* RetryNotice
     const retryTimes = options.retry?.times ?? 3
     const retryBase = Duration.decode(options.retry?.base ?? Duration.millis(200))
     const maxDelay = Duration.decode(options.retry?.maxDelay ?? Duration.seconds(30))
@@ -529,7 +548,10 @@ export const make = (options: Options = {}) =>
         )
       )
 
-    const retryPolicy = (emitted: () => boolean) =>
+    // `Stream.retry` starts its schedule over whenever the stream emits, even an empty chunk (a
+    // server that sends its headers and a role chunk, then hangs, would be retried forever): the
+    // attempts are counted here, across those restarts.
+    const retryPolicy = (emitted: () => boolean, attempts: () => number) =>
       Schedule.exponential(retryBase).pipe(
         Schedule.jittered,
         Schedule.intersect(Schedule.recurs(retryTimes)),
@@ -538,7 +560,7 @@ export const make = (options: Options = {}) =>
           Duration.min(last.retryAfter ? Duration.max(delay, last.retryAfter) : delay, maxDelay)
         ),
         // Once a delta reached the caller, a retry would stream it twice: the caller decides.
-        Schedule.whileInput((last: Failure) => last.error.retryable && !emitted())
+        Schedule.whileInput((last: Failure) => last.error.retryable && !emitted() && attempts() <= retryTimes)
       )
 
     return Model.Model.of({
@@ -556,13 +578,27 @@ export const make = (options: Options = {}) =>
           const body = requestBody(request, model, options)
           let emitted = false
           const toolName = toolNameOf(request)
-          return Stream.suspend(() => attempt(body, toolName)).pipe(
+          let attempts = 0
+          let last: Failure | undefined
+          return Stream.suspend(() => {
+            attempts++
+            const announce = attempts > 1 && last !== undefined
+              ? notice.onRetry({
+                cause: last.error.status === undefined ? last.error.reason : `HTTP ${last.error.status}`,
+                attempt: attempts,
+                attempts: retryTimes + 1
+              })
+              : Effect.void
+            return Stream.unwrap(Effect.as(announce, attempt(body, toolName)))
+          }).pipe(
+            Stream.tapError((failure) => Effect.sync(() => void (last = failure))),
             Stream.mapChunks((chunk) => {
               if (Chunk.isNonEmpty(chunk)) emitted = true
               return chunk
             }),
-            Stream.retry(retryPolicy(() => emitted)),
-            Stream.mapError((last) => scrub(last.error)),
+            Stream.retry(retryPolicy(() => emitted, () => attempts)),
+            // A failure that was (or could have been) retried says how many attempts it took.
+            Stream.mapError((failure) => scrub(withAttempts(failure.error, attempts))),
             Stream.withSpan("OpenAiCompatibleModel.stream", {
               attributes: { "gen_ai.system": "openai_compatible", "gen_ai.request.model": model, "server.address": origin }
             })
@@ -570,6 +606,16 @@ export const make = (options: Options = {}) =>
         })
     })
   })
+
+/** A retryable error, or one that ended retries, with the number of attempts made in its reason. */
+const withAttempts = (error: ModelError, attempts: number): ModelError =>
+  !error.retryable && attempts === 1
+    ? error
+    : new ModelError({
+      reason: `${error.reason} (${attempts} attempt${attempts === 1 ? "" : "s"})`,
+      retryable: error.retryable,
+      ...(error.status === undefined ? {} : { status: error.status })
+    })
 
 /** The model with its own HTTP client (undici, one connection pool for the layer's life). */
 export const layer = (options: Options = {}): Layer.Layer<Model.Model> =>

@@ -38,12 +38,12 @@ describe("the troupe command line", () => {
     Effect.gen(function*() {
       const commands = [
         [[], "$ troupe"],
-        [["serve"], "$ serve"],
-        [["run"], "$ run"],
-        [["agents"], "$ agents"],
-        [["sessions"], "$ sessions"],
+        [["serve"], "$ troupe serve"],
+        [["run"], "$ troupe run"],
+        [["agents"], "$ troupe agents"],
+        [["sessions"], "$ troupe sessions"],
         ...["list", "create", "show", "events", "send", "interrupt", "answer", "rename", "archive", "close"].map(
-          (name) => [["sessions", name], `$ ${name} `] as const
+          (name) => [["sessions", name], `$ troupe sessions ${name} `] as const
         )
       ] as const
       for (const [words, usage] of commands) {
@@ -80,6 +80,72 @@ describe("the troupe command line", () => {
       assert.strictEqual((yield* cli("run")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("sessions", "send", "ses_x", "hi")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("sessions", "frobnicate")).code, ExitCode.Usage)
+    }))
+
+  it.effect("names the bad flag, refuses a flag without its value, suggests the nearest command or flag", () =>
+    Effect.gen(function*() {
+      const bogus = yield* cli("run", "--bogus", "hi")
+      assert.strictEqual(bogus.code, ExitCode.Usage)
+      assert.strictEqual(bogus.stderr, "troupe: unknown option --bogus for troupe run — `troupe run --help` lists its options")
+
+      const bare = yield* cli("run", "--agent")
+      assert.strictEqual(bare.code, ExitCode.Usage)
+      assert.include(bare.stderr, "troupe: --agent needs a value (--agent NAME)")
+      const beforeFlag = yield* cli("run", "--agent", "--json", "hi")
+      assert.strictEqual(beforeFlag.code, ExitCode.Usage)
+      assert.include(beforeFlag.stderr, "--agent needs a value")
+
+      const lst = yield* cli("sessions", "lst")
+      assert.strictEqual(lst.code, ExitCode.Usage)
+      assert.include(lst.stderr, "unknown command \"lst\" for troupe sessions; did you mean list?")
+      assert.notInclude(lst.stderr, "serve", "the sessions subcommands, not the top-level commands")
+      assert.include((yield* cli("serv")).stderr, "did you mean serve?")
+      assert.include((yield* cli("sessions", "list", "--limt", "3")).stderr, "unknown option --limt for troupe sessions list; did you mean --limit?")
+
+      for (const limit of ["0", "-1", "100000"]) {
+        const result = yield* cli("sessions", "list", "--limit", limit, "--socket", "/nonexistent/troupe.sock")
+        assert.strictEqual(result.code, ExitCode.Usage, `--limit ${limit} is refused before connecting`)
+        assert.include(result.stderr, `--limit: ${limit} is not from 1 to 1000`)
+      }
+      const after = yield* cli("sessions", "events", "ses_01J0000000000000000000000Z", "--after", "-3", "--socket", "/nonexistent/troupe.sock")
+      assert.strictEqual(after.code, ExitCode.Usage)
+      assert.include(after.stderr, "--after: -3 is not a cursor")
+      for (const result of [bogus, bare, lst, after]) {
+        assert.match(result.stderr, /^troupe: [^\n]+ — [^\n]+$/, "one troupe: line with a hint")
+      }
+    }))
+
+  it.effect("help: every option has a real description, USAGE shows the whole command, every command has examples", () =>
+    Effect.gen(function*() {
+      const commands = [
+        [], ["serve"], ["run"], ["agents"], ["sessions"], ["protocol"], ["protocol", "schema"], ["protocol", "types"],
+        ...["list", "create", "show", "events", "send", "interrupt", "answer", "rename", "archive", "close"].map((name) => ["sessions", name])
+      ]
+      for (const words of commands) {
+        const { stdout } = yield* cli(...words, "--help")
+        const where = ["troupe", ...words].join(" ")
+        const paragraphs = stdout.split(/\n\n/).map((paragraph) => paragraph.trim())
+        assert.include(paragraphs, "USAGE", where)
+        assert.isTrue(paragraphs[paragraphs.indexOf("USAGE") + 1]!.startsWith(`$ ${where}`), `${where}: USAGE shows the whole command`)
+        assert.include(paragraphs, "EXAMPLES", `${where} has examples`)
+        assert.isTrue(paragraphs[paragraphs.indexOf("EXAMPLES") + 1]!.startsWith(`$ ${where}`), `${where}: its examples use it`)
+        for (const paragraph of paragraphs) {
+          for (const generic of [/user-defined piece of text/, /This setting is optional/, /^A true or false value/, /^An integer\./, /^One of the following/, /must be repeated/, /can be set from environment/]) {
+            assert.notMatch(paragraph, generic, `${where}: a generic placeholder`)
+          }
+        }
+        assert.notInclude(stdout, "--wizard", `${where}: nothing unexplained`)
+        // Each option and argument heading is followed by its own description.
+        const start = paragraphs.findIndex((p) => p === "OPTIONS" || p === "ARGUMENTS")
+        if (start < 0) continue
+        const end = paragraphs.indexOf("EXIT CODES")
+        for (let i = start; i < end; i++) {
+          const heading = paragraphs[i]!
+          if (!/^(\(?-|<)/.test(heading)) continue
+          const next = paragraphs[i + 1] ?? ""
+          assert.isFalse(next === "" || /^(\(?-|<)/.test(next) || next === "OPTIONS", `${where}: ${heading} has no description`)
+        }
+      }
     }))
 
   it("parses --store, --tcp and --grace", () => {

@@ -1,7 +1,8 @@
 /**
  * `bin/troupe.mjs` runs the compiled program in dist/ only while it is at
  * least as new as every file under src/; otherwise (no dist/, or a source
- * edited since the build) it runs the sources through tsx. Checked on a copy
+ * edited since the build) it runs the sources through tsx; an installed
+ * package (no src/) always runs dist/. Checked on a copy
  * of the launcher next to a src/ and a dist/ whose `runMain` say which ran.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -55,6 +56,27 @@ describe("bin/troupe.mjs", () => {
       // A source edited after the build, however deep: the sources run.
       utimesSync(join(dir, "src", "cli", "deep", "Other.ts"), new Date(Date.now() + 1_000), new Date(Date.now() + 1_000))
       assert.strictEqual(run(dir), "src a b")
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 30_000)
+
+  it("an installed package (dist/, no src/) runs dist/; a checkout without dist/ or tsx says how to build", () => {
+    const dir = layout()
+    try {
+      rmSync(join(dir, "src"), { recursive: true })
+      build(dir, new Date(Date.now() - 60_000))
+      assert.strictEqual(run(dir), "dist a b")
+
+      const bare = layout()
+      try {
+        rmSync(join(bare, "node_modules"))
+        const result = spawnSync(process.execPath, [join(bare, "bin", "troupe.mjs")], { encoding: "utf8" })
+        assert.strictEqual(result.status, 70)
+        assert.match(result.stderr, /^troupe: dist\/ is not built and tsx is not installed — run `npm run build`[^\n]*\n$/)
+      } finally {
+        rmSync(bare, { recursive: true, force: true })
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }

@@ -1250,7 +1250,12 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
           }))
       })
 
-      describe("a second store over the same data", () => {
+      if (backend.second === undefined) {
+        console.info(`[troupe tests] ${backend.name}: skipping "a second store over the same data" (5 tests): this backend keeps its data inside one store, so no second store can open it`)
+      }
+      describe(`a second store over the same data${
+        backend.second === undefined ? " (skipped: this backend keeps its data inside one store, so no second store can open it)" : ""
+      }`, () => {
         it.scoped.skipIf(backend.second === undefined)("renames and archives a session whose lease the other store holds", () =>
           Effect.gen(function*() {
             const store = yield* SessionStore

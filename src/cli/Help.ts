@@ -1,0 +1,72 @@
+/**
+ * The help the program prints, tidied from what @effect/cli renders: its
+ * generic sentences ("A user-defined piece of text.", "This setting is
+ * optional.", "One of the following: …") are dropped, since every option says
+ * what it takes in its own description; USAGE shows the whole command
+ * (`$ troupe sessions answer …`, not `$ answer …`); and each command's
+ * description ends with examples (`describe`).
+ *
+ * @since 0.1.0
+ */
+import { stripAnsi } from "./Output.js"
+
+/** The sentences @effect/cli adds to an option's help whatever the option is. */
+export const GENERIC: ReadonlyArray<RegExp> = [
+  /^A true or false value\.$/,
+  /^A date without a time-zone in the ISO-8601 format, such as 2007-12-03T10:15:30\.$/,
+  /^A floating point number\.$/,
+  /^An integer\.$/,
+  /^(An existing|A) (file or directory|file|directory)( that must not exist)?\.$/,
+  /^A user-defined piece of text( that is confidential)?\.$/,
+  /^One of the following: .*$/,
+  /^This setting is optional\.( Defaults to: .*)?$/,
+  /^This option can be set from environment variables\.$/,
+  /^This option can be repeated\.$/,
+  /^This argument must be repeated at least \d+ times?\.$/
+]
+
+/** The examples of each command, by its description (the paragraph they follow in its help). */
+const examplesOf = new Map<string, ReadonlyArray<readonly [command: string, does: string]>>()
+
+/**
+ * A command's description, with its examples (each a command line, then what
+ * it does) shown after it in the command's help. The description stays one
+ * paragraph, which is what the list of commands shows.
+ */
+export const describe = (description: string, examples: ReadonlyArray<readonly [command: string, does: string]>): string => {
+  examplesOf.set(description, examples)
+  return description
+}
+
+const renderExamples = (examples: ReadonlyArray<readonly [string, string]>) =>
+  ["EXAMPLES", ...examples.map(([command, does]) => `  $ ${command}\n      ${does}`)].join("\n\n")
+
+/**
+ * Tidies one help text printed for the command `path` (`["troupe",
+ * "sessions", "answer"]`): drops the generic sentences and the bare program
+ * name heading, and writes the whole command in USAGE.
+ */
+export const tidy = (text: string, path: ReadonlyArray<string>): string => {
+  const paragraphs = text.split(/\n\n/)
+  const kept: Array<string> = []
+  let first = true
+  for (const paragraph of paragraphs) {
+    const plain = stripAnsi(paragraph).trim()
+    if (GENERIC.some((pattern) => pattern.test(plain))) continue
+    // @effect/cli starts with the program's name on a line of its own, then "troupe 0.1.0".
+    if (first && plain === "troupe") {
+      first = false
+      continue
+    }
+    first = false
+    const usage = /^\$ (\S+)(.*)$/s.exec(plain)
+    if (usage !== null && usage[1] === path[path.length - 1]) {
+      kept.push(`$ ${path.join(" ")}${usage[2]}`)
+      continue
+    }
+    kept.push(paragraph)
+    const examples = examplesOf.get(plain)
+    if (examples !== undefined) kept.push(renderExamples(examples))
+  }
+  return kept.join("\n\n")
+}

@@ -1,0 +1,188 @@
+/**
+ * troupe as another project gets it: `npm pack`, installed from the tarball
+ * into a fresh project next to `effect`, and used with plain `node` (no tsx):
+ * a consumer TypeScript file type-checks against the packed `.d.ts` and its
+ * compiled output runs an embedded turn; `node_modules/.bin/troupe` and
+ * `npx troupe` run the program; SIGTERM through either launcher stops the
+ * daemon cleanly.
+ *
+ * How it stays fast and offline: the package is compiled into a copy of its
+ * manifest (so the repository's own dist/ is neither needed nor rewritten
+ * under the other tests), and the fresh project's node_modules starts as a
+ * hard-linked copy of the production dependencies already installed here
+ * (each package directory copied, never linked: npm must not reach through a
+ * symlink into the shared node_modules). `npm install --offline
+ * --no-package-lock` then adds only troupe, from the tarball, and its bin link.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll } from "vitest"
+
+const repo = fileURLToPath(new URL("../..", import.meta.url))
+const tsc = join(repo, "node_modules", "typescript", "bin", "tsc")
+
+let dir = ""
+let app = ""
+
+/** The environment of the installed program: its own TROUPE_HOME, telemetry off, none of the developer's settings. */
+const env = (): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value === undefined || key.startsWith("TROUPE_") || key.startsWith("OTEL_") || key.startsWith("npm_")) continue
+    out[key] = value
+  }
+  return { ...out, TROUPE_HOME: join(dir, "home"), TROUPE_TELEMETRY_ENABLED: "false", NO_COLOR: "1" }
+}
+
+const run = (command: string, args: ReadonlyArray<string>, cwd: string) => {
+  const result = spawnSync(command, args, { cwd, env: env(), encoding: "utf8", timeout: 120_000 })
+  assert.strictEqual(result.status, 0, `${command} ${args.join(" ")}\nstdout: ${result.stdout}\nstderr: ${result.stderr}`)
+  return result
+}
+
+/**
+ * The consumer: the README's embedding example as it is, plus a line that must not type-check
+ * (so the packed types are real, not `any`).
+ */
+const CONSUMER = `${readFileSync(join(repo, "examples", "embedding.ts"), "utf8")}
+import type { Ids } from "troupe"
+
+// @ts-expect-error a plain string is not a SessionId
+export const unbranded: Ids.SessionId = "ses_not_branded"
+`
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "troupe-pack-"))
+  const pkg = join(dir, "pkg")
+  mkdirSync(pkg)
+  for (const entry of ["package.json", "README.md", "bin"]) cpSync(join(repo, entry), join(pkg, entry), { recursive: true })
+  run(process.execPath, [tsc, "-p", join(repo, "tsconfig.build.json"), "--outDir", join(pkg, "dist")], repo)
+  run("npm", ["pack", "--ignore-scripts", "--pack-destination", dir], pkg)
+  const manifest = JSON.parse(readFileSync(join(repo, "package.json"), "utf8"))
+  const tarball = join(dir, `troupe-${manifest.version}.tgz`)
+
+  app = join(dir, "app")
+  const lock = JSON.parse(readFileSync(join(repo, "package-lock.json"), "utf8")) as {
+    readonly packages: Record<string, { readonly dependencies?: Record<string, string>; readonly optionalDependencies?: Record<string, string>; readonly peerDependencies?: Record<string, string> }>
+  }
+  const installed = realpathSync(join(repo, "node_modules"))
+  // What the consumer needs: troupe's runtime dependencies and @types/node, with everything they depend on
+  // (a top-level copy of each; packages nested under one come with it).
+  const needed = new Set<string>()
+  /** Where `dep`, required from the package at lock path `from`, resolves: the nearest node_modules up the path. */
+  const resolve = (from: string, dep: string): string | undefined => {
+    for (let at = from; ; at = at.slice(0, Math.max(0, at.lastIndexOf("/node_modules/")))) {
+      const key = `${at === "" ? "" : `${at}/`}node_modules/${dep}`
+      if (lock.packages[key] !== undefined) return key
+      if (at === "") return undefined
+    }
+  }
+  const visit = (key: string | undefined) => {
+    const info = key === undefined ? undefined : lock.packages[key]
+    if (key === undefined || info === undefined || needed.has(key) || !existsSync(join(repo, key))) return // another platform's
+    needed.add(key)
+    for (const dep of Object.keys({ ...info.dependencies, ...info.optionalDependencies, ...info.peerDependencies })) visit(resolve(key, dep))
+  }
+  for (const name of [...Object.keys(manifest.dependencies), "@types/node"]) visit(`node_modules/${name}`)
+  for (const key of needed) {
+    const name = key.slice("node_modules/".length)
+    if (name.includes("/node_modules/")) continue // copied with the package it is nested in
+    mkdirSync(dirname(join(app, key)), { recursive: true })
+    execFileSync("cp", ["-al", join(installed, name), join(app, key)])
+  }
+  writeFileSync(join(app, "package.json"), JSON.stringify({
+    name: "consumer",
+    private: true,
+    type: "module",
+    dependencies: {
+      "@effect/platform-node": manifest.dependencies["@effect/platform-node"],
+      effect: manifest.dependencies.effect,
+      troupe: `file:${tarball}`
+    },
+    devDependencies: { "@types/node": manifest.devDependencies["@types/node"] }
+  }))
+  run("npm", ["install", "--offline", "--no-package-lock", "--ignore-scripts", "--no-audit", "--no-fund"], app)
+}, 180_000)
+
+afterAll(() => {
+  if (dir !== "") rmSync(dir, { recursive: true, force: true })
+})
+
+/** Starts `command` in the project; resolves with what it wrote once its output streams close. */
+const daemon = (command: string, args: ReadonlyArray<string>) => {
+  const proc: ChildProcess = spawn(command, args, { cwd: app, env: env(), stdio: ["ignore", "pipe", "pipe"] })
+  let stderr = ""
+  proc.stderr!.setEncoding("utf8").on("data", (data: string) => (stderr += data))
+  const exited = new Promise<number | null>((resolve) => proc.on("exit", (code) => resolve(code)))
+  // "close": every process holding the pipes (a daemon under npx's shell too) has ended.
+  const closed = new Promise<void>((resolve) => proc.on("close", () => resolve()))
+  const listening = new Promise<void>((resolve, reject) => {
+    const check = () => (stderr.includes("troupe: store ") ? resolve() : undefined)
+    proc.stderr!.on("data", check)
+    proc.on("close", () => reject(new Error(`${command} ${args.join(" ")} ended before listening:\n${stderr}`)))
+  })
+  return { proc, exited, closed, listening, stderr: () => stderr }
+}
+
+describe("the packed package", () => {
+  it("ships compiled JavaScript and declarations, no sources and no tsx", () => {
+    const installed = join(app, "node_modules", "troupe")
+    assert.isTrue(existsSync(join(installed, "dist", "index.js")))
+    assert.isTrue(existsSync(join(installed, "dist", "index.d.ts")))
+    assert.isFalse(existsSync(join(installed, "src")), "no TypeScript sources in the tarball")
+    assert.isFalse(existsSync(join(app, "node_modules", "tsx")), "tsx is not a runtime dependency")
+    const manifest = JSON.parse(readFileSync(join(installed, "package.json"), "utf8"))
+    assert.deepStrictEqual(manifest.exports["."], { types: "./dist/index.d.ts", import: "./dist/index.js", default: "./dist/index.js" })
+  })
+
+  it("a consumer type-checks against the packed types and runs an embedded turn with plain node", () => {
+    writeFileSync(join(app, "main.ts"), CONSUMER)
+    writeFileSync(join(app, "tsconfig.json"), JSON.stringify({
+      compilerOptions: {
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        strict: true,
+        exactOptionalPropertyTypes: true,
+        skipLibCheck: true,
+        types: ["node"],
+        outDir: "out"
+      },
+      files: ["main.ts"]
+    }))
+    run(process.execPath, [tsc, "-p", "tsconfig.json"], app)
+    const turn = run(process.execPath, [join("out", "main.js")], app)
+    assert.match(turn.stdout, /^You said: hello \d+\n$/)
+  }, 60_000)
+
+  it("runs as node_modules/.bin/troupe and npx troupe", () => {
+    const bin = join(app, "node_modules", ".bin", "troupe")
+    const manifest = JSON.parse(readFileSync(join(repo, "package.json"), "utf8"))
+    assert.strictEqual(run(bin, ["--version"], app).stdout.trim(), manifest.version)
+    const answer = run(bin, ["run", "--store", "memory", "hello"], app)
+    assert.include(answer.stdout, "You said: hello")
+    assert.include(run("npx", ["--offline", "--no-install", "troupe", "--version"], app).stdout.trim(), manifest.version)
+  }, 60_000)
+
+  it("SIGTERM through node_modules/.bin/troupe and through npx drains the daemon, which exits 0", async () => {
+    const direct = daemon(join(app, "node_modules", ".bin", "troupe"), ["serve", "--store", "memory", "--socket", join(dir, "a.sock")])
+    await direct.listening
+    direct.proc.kill("SIGTERM")
+    assert.strictEqual(await direct.exited, 0, direct.stderr())
+    assert.include(direct.stderr(), "troupe: stopped")
+
+    // npx runs the program under a shell that dies of the SIGTERM npx passes on; the daemon sees its parent go.
+    const socket = join(dir, "b.sock")
+    const viaNpx = daemon("npx", ["--offline", "--no-install", "troupe", "serve", "--store", "memory", "--socket", socket])
+    await viaNpx.listening
+    viaNpx.proc.kill("SIGTERM")
+    await viaNpx.closed
+    assert.include(viaNpx.stderr(), "troupe: stopping (SIGTERM)")
+    assert.include(viaNpx.stderr(), "troupe: stopped")
+    assert.isFalse(existsSync(socket), "the daemon removed its socket")
+  }, 60_000)
+})
