@@ -26,6 +26,16 @@ describe("examples", () => {
     assert.match(stdout, /idle, 17 events in its log/)
   }, 60_000)
 
+  it("subagents spawns two researchers, waits for both results, and lists the tree", async () => {
+    const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
+    const { stdout } = await example("subagents.ts", [], home)
+    assert.match(stdout, /^lead ses_\w+: policy \{"maxDepth":3,"maxChildTurns":10\}\n/)
+    assert.include(stdout, "lead answered: Both researchers answered; see their results above.\n")
+    assert.include(stdout, "  lead / researcher (researcher-1): idle\n  lead / researcher (researcher-2): idle\n")
+    assert.include(stdout, "  spawned researcher-1\n  spawned researcher-2\n")
+    assert.strictEqual(stdout.split("result completed: An answer from the researcher.").length - 1, 2)
+  }, 60_000)
+
   it("embedding (the README's example) runs a turn and prints its output", async () => {
     const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
     const { stdout } = await example("embedding.ts", [], home)
