@@ -336,7 +336,11 @@ export const usage: { readonly [type: string]: Usage } = {
   [Type.callbackProvideEnd]: { server: "terminal" },
   [Type.callbackProvideCancel]: { client: "follow_up" },
   [Type.callbackAnswer]: { client: "request" },
-  [Type.callbackAccepted]: { server: "terminal" }
+  [Type.callbackAccepted]: { server: "terminal" },
+  [Type.sessionChildren]: { client: "request" },
+  [Type.sessionChildrenPage]: { server: "terminal" },
+  // The answer has the request's name, as `session.snapshot`'s has.
+  [Type.sessionTree]: { client: "request", server: "terminal" }
 }
 
 /** The table's entry for `type`, if it has one (never one inherited from `Object.prototype`). */
