@@ -16,6 +16,7 @@ import { Effect } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as SessionActor from "../src/actors/SessionActor.js"
 import * as SessionState from "../src/actors/SessionState.js"
 import * as Transcript from "../src/actors/Transcript.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
@@ -121,15 +122,8 @@ const program = Effect.gen(function*() {
       if (!page.more) return all
     }
   })
-  const restart = Effect.gen(function*() {
-    const store = yield* SessionStore
-    let state = SessionState.empty(sessionId)
-    for (;;) {
-      const page = yield* store.readLog(sessionId, { after: state.head, limit: 1000 })
-      state = SessionState.fold(state, page.records)
-      if (!page.more) return state
-    }
-  })
+  // What an actor does when it starts.
+  const restart = SessionActor.foldLog(sessionId)
 
   const stats = yield* Effect.gen(function*() {
     const records = yield* readAll

@@ -7,14 +7,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Ref, Schema } from "effect"
-import * as SessionState from "../src/actors/SessionState.js"
+import * as SessionActor from "../src/actors/SessionActor.js"
 import * as Transcript from "../src/actors/Transcript.js"
 import * as ScriptedModel from "../src/layers/ScriptedModel.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import { Agent, ModelRef, PermissionPolicy, ToolSpec } from "../src/schema/Agent.js"
 import * as Model from "../src/services/Model.js"
 import { Sessions } from "../src/services/Sessions.js"
-import { SessionStore } from "../src/services/SessionStore.js"
 import * as Tool from "../src/services/Tool.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
@@ -156,15 +155,7 @@ describe("the conversation across turns", () => {
         return session.id
       }).pipe(Effect.provide(Troupe.layer(SqliteSessionStore.layer({ filename }), { model: model.layer, tools: Toolkit.layer([lookup]) })))
       // A fresh store on the same file: what a restarted actor folds.
-      const state = yield* Effect.gen(function*() {
-        const store = yield* SessionStore
-        let state = SessionState.empty(sessionId)
-        for (;;) {
-          const page = yield* store.readLog(sessionId, { after: state.head })
-          state = SessionState.fold(state, page.records)
-          if (!page.more) return state
-        }
-      }).pipe(Effect.provide(SqliteSessionStore.layer({ filename })))
+      const state = yield* SessionActor.foldLog(sessionId).pipe(Effect.provide(SqliteSessionStore.layer({ filename })))
       const requests = yield* Ref.get(model.requests)
       const last = requests[requests.length - 1]!
       // The last request plus the reply it got is the whole conversation.

@@ -59,6 +59,18 @@ const eventually = <A, E, R>(effect: Effect.Effect<Option.Option<A>, E, R>) =>
     return yield* Effect.dieMessage("never happened")
   })
 
+/** A parent whose turn spawned a picker and ended; the picker waits on its client tool. */
+const delegatedToPicker = Effect.gen(function*() {
+  const sessions = yield* Sessions
+  const me = principal()
+  const root = yield* sessions.create(me, { agent: leadWithPicker })
+  const first = yield* sessions.send(me, root.id, { text: "delegate" })
+  yield* sessions.awaitTurn(me, root.id, first.turnId!)
+  const childId = (toolOutputs(yield* logOf(root.id), "agents.spawn")[0]!.output as { sessionId: SessionId }).sessionId
+  const open = yield* eventually(Effect.map(sessions.callbacks(me, childId), (cbs) => Option.fromNullable(cbs[0])))
+  return { childId, me, open, root, sessions }
+})
+
 /** A parent that spawns a worker, waits for its result and answers with it. */
 const delegation = Effect.gen(function*() {
   const sessions = yield* Sessions
@@ -213,13 +225,7 @@ describe("subagents", () => {
 
   it.scopedLive("a child whose parent closed still completes; nothing is delivered, and the child's callback is answered by hand", () =>
     Effect.gen(function*() {
-      const sessions = yield* Sessions
-      const me = principal()
-      const root = yield* sessions.create(me, { agent: leadWithPicker })
-      const first = yield* sessions.send(me, root.id, { text: "delegate" })
-      yield* sessions.awaitTurn(me, root.id, first.turnId!)
-      const childId = (toolOutputs(yield* logOf(root.id), "agents.spawn")[0]!.output as { sessionId: SessionId }).sessionId
-      const open = yield* eventually(Effect.map(sessions.callbacks(me, childId), (cbs) => Option.fromNullable(cbs[0])))
+      const { childId, me, open, root, sessions } = yield* delegatedToPicker
       assert.strictEqual(open.parentSessionId, root.id)
       assert.deepStrictEqual(open.agentPath, ["lead", "picker"])
       yield* sessions.close(me, root.id)
@@ -229,15 +235,7 @@ describe("subagents", () => {
       assert.isTrue(ended.body._tag === "turn_ended" && ended.body.outcome === "completed")
       yield* Effect.sleep("50 millis")
       assert.isFalse((yield* logOf(root.id)).some((r) => r.body._tag === "child_result"))
-    }).pipe(Effect.provide(Troupe.layerTest({
-      agents: [picker],
-      scripts: {
-        agents: {
-          lead: [calls(call("s1", "agents.spawn", { agent: "picker", message: "pick a file" })), "delegated"],
-          picker: [calls(call("p1", "pick", {})), "picked"]
-        }
-      }
-    }))))
+    }).pipe(Effect.provide(pickerRuntime)))
 
   it.scoped("a provider on the root answers a grandchild's approval and its client tool", () =>
     Effect.gen(function*() {
@@ -269,13 +267,7 @@ describe("subagents", () => {
 
   it.scopedLive("an exact interrupt of a child's turn from outside: the child stays open, the parent gets the interrupted result", () =>
     Effect.gen(function*() {
-      const sessions = yield* Sessions
-      const me = principal()
-      const root = yield* sessions.create(me, { agent: leadWithPicker })
-      const first = yield* sessions.send(me, root.id, { text: "delegate" })
-      yield* sessions.awaitTurn(me, root.id, first.turnId!)
-      const childId = (toolOutputs(yield* logOf(root.id), "agents.spawn")[0]!.output as { sessionId: SessionId }).sessionId
-      const open = yield* eventually(Effect.map(sessions.callbacks(me, childId), (cbs) => Option.fromNullable(cbs[0])))
+      const { childId, me, open, root, sessions } = yield* delegatedToPicker
       const mismatch = yield* Effect.flip(sessions.interrupt(me, childId, yield* makeTurnId))
       assert.strictEqual(mismatch._tag, "TurnMismatch")
       const outcome = yield* sessions.interrupt(me, childId, open.turnId, "not needed")
@@ -285,15 +277,7 @@ describe("subagents", () => {
       assert.isTrue(delivered.body._tag === "child_result" && delivered.body.outcome === "interrupted" && delivered.body.reason === "not needed")
       const again = yield* sessions.interrupt(me, childId, open.turnId)
       assert.strictEqual(again.outcome, "already_ended")
-    }).pipe(Effect.provide(Troupe.layerTest({
-      agents: [picker],
-      scripts: {
-        agents: {
-          lead: [calls(call("s1", "agents.spawn", { agent: "picker", message: "pick a file" })), "delegated"],
-          picker: [calls(call("p1", "pick", {})), "picked"]
-        }
-      }
-    }))))
+    }).pipe(Effect.provide(pickerRuntime)))
 
   it.scopedLive("agents.list_configs, agents.list, agents.send_message and agents.interrupt drive an existing child", () =>
     Effect.gen(function*() {
@@ -402,3 +386,13 @@ const middle = new Agent({
   subagents: [new SubagentRef({ name: "leaf" })]
 })
 const lead2 = new Agent({ ...lead, tools: [pick], subagents: [new SubagentRef({ name: "middle" })] })
+
+const pickerRuntime = Troupe.layerTest({
+  agents: [picker],
+  scripts: {
+    agents: {
+      lead: [calls(call("s1", "agents.spawn", { agent: "picker", message: "pick a file" })), "delegated"],
+      picker: [calls(call("p1", "pick", {})), "picked"]
+    }
+  }
+})

@@ -19,7 +19,7 @@ import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"
 import type { AssistantDelta } from "../schema/Event.js"
-import { type InputId, makeTurnId, type SessionId } from "../schema/Ids.js"
+import { type InputId, makeTurnId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { InboxItem } from "../schema/Inbox.js"
 import type { CommitReceipt, Lease } from "../schema/Lease.js"
 import type { RecordBody } from "../schema/Record.js"
@@ -93,8 +93,8 @@ interface Actor extends SessionWriter.Target {
   readonly queued: Set<InputId>
 }
 
-/** Folds the whole log of `sessionId`, page by page. */
-const foldLog = (sessionId: SessionId) =>
+/** Folds the whole log of `sessionId`, page by page: what an actor knows when it starts. */
+export const foldLog = (sessionId: SessionId) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
     let state = SessionState.empty(sessionId)
@@ -120,6 +120,9 @@ const holdLease = (acquired: Lease, ttl: Duration.Duration, fatal: Deferred.Defe
     yield* LeaseKeeper.run(lease, ttl).pipe(Effect.catchAll((error) => Deferred.fail(fatal, error)), Effect.forkScoped)
     return { lease, handedBack }
   })
+
+// Stands for the id of a turn a command cannot start.
+const noTurn = "" as TurnId
 
 /** What the sender of a command is told, once its commit is written. */
 const replyExit = (
@@ -235,7 +238,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       yield* exclusive(startTurn(actor.state.active.started, true))
     }
     // A result the last owner may not have delivered before it stopped (a redelivery is a no-op).
-    if (actor.state.lastEnd !== undefined) {
+    if (actor.state.lastEnd !== undefined && actor.session.parentId !== null) {
       yield* FiberSet.run(background, SessionWriter.deliverResult({ store, wake: wiring.wake }, actor.session, actor.state.lastEnd))
     }
     const loop = Effect.gen(function*() {
@@ -277,7 +280,8 @@ const runOutcome = (
     const outcome = Decisions.decide(actor.state, command, {
       busyPolicy: actor.session.busyPolicy,
       waitingForUser: actor.running?.waitingForUser() ?? false,
-      nextTurnId: yield* makeTurnId
+      // Only a message or a steer can start a turn: other commands mint no id.
+      nextTurnId: command._tag === "message" || command._tag === "steer" ? yield* makeTurnId : noTurn
     })
     if (outcome.reply._tag === "Queued") {
       if (actor.queued.has(command.inputId)) return false

@@ -102,7 +102,7 @@ export const make = (target: Target, deps: Deps) => {
             if (target.running?.started.turnId === record.turnId) target.running = undefined
             if (before.active?.started.turnId === record.turnId) {
               yield* deps.announceEnd(record, before.active.started.excludeFromAnalytics === true)
-              yield* FiberSet.run(deps.background, deliverResult(deps, target.session, record))
+              if (target.session.parentId !== null) yield* FiberSet.run(deps.background, deliverResult(deps, target.session, record))
             }
             break
           case "callback_resolved":
