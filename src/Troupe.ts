@@ -65,14 +65,21 @@ export const layer = <E, R>(
 export const layerTest = (options: RuntimeOptions = {}): Layer.Layer<Services> =>
   layer(MemorySessionStore.layer, options)
 
-/** A runtime on a SQLite file (or `:memory:`). */
+/** Host options for a store other processes may share: their commands are noticed within `inboxPoll`. */
+export const sharedStoreHost = (host: InProcessHost.Options = {}): InProcessHost.Options => ({
+  inboxPoll: "250 millis",
+  ...host
+})
+
+/** A runtime on a SQLite file (or `:memory:`); other processes on the same file are noticed (`sharedStoreHost`). */
 export const layerSqlite = (
   sqlite: SqliteSessionStore.Options,
   options: RuntimeOptions = {}
-): Layer.Layer<Services, StoreUnavailable> => layer(SqliteSessionStore.layer(sqlite), options)
+): Layer.Layer<Services, StoreUnavailable> =>
+  layer(SqliteSessionStore.layer(sqlite), { ...options, host: sharedStoreHost(options.host) })
 
 /** A runtime on PostgreSQL. */
 export const layerPg = (
   pg: PgSessionStore.Options,
   options: RuntimeOptions = {}
-): Layer.Layer<Services, StoreUnavailable> => layer(PgSessionStore.layer(pg), options)
+): Layer.Layer<Services, StoreUnavailable> => layer(PgSessionStore.layer(pg), { ...options, host: sharedStoreHost(options.host) })

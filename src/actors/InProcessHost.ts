@@ -37,6 +37,12 @@ export interface Options {
   readonly leaseTtl?: Duration.DurationInput | undefined
   /** How long an actor with nothing to do stays in memory (default 30 s). */
   readonly idleTimeout?: Duration.DurationInput | undefined
+  /**
+   * How often a live actor reads its inbox again without being woken, so that a command pushed
+   * through another process sharing the store reaches it within that time (default: never, for a
+   * store no other process shares; `Troupe.layerSqlite` and `Troupe.layerPg` set 250 ms).
+   */
+  readonly inboxPoll?: Duration.DurationInput | undefined
   /** How often the store is asked for runnable sessions (default: the lease TTL). */
   readonly pollInterval?: Duration.DurationInput | undefined
   /** This host's lease owner name (default `host-<ulid>`). */
@@ -63,6 +69,7 @@ export const make = (options: Options = {}) =>
       owner: options.owner ?? `host-${yield* ulid}`,
       leaseTtl,
       idleTimeout: Duration.decode(options.idleTimeout ?? "30 seconds"),
+      inboxPoll: options.inboxPoll === undefined ? undefined : Duration.decode(options.inboxPoll),
       modelSettings: options.modelSettings
     }
     const liveBuffer = options.liveBuffer ?? 256

@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Option, Queue, Ref } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Option, Queue, Ref, Schedule } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"
@@ -46,6 +46,8 @@ export interface Options {
   readonly owner: string
   readonly leaseTtl: Duration.Duration
   readonly idleTimeout: Duration.Duration
+  /** How often a live actor reads its inbox again without being woken (commands pushed by other processes); never when absent. */
+  readonly inboxPoll?: Duration.Duration | undefined
   /** The host's default model settings, under the agent's and the run's. */
   readonly modelSettings?: ModelSettings | undefined
 }
@@ -240,6 +242,17 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     // A result the last owner may not have delivered before it stopped (a redelivery is a no-op).
     if (actor.state.lastEnd !== undefined && actor.session.parentId !== null) {
       yield* FiberSet.run(background, SessionWriter.deliverResult({ store, wake: wiring.wake }, actor.session, actor.state.lastEnd))
+    }
+    // A command pushed through another process wakes nobody here: the inbox is looked at again
+    // every `inboxPoll` (the backstop until wake-ups cross processes).
+    if (options.inboxPoll !== undefined) {
+      yield* store.readInbox(sessionId, { limit: 1 }).pipe(
+        Effect.flatMap((items) => (items.length > 0 ? Queue.offer(wiring.wakes, undefined) : Effect.void)),
+        Effect.ignore,
+        Effect.repeat(Schedule.spaced(options.inboxPoll)),
+        Effect.delay(options.inboxPoll),
+        Effect.forkScoped
+      )
     }
     const loop = Effect.gen(function*() {
       for (;;) {

@@ -73,6 +73,8 @@ export const runtime = (
 ): Effect.Effect<Context.Context<Troupe.Services>, SetupFailure, Scope.Scope> =>
   Layer.build(
     Troupe.layer(StoreOption.layer(resolved.store), {
+      // A daemon and `troupe run` may share a file or a database: each notices the other's commands.
+      host: resolved.store.kind === "memory" ? undefined : Troupe.sharedStoreHost(),
       model: resolved.model.layer,
       // The built-in agents' tools run here; agents from a file have client tools only.
       tools: resolved.fromFile ? undefined : resolved.model.tools,

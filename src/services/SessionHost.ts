@@ -5,11 +5,11 @@
  *
  * @since 0.1.0
  */
-import { Context, Data, type Duration, type Effect, type Queue, type Scope } from "effect"
-import type { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
+import { Context, Data, type Duration, type Effect, Exit, type Queue, type Scope } from "effect"
+import { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
 import type { SessionEvent } from "../schema/Event.js"
 import type { InputId, SessionId, TurnId } from "../schema/Ids.js"
-import type { TurnEnded } from "../schema/Record.js"
+import type { LogRecord, TurnEnded } from "../schema/Record.js"
 
 /** What the actor did with an admitted command. */
 export type Decision = Data.TaggedEnum<{
@@ -61,6 +61,43 @@ export type Refusal = Refusals[keyof Refusals]
 
 /** A pending decision on one input of a command of kind `K`. */
 export type Expectation<K extends keyof Refusals = keyof Refusals> = Interest<Decision, Refusals[K]>
+
+/**
+ * The decision on `inputId` that a log record states, if it states one: how a
+ * process that did not decide learns what another process's actor decided.
+ * A message waiting behind a running turn ("queued") leaves no record.
+ */
+export const decisionOf = (
+  record: LogRecord,
+  inputId: InputId
+): Exit.Exit<Decision, Refusal> | undefined => {
+  const body = record.body
+  if (body._tag === "turn_started") {
+    return body.inputId === inputId ? Exit.succeed(Decision.Started({ turnId: body.turnId, cursor: record.seq })) : undefined
+  }
+  if (body._tag !== "input_applied" || body.inputId !== inputId) return undefined
+  const detail = body.detail
+  switch (body.kind) {
+    case "steer":
+      return body.turnId === undefined ? Exit.succeed(Decision.Applied()) : Exit.succeed(Decision.Steered({ turnId: body.turnId }))
+    case "interrupt": {
+      const outcome = detail !== undefined && "outcome" in detail ? detail.outcome : "interrupted"
+      if (outcome !== "turn_mismatch") return Exit.succeed(Decision.Interrupted({ turnId: body.turnId!, outcome }))
+      // The running turn is not named by the record; the refusal says none is known.
+      return Exit.fail(new TurnMismatch({ sessionId: record.sessionId, expectedTurnId: body.turnId!, activeTurnId: null }))
+    }
+    case "callback_answer":
+      return detail !== undefined && "stale" in detail
+        ? Exit.fail(new StaleCallback({ sessionId: record.sessionId, callbackId: detail.callbackId, reason: detail.stale }))
+        : Exit.succeed(Decision.Applied())
+    case "message":
+      return detail !== undefined && "rejected" in detail
+        ? Exit.fail(new SessionBusy({ sessionId: record.sessionId, activeTurnId: body.turnId! }))
+        : Exit.succeed(Decision.Applied())
+    default:
+      return Exit.succeed(Decision.Applied())
+  }
+}
 
 /** The port. */
 export class SessionHost extends Context.Tag("troupe/SessionHost")<

@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Chunk, Context, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
@@ -44,7 +44,7 @@ import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
 import { tenantOf } from "./SessionDraft.js"
 import * as Telemetry from "./Telemetry.js"
-import { type Decision, type Interest, SessionHost } from "./SessionHost.js"
+import { Decision, decisionOf, type Interest, type Refusals, SessionHost } from "./SessionHost.js"
 import { type PageRequest, SessionStore } from "./SessionStore.js"
 
 /** What creating a session takes besides the principal. */
@@ -212,6 +212,15 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
   }
 >() {}
 
+/**
+ * How long a command decided by another process's actor is followed in the
+ * log (its actor notices it within its inbox poll); a message waiting behind a
+ * running turn there leaves no record until its turn starts, so a send is
+ * followed for less, then answered `admitted`.
+ */
+const crossProcessWait = Duration.seconds(30)
+const queuedWait = Duration.seconds(2)
+
 /** Run options from plain data or a `RunOptions`; out-of-range values are `InvalidInput`, never a crash. */
 const decodeRun = (run: unknown) =>
   Schema.decodeUnknown(RunOptions)(run instanceof RunOptions ? Schema.encodeSync(RunOptions)(run) : run).pipe(
@@ -262,13 +271,51 @@ export const make = Effect.gen(function*() {
           }
         })))
 
-  /** Pushes a command and waits for the actor's decision on it: refused only as its kind may be. */
+  /**
+   * Pushes a command and waits for the actor's decision on it: refused only as
+   * its kind may be. When no actor here decides (another process holds the
+   * lease), the decision is read from the log as that process's actor writes
+   * it, for at most `crossProcessWait`; past it the command is just admitted.
+   */
   const submit = <C extends Message | Steer | Interrupt | Control | CallbackAnswer>(sessionId: SessionId, command: C) =>
     interested(host.expect(sessionId, command.inputId, command._tag as C["_tag"]), (decision) =>
       Effect.flatMap(store.push(sessionId, command), (admission) =>
         admission.duplicate
           ? Effect.succeed(Option.none<Decision>())
-          : Effect.zipRight(host.wake(sessionId), Effect.map(decision.await, Option.some))))
+          : Effect.zipRight(
+            host.wake(sessionId),
+            Effect.flatMap(decision.await, (decided) =>
+              decided._tag === "Admitted"
+                ? Effect.map(
+                  decidedElsewhere(sessionId, command.inputId, command._tag === "message" ? queuedWait : crossProcessWait) as Effect.Effect<
+                    Decision,
+                    Refusals[C["_tag"]]
+                  >,
+                  Option.some
+                )
+                : Effect.succeed(Option.some(decided)))
+          )))
+
+  /** Polls the log for the record that states the decision on `inputId`, from the start, then as it grows. */
+  const decidedElsewhere = (sessionId: SessionId, inputId: InputId, wait: Duration.Duration) =>
+    Effect.gen(function*() {
+      let cursor = 0
+      let pause = 2
+      for (;;) {
+        const page = yield* store.readLog(sessionId, { after: cursor, limit: 1000 })
+        for (const record of page.records) {
+          const exit = decisionOf(record, inputId)
+          if (exit !== undefined) return yield* exit
+        }
+        cursor = page.cursor
+        if (page.more) continue
+        yield* Effect.sleep(Duration.millis(pause))
+        pause = Math.min(pause * 2, 100)
+      }
+    }).pipe(
+      Effect.timeoutTo({ duration: wait, onTimeout: () => Decision.Admitted(), onSuccess: (decision: Decision) => decision }),
+      Effect.catchTag("StoreUnavailable", () => Effect.succeed(Decision.Admitted()))
+    )
 
   /** `submit` for a command under an id minted here: a fresh id never conflicts with an admitted one. */
   const submitMinted = <C extends Interrupt | Control | CallbackAnswer>(sessionId: SessionId, command: C) =>
@@ -378,8 +425,24 @@ export const make = Effect.gen(function*() {
           if (Option.isSome(again.ended)) return again.ended.value
           return yield* new TurnNotFound({ sessionId, turnId })
         }
-        return yield* announced.await
+        // Announced by an actor here, or, when another process runs the turn, found in the log.
+        if ((yield* host.running).includes(sessionId)) return yield* announced.await
+        return yield* Effect.raceFirst(announced.await, endElsewhere(sessionId, turnId, first.cursor))
       }))
+
+  /** Polls the log for the end of `turnId` after `after`: the backstop for a turn another process runs. */
+  const endElsewhere = (sessionId: SessionId, turnId: TurnId, after: number) =>
+    Effect.gen(function*() {
+      let cursor = after
+      let pause = 10
+      for (;;) {
+        yield* Effect.sleep(Duration.millis(pause))
+        pause = Math.min(pause * 2, 250)
+        const found = yield* scanForEnd(sessionId, turnId, cursor)
+        if (Option.isSome(found.ended)) return found.ended.value
+        cursor = found.cursor
+      }
+    }).pipe(Effect.orDie)
 
   const events = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
     Stream.unwrapScoped(Effect.gen(function*() {
