@@ -1,119 +1,21 @@
 /**
- * `troupe serve`: the daemon's command line. Its options are parsed here; the
- * daemon itself (`Daemon.serve`) is loaded only when the command runs, so the
- * client commands start without the runtime, the store drivers and the
- * exporters.
+ * `troupe serve`: the daemon's command line. Its options (`ServeOptions`) are
+ * parsed here; the daemon itself (`Daemon.serve`) is loaded only when the
+ * command runs, so the client commands start without the runtime, the store
+ * drivers and the exporters.
  *
  * @since 0.1.0
  */
-import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Duration, Effect, Either } from "effect"
-import * as Address from "./Address.js"
+import { Command } from "@effect/cli"
+import { Effect } from "effect"
 import * as Help from "./Help.js"
-import * as ModelOption from "./ModelOption.js"
-import * as StoreOption from "./StoreOption.js"
+import * as ServeOptions from "./ServeOptions.js"
 
-/** Parses a duration: `10s`, `500ms`, `2m`, or a number of seconds. */
-export const parseDuration = (text: string): Either.Either<Duration.Duration, string> => {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$/.exec(text)
-  if (match === null) return Either.left(`${JSON.stringify(text)}: expected a duration such as 10s, 500ms or 2m`)
-  const value = Number(match[1])
-  switch (match[2]) {
-    case "ms":
-      return Either.right(Duration.millis(value))
-    case "m":
-      return Either.right(Duration.minutes(value))
-    default:
-      return Either.right(Duration.seconds(value))
-  }
-}
-
-const durationOption = (name: string, description: string, fallback: string, off = false) =>
-  Options.text(name).pipe(
-    Options.withPseudoName("DURATION"),
-    Options.withDescription(description),
-    Options.withDefault(fallback),
-    Options.mapEffect((text) =>
-      off && text.trim() === "off"
-        ? Effect.succeed(Duration.infinity)
-        : Either.match(parseDuration(text), {
-          onLeft: (reason) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: ${reason}`))),
-          onRight: (duration) =>
-            Duration.greaterThan(duration, Duration.zero)
-              ? Effect.succeed(duration)
-              : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: must be more than 0`)))
-        })
-    )
-  )
-
-const limitOption = (name: string, description: string, fallback: number) =>
-  Options.integer(name).pipe(
-    Options.withPseudoName("N"),
-    Options.withDescription(description),
-    Options.withDefault(fallback),
-    Options.mapEffect((n) =>
-      n >= 1 ? Effect.succeed(n) : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: must be at least 1`)))
-    )
-  )
-
-const options = {
-  store: StoreOption.option,
-  name: Address.name,
-  socket: Address.socket,
-  tcp: Address.tcp,
-  stdio: Options.boolean("stdio").pipe(
-    Options.withDescription("Serve one client over stdin/stdout (the process that started the daemon); exits when it leaves.")
-  ),
-  agents: Options.file("agents", { exists: "yes" }).pipe(
-    Options.withPseudoName("FILE"),
-    Options.withDescription("Agent definitions (JSON, see docs/configuration.md); default: the built-in agent."),
-    Options.optional
-  ),
-  tokens: Options.file("tokens", { exists: "yes" }).pipe(
-    Options.withPseudoName("FILE"),
-    Options.withDescription("Tokens and the principals they stand for (JSON, see docs/configuration.md)."),
-    Options.optional
-  ),
-  model: ModelOption.option,
-  grace: Options.text("grace").pipe(
-    Options.withPseudoName("DURATION"),
-    Options.withDescription("How long running turns may take to finish or park when stopping (default 10s)."),
-    Options.withDefault("10s"),
-    Options.mapEffect((text) =>
-      Either.match(parseDuration(text), {
-        onLeft: (reason) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--grace: ${reason}`))),
-        onRight: Effect.succeed
-      })
-    )
-  ),
-  authTimeout: durationOption(
-    "auth-timeout",
-    "How long a client that must authenticate (TCP) has to send a valid token before it is closed (default 10s).",
-    "10s"
-  ),
-  idleTimeout: durationOption(
-    "idle-timeout",
-    "Close a connection with no request, event stream or callback provider open for this long (default 15m; `off`).",
-    "15m",
-    true
-  ),
-  maxConnections: limitOption(
-    "max-connections",
-    "Connections per listener; one more is refused `busy` (default 1024). Each listener counts its own.",
-    1024
-  ),
-  maxUnauthenticated: limitOption(
-    "max-unauthenticated",
-    "Connections per listener still to authenticate; one more closes the one waiting longest (default 64).",
-    64
-  )
-}
-
-/** What `troupe serve` was given. */
-export type ServeOptions = Command.Command.ParseConfig<typeof options>
+/** Parses a duration: `10s`, `500ms`, `2m`, or a number of seconds (`ServeOptions.parseDuration`). */
+export const parseDuration = ServeOptions.parseDuration
 
 /** The `serve` command. */
-export const command = Command.make("serve", options, (o) =>
+export const command = Command.make("serve", ServeOptions.options, (o) =>
   Effect.flatMap(Effect.promise(() => import("./Daemon.js")), (Daemon) => Daemon.serve(o))).pipe(
   Command.withDescription(Help.describe(
     "Run the troupe daemon: sessions over a unix socket (default: the daemon named \"default\"), TCP or stdio.",

@@ -27,23 +27,25 @@
  * or may not have taken effect. A client made by `make` over a caller's
  * connection never reconnects.
  *
- * The Promise API (`connectPromise`, `connectTcpPromise`,
- * `connectNamedPromise`) wraps the same client in a `PromiseClient`.
+ * A client whose own telemetry is off says so in its `auth.hello`
+ * (`excludeFromAnalytics`): `telemetryEnabled` in the options, read from
+ * `TROUPE_TELEMETRY_ENABLED` when not given.
+ *
+ * The Promise API, for plain TypeScript, is `PromiseClient` (its own module:
+ * the one place where an Effect is run for the caller).
  *
  * Like the raw tier, this module speaks the wire only: it imports the codec
- * and the schemas, never the runtime.
+ * and the schemas, never the runtime (test/Layout.test.ts).
  *
  * @since 0.1.0
  */
 import {
-  Cause,
   Chunk,
+  Config,
   Duration,
   Effect,
   Either,
-  ExecutionStrategy,
   Exit,
-  Fiber,
   Option,
   type ParseResult,
   Schedule,
@@ -66,7 +68,6 @@ import type { Snapshot } from "../schema/Event.js"
 import { type CallbackId, InputId, makeInputId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { Principal } from "../schema/Principal.js"
 import type { Session } from "../schema/Session.js"
-import * as Telemetry from "../services/Telemetry.js"
 import * as AgentClient from "./AgentClient.js"
 import * as CompiledDecoder from "./CompiledDecoder.js"
 
@@ -635,9 +636,24 @@ export interface ConnectOptions extends AgentClient.ConnectOptions {
   readonly client?: string | undefined
   /** Asks the daemon to keep the product events this connection causes out of analytics. */
   readonly excludeFromAnalytics?: boolean | undefined
+  /**
+   * Whether this client's own telemetry is on (default: `telemetryEnabled`, from the
+   * environment). When it is off and `excludeFromAnalytics` is not given, the client
+   * asks to be excluded (see `connect`).
+   */
+  readonly telemetryEnabled?: boolean | undefined
   /** How to reconnect after the connection drops (`false`: never; the default: `reconnectDefaults`). */
   readonly reconnect?: ReconnectOptions | false | undefined
 }
+
+/**
+ * `TROUPE_TELEMETRY_ENABLED` (default `true`), the same variable the runtime's
+ * `Telemetry.enabled` reads, read here so that the client needs nothing of
+ * the runtime: a client that finds it false asks to be excluded from analytics.
+ */
+export const telemetryEnabled: Config.Config<boolean> = Config.boolean("TROUPE_TELEMETRY_ENABLED").pipe(
+  Config.withDefault(true)
+)
 
 /**
  * The delays between connection attempts: exponential from `initialDelay`,
@@ -686,7 +702,7 @@ const connectWith = (
     // the events it causes out of analytics. Without a token it can only say hello to a listener
     // that trusts it (its `core.ready` lists no auth): elsewhere the hello would be refused.
     const telemetryOff = options.excludeFromAnalytics === undefined &&
-      !(yield* Effect.orElseSucceed(Telemetry.enabled, () => true))
+      !(options.telemetryEnabled ?? (yield* Effect.orElseSucceed(telemetryEnabled, () => true)))
     const trusts = (connection: AgentClient.Connection) =>
       Either.match(Envelope.decodeBody(connection.readyBytes()), {
         onLeft: () => false,
@@ -796,220 +812,3 @@ export const connectNamed = (
     ),
     (path) => connect(path, options)
   )
-
-// ---- Promise API ----
-
-/** Runs an effect for the Promise API, rejecting with the typed error itself rather than a wrapper. */
-const runPromise = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
-  Effect.runPromiseExit(effect).then((exit) => {
-    if (Exit.isSuccess(exit)) return exit.value
-    throw Cause.squash(exit.cause)
-  })
-
-/** A callback handler for the Promise API: a result answers, `undefined` leaves the callback to others. */
-export type PromiseHandler = (callback: PendingCallback) => unknown | Promise<unknown>
-
-/**
- * An event subscription of the Promise API: an async iterator of `EventFrame`
- * that resumes by itself as `events` does. Leaving early (`break`, `close()`)
- * sends `session.events.cancel`.
- */
-export class EventIterator implements AsyncIterableIterator<EventFrame> {
-  private buffer: ReadonlyArray<EventFrame> = []
-  private index = 0
-  private finished = false
-
-  /** @internal */
-  constructor(
-    private readonly pull: Effect.Effect<Chunk.Chunk<EventFrame>, Option.Option<SessionClientError>>,
-    private readonly scope: Scope.CloseableScope
-  ) {}
-
-  /** The next event; rejects with the stream's error (`ServerError`, `Closed`, …). */
-  async next(): Promise<IteratorResult<EventFrame>> {
-    while (this.index >= this.buffer.length) {
-      if (this.finished) return { done: true, value: undefined }
-      const exit = await Effect.runPromiseExit(this.pull)
-      if (Exit.isSuccess(exit)) {
-        this.buffer = Chunk.toReadonlyArray(exit.value)
-        this.index = 0
-        continue
-      }
-      await this.close()
-      const failure = Cause.failureOption(exit.cause)
-      if (Option.isSome(failure)) {
-        if (Option.isNone(failure.value)) return { done: true, value: undefined }
-        throw failure.value.value
-      }
-      throw Cause.squash(exit.cause)
-    }
-    return { done: false, value: this.buffer[this.index++]! }
-  }
-
-  /** Stops the iteration (a `break` out of `for await` calls this). */
-  async return(): Promise<IteratorResult<EventFrame>> {
-    await this.close()
-    return { done: true, value: undefined }
-  }
-
-  /** Ends the subscription. Idempotent. */
-  close(): Promise<void> {
-    this.finished = true
-    this.buffer = []
-    this.index = 0
-    return runPromise(Scope.close(this.scope, Exit.void))
-  }
-
-  [Symbol.asyncIterator](): AsyncIterableIterator<EventFrame> {
-    return this
-  }
-}
-
-/** A callback provider of the Promise API. */
-export class CallbackProvider {
-  /** Settles when the provider stops: resolves after `stop()` or when the server ends it, rejects with its error. */
-  readonly done: Promise<void>
-
-  /** @internal */
-  constructor(private readonly fiber: Fiber.RuntimeFiber<void, unknown>) {
-    this.done = runPromise(Effect.flatMap(Fiber.await(fiber), (exit) =>
-      Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause) ? Effect.failCause(exit.cause) : Effect.void
-    ))
-  }
-
-  /** Withdraws the provider (`callback.provide.cancel`). */
-  stop(): Promise<void> {
-    return runPromise(Effect.asVoid(Fiber.interrupt(this.fiber)))
-  }
-}
-
-/**
- * The Promise API of `SessionClient`, for plain TypeScript: the same
- * operations returning promises, `events` as an async iterator, and
- * `provideCallbacks` with an async handler. It reconnects as the Effect API
- * does. `disconnect()` when done (a session is closed with `close(sessionId)`).
- */
-export class PromiseClient {
-  private constructor(
-    /** The Effect API of this same client. */
-    readonly client: SessionClient,
-    private readonly scope: Scope.CloseableScope
-  ) {}
-
-  /** @internal */
-  static open<E>(effect: Effect.Effect<SessionClient, E, Scope.Scope>): Promise<PromiseClient> {
-    return runPromise(Effect.gen(function*() {
-      const scope = yield* Scope.make()
-      const client = yield* Scope.extend(effect, scope).pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
-      return new PromiseClient(client, scope)
-    }))
-  }
-
-  /** Where it is connected now (`unix:<path>` or `tcp:<host>:<port>`). */
-  get address(): string {
-    return this.client.connection.address
-  }
-
-  /** Authenticates the connection (`auth.hello`); `connect*Promise` does it when given a token. */
-  hello(options: typeof Messages.AuthHello.Type = {}): Promise<Principal> {
-    return runPromise(this.client.hello(options))
-  }
-
-  ping(): Promise<void> {
-    return runPromise(this.client.ping)
-  }
-
-  /** The agents the daemon serves. */
-  agents(): Promise<ReadonlyArray<AgentInfo>> {
-    return runPromise(this.client.agents)
-  }
-
-  create(options: CreateOptions): Promise<Session> {
-    return runPromise(this.client.create(options))
-  }
-
-  get(sessionId: SessionId): Promise<Session> {
-    return runPromise(this.client.get(sessionId))
-  }
-
-  list(options?: ListOptions): Promise<SessionPage> {
-    return runPromise(this.client.list(options))
-  }
-
-  send(sessionId: SessionId, options: SendOptions): Promise<Accepted> {
-    return runPromise(this.client.send(sessionId, options))
-  }
-
-  /** Interrupts exactly `expectedTurnId`; another running turn is `turn_mismatch`. */
-  interrupt(sessionId: SessionId, expectedTurnId: TurnId, reason?: string): Promise<Interrupted> {
-    return runPromise(this.client.interrupt(sessionId, expectedTurnId, reason))
-  }
-
-  rename(sessionId: SessionId, title: string): Promise<Session> {
-    return runPromise(this.client.rename(sessionId, title))
-  }
-
-  archive(sessionId: SessionId, archived: boolean): Promise<Session> {
-    return runPromise(this.client.archive(sessionId, archived))
-  }
-
-  /** Closes the session (not the connection: that is `disconnect`). */
-  close(sessionId: SessionId): Promise<Session> {
-    return runPromise(this.client.close(sessionId))
-  }
-
-  /** The session's direct children, newest first, archived included. */
-  children(sessionId: SessionId, options?: ChildrenOptions): Promise<ChildrenPage> {
-    return runPromise(this.client.children(sessionId, options))
-  }
-
-  /** The session and every session below it, at most 10,000. */
-  tree(sessionId: SessionId, options?: { readonly includeArchived?: boolean | undefined }): Promise<SessionTree> {
-    return runPromise(this.client.tree(sessionId, options))
-  }
-
-  /** The session with its cursor and pending work. */
-  snapshot(sessionId: SessionId): Promise<Snapshot> {
-    return runPromise(this.client.snapshot(sessionId))
-  }
-
-  /** The session's events after `options.after`, then live ones, as an async iterator. */
-  events(sessionId: SessionId, options?: EventOptions): Promise<EventIterator> {
-    const stream = this.client.events(sessionId, options)
-    return runPromise(Effect.gen(this, function*() {
-      const scope = yield* Scope.fork(this.scope, ExecutionStrategy.sequential)
-      const pull = yield* Scope.extend(Stream.toPull(stream), scope)
-      return new EventIterator(pull, scope)
-    }))
-  }
-
-  answerCallback(sessionId: SessionId, answer: AnswerOptions): Promise<void> {
-    return runPromise(this.client.answerCallback(sessionId, answer))
-  }
-
-  /** Serves callbacks of `kinds` in the session's tree with `handler` until `stop()`. */
-  provideCallbacks(sessionId: SessionId, kinds: ReadonlyArray<CallbackKind>, handler: PromiseHandler): CallbackProvider {
-    const provider = this.client.provideCallbacks(sessionId, kinds, (callback) =>
-      Effect.tryPromise({ try: async () => handler(callback), catch: (error) => error }).pipe(
-        Effect.map((result) => (result === undefined ? Option.none() : Option.some(result)))
-      ))
-    return new CallbackProvider(Effect.runSync(Effect.forkIn(provider, this.scope)))
-  }
-
-  /** Closes the connection, every event iterator and every provider of this client. Idempotent. */
-  disconnect(): Promise<void> {
-    return runPromise(Scope.close(this.scope, Exit.void))
-  }
-}
-
-/** Connects to a unix socket (Promise API); see `connect`. */
-export const connectPromise = (path: string, options?: ConnectOptions): Promise<PromiseClient> =>
-  PromiseClient.open(connect(path, options))
-
-/** Connects over TCP (Promise API); see `connect`. */
-export const connectTcpPromise = (host: string, port: number, options?: ConnectOptions): Promise<PromiseClient> =>
-  PromiseClient.open(connectTcp(host, port, options))
-
-/** Connects to the daemon named `name` (Promise API); see `connect`. */
-export const connectNamedPromise = (name: string, options?: ConnectOptions): Promise<PromiseClient> =>
-  PromiseClient.open(connectNamed(name, options))

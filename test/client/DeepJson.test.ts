@@ -12,6 +12,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Stream } from "effect"
 import * as AgentClient from "../../src/client/AgentClient.js"
+import * as PromiseClient from "../../src/client/PromiseClient.js"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import * as Cbor from "../../src/protocol/Cbor.js"
 import * as Envelope from "../../src/protocol/Envelope.js"
@@ -80,7 +81,7 @@ describe("deep JSON on the client", () => {
     Effect.gen(function*() {
       const { path } = yield* H.testDaemon()
       const client = yield* Effect.acquireRelease(
-        Effect.promise(() => SessionClient.connectPromise(path, { timeout: "5 seconds" })),
+        Effect.promise(() => PromiseClient.connect(path, { timeout: "5 seconds" })),
         (client) => Effect.promise(() => client.disconnect())
       )
       const sessionId = yield* makeSessionId

@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as AgentClient from "../../src/client/AgentClient.js"
+import * as PromiseClient from "../../src/client/PromiseClient.js"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import type { SessionEvent } from "../../src/schema/Event.js"
 import type { Session } from "../../src/schema/Session.js"
@@ -127,7 +128,7 @@ describe("SessionClient", () => {
       assert.strictEqual((yield* serverError(other.children(root.id))).kind, "not_found")
       assert.strictEqual((yield* serverError(other.tree(root.id))).kind, "not_found")
 
-      const promised = yield* Effect.promise(() => SessionClient.connectPromise(path, { token: TOKEN_A, timeout: "5 seconds" }))
+      const promised = yield* Effect.promise(() => PromiseClient.connect(path, { token: TOKEN_A, timeout: "5 seconds" }))
       const viaPromise = yield* Effect.promise(async () => {
         const page = await promised.children(root.id)
         const archivedTree = await promised.tree(root.id, { includeArchived: true })
@@ -370,11 +371,11 @@ describe("SessionClient", () => {
   })
 
   describe("Promise API", () => {
-    it.live("connectPromise: requests, events as an async iterator, a provider with an async handler, disconnect", () =>
+    it.live("PromiseClient.connect: requests, events as an async iterator, a provider with an async handler, disconnect", () =>
       Effect.scoped(Effect.gen(function*() {
         const runs = yield* Ref.make(0)
         const { a, path, sessions } = yield* daemon(runs)
-        const client = yield* Effect.promise(() => SessionClient.connectPromise(path, { token: TOKEN_A, timeout: "5 seconds" }))
+        const client = yield* Effect.promise(() => PromiseClient.connect(path, { token: TOKEN_A, timeout: "5 seconds" }))
         const result = yield* Effect.promise(async () => {
           await client.ping()
           const agents = await client.agents()
@@ -419,8 +420,8 @@ describe("SessionClient", () => {
     it.live("an event iterator ends after a replay (follow: false) and rejects with the stream's error", () =>
       Effect.scoped(Effect.gen(function*() {
         const { path } = yield* daemon(yield* Ref.make(0))
-        const owner = yield* Effect.promise(() => SessionClient.connectPromise(path, { token: TOKEN_A }))
-        const other = yield* Effect.promise(() => SessionClient.connectPromise(path, { token: TOKEN_B }))
+        const owner = yield* Effect.promise(() => PromiseClient.connect(path, { token: TOKEN_A }))
+        const other = yield* Effect.promise(() => PromiseClient.connect(path, { token: TOKEN_B }))
         const outcome = yield* Effect.promise(async () => {
           const session = await owner.create({ agent: "talker" })
           const cursors: Array<number | undefined> = []

@@ -134,4 +134,24 @@ describe("Connection telemetry", () => {
         ["session.started", false]
       ])
     })))
+
+  it.live("a client's telemetryEnabled option overrides TROUPE_TELEMETRY_ENABLED, either way", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = yield* H.tempDir
+      const file = join(dir, "telemetry.jsonl")
+      const trusted = join(dir, "trusted.sock")
+      const runtime = Troupe.layerTest({ telemetry: LogTelemetry.layer({ path: file }) })
+      const routes = SessionRoutes.layer.pipe(Layer.provide(AgentCatalog.layer([agent("echo")])))
+      const app = Layer.provideMerge(Layer.mergeAll(routes, Authenticator.layerTrustedLocal(principal("local"))), runtime)
+      yield* Layer.build(Layer.provideMerge(Server.layer({ unix: { path: trusted, trustedLocal: true } }), app))
+      const disabled = Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["TROUPE_TELEMETRY_ENABLED", "false"]])))
+      const off = yield* SessionClient.connect(trusted, { reconnect: false, telemetryEnabled: false }).pipe(telemetryOn)
+      yield* off.create({ agent: "echo" })
+      const on = yield* SessionClient.connect(trusted, { reconnect: false, telemetryEnabled: true }).pipe(disabled)
+      yield* on.create({ agent: "echo" })
+      assert.deepStrictEqual(lines(file).map((event) => [event["event"], event["excluded"]]), [
+        ["session.started", true],
+        ["session.started", false]
+      ])
+    })))
 })
