@@ -12,14 +12,12 @@ import * as Migrations from "../src/layers/SessionStoreMigrations.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import { Agent } from "../src/schema/Agent.js"
-import { ApprovalRequest } from "../src/schema/Callback.js"
-import { type CallbackId, makeCallbackId, makeOperationId, makeSessionId, makeTurnId } from "../src/schema/Ids.js"
+import { type CallbackId, makeCallbackId, makeSessionId } from "../src/schema/Ids.js"
 import { CallbackAnswer, Command } from "../src/schema/Inbox.js"
 import { canonical } from "../src/schema/Json.js"
 import { Principal } from "../src/schema/Principal.js"
-import { CallbackOpened, OperationStarted, TurnStarted } from "../src/schema/Record.js"
 import { SessionStore } from "../src/services/SessionStore.js"
-import { agent, commit, failure, inputId, principal, turnBatch } from "./support/fixtures.js"
+import { agent, approvalWait, commit, failure, inputId, principal, turnBatch } from "./support/fixtures.js"
 import { availability, freshSchema } from "./support/postgres.js"
 
 /** The migrations up to and including `last`. */
@@ -64,23 +62,9 @@ const callbackAnswersCarryOver = (
       const store = yield* SessionStore
       const session = yield* store.create({ principal: principal(), agent: agent() })
       const lease = Option.getOrThrow(yield* store.acquire(session.id, "worker", 60_000))
-      const turnId = yield* makeTurnId
-      const operationId = yield* makeOperationId
       const [a, b] = [yield* makeCallbackId, yield* makeCallbackId]
-      const opened = (callbackId: CallbackId) =>
-        new CallbackOpened({
-          callbackId,
-          turnId,
-          operationId,
-          kind: "approval",
-          request: new ApprovalRequest({ toolName: "deploy", callId: "c1", arguments: "{}" })
-        })
-      yield* store.append(yield* commit(lease, 1, [
-        new TurnStarted({ turnId, inputId: inputId(), text: "deploy" }),
-        new OperationStarted({ operationId, turnId, kind: "tool", name: "deploy", input: { callId: "c1", arguments: "{}", requestedBy: operationId } }),
-        opened(a),
-        opened(b)
-      ]))
+      const { operationId, records, turnId } = yield* approvalWait([a, b])
+      yield* store.append(yield* commit(lease, 1, records))
       const answer = (callbackId: CallbackId, decision: string) =>
         new CallbackAnswer({ inputId: inputId(), callbackId, turnId, operationId, result: { decision } })
       const first = answer(a, "approve")

@@ -45,7 +45,7 @@ import {
 import { Usage } from "../../src/schema/Budget.js"
 import type { Session } from "../../src/schema/Session.js"
 import { type CreateSession, type ListSessions, SessionStore } from "../../src/services/SessionStore.js"
-import { agent, commit, failure, inputId, message, principal, turnBatch } from "../support/fixtures.js"
+import { agent, approvalWait, commit, failure, inputId, message, principal, turnBatch } from "../support/fixtures.js"
 
 /** A store backend the suite runs against. */
 export interface StoreBackend {
@@ -140,23 +140,10 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
   const waitingSession = (extra = 0) =>
     Effect.gen(function*() {
       const { lease, owner, session } = yield* leasedSession()
-      const turnId = yield* makeTurnId
-      const operationId = yield* makeOperationId
       const callbackIds = [yield* makeCallbackId]
       for (let i = 0; i < extra; i++) callbackIds.push(yield* makeCallbackId)
-      const receipt = yield* append(lease, 1, [
-        new TurnStarted({ turnId, inputId: inputId(), text: "deploy" }),
-        new OperationStarted({ operationId, turnId, kind: "tool", name: "deploy", input: { callId: "c1", arguments: "{}", requestedBy: operationId } }),
-        ...callbackIds.map((callbackId) =>
-          new CallbackOpened({
-            callbackId,
-            turnId,
-            operationId,
-            kind: "approval",
-            request: new ApprovalRequest({ toolName: "deploy", callId: "c1", arguments: "{}" })
-          })
-        )
-      ])
+      const { operationId, records, turnId } = yield* approvalWait(callbackIds)
+      const receipt = yield* append(lease, 1, records)
       return { lease, owner, session, turnId, operationId, callbackId: callbackIds[0]!, callbackIds, head: receipt.headSeq }
     })
 
