@@ -1084,6 +1084,45 @@ describe("Callbacks", () => {
       )
     }
 
+    it.effect("while a crashed host's lease stands, the first of two conflicting answers is accepted and later applied; the second is StaleCallback (answered) at once", () =>
+      Effect.gen(function*() {
+        const file = freshFile()
+        const runs = yield* Ref.make(0)
+        const { callbackId, sessionId, turnId, who } = yield* hostA(file, true, runs)
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const store = yield* SessionStore
+          const host = yield* SessionHost
+          // No actor can run yet (A's lease stands): the first answer is accepted, not applied.
+          yield* sessions.answerCallback(who, sessionId, { callbackId, result: approve })
+          assert.deepStrictEqual(yield* host.running, [], "host A's lease still stands")
+          const second = yield* failure(
+            sessions.answerCallback(who, sessionId, { callbackId, result: { decision: "deny" } }),
+            "StaleCallback"
+          )
+          assert.deepStrictEqual([second.sessionId, second.callbackId, second.reason], [sessionId, callbackId, "answered"])
+          assert.deepStrictEqual((yield* store.readInbox(sessionId)).map((i) => i.command._tag), ["callback_answer"])
+          assert.deepStrictEqual(endsOf(yield* logOf(sessionId)), [])
+
+          // Once the lease expires, B takes the session over and applies the answer it accepted.
+          yield* TestClock.adjust("2 seconds")
+          assert.strictEqual(yield* awaitOutput(who, sessionId, turnId), "done")
+          assert.strictEqual(yield* Ref.get(runs), 1, "approved: the tool ran once")
+          const log = yield* logOf(sessionId)
+          assert.deepStrictEqual(callbackRecords(log).resolved.map((r) => [r.callbackId, r.resolution, r.result]), [
+            [callbackId, "answered", approve]
+          ])
+          const answers = log.flatMap((r) =>
+            r.body._tag === "input_applied" && r.body.kind === "callback_answer" ? [r.body] : []
+          )
+          assert.strictEqual(answers.length, 1, "the refused answer never reached the log")
+          assert.isUndefined(answers[0]!.detail)
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(Troupe.layerSqlite({ filename: file }, options("host-b", runs, { agents: { worker: ["done"] } })))
+        )
+      }), { timeout: 20_000 })
+
     it.effect("after a restart, a manual answer on host B resumes the turn", () =>
       Effect.gen(function*() {
         const file = freshFile()

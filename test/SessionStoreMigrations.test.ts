@@ -4,7 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Option, Redacted, Schema } from "effect"
+import { Effect, type Layer, Option, Redacted, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -12,10 +12,12 @@ import * as Migrations from "../src/layers/SessionStoreMigrations.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import { Agent } from "../src/schema/Agent.js"
-import { makeSessionId } from "../src/schema/Ids.js"
+import { type CallbackId, makeCallbackId, makeSessionId } from "../src/schema/Ids.js"
+import { CallbackAnswer, Command } from "../src/schema/Inbox.js"
+import { canonical } from "../src/schema/Json.js"
 import { Principal } from "../src/schema/Principal.js"
 import { SessionStore } from "../src/services/SessionStore.js"
-import { agent, commit, principal, turnBatch } from "./support/fixtures.js"
+import { agent, approvalWait, commit, failure, inputId, principal, turnBatch } from "./support/fixtures.js"
 import { availability, freshSchema } from "./support/postgres.js"
 
 /** The migrations up to and including `last`. */
@@ -43,7 +45,68 @@ const copyInto = (target: string, source: string) => {
   }
 }
 
+/**
+ * 5_callback_answers over callbacks that predate it: the store writes a waiting
+ * session (two open callbacks, one answer admitted), then the column is dropped
+ * and the migration forgotten, with a second answer to the same callback in the
+ * inbox (what older stores let in). Reopened, the store migrates again: the
+ * first waiting answer marks its callback, so a further one is refused, and
+ * the other callback still takes one.
+ */
+const callbackAnswersCarryOver = (
+  store: Layer.Layer<SessionStore, unknown>,
+  client: Layer.Layer<SqlClient.SqlClient, unknown>
+) =>
+  Effect.gen(function*() {
+    const written = yield* Effect.gen(function*() {
+      const store = yield* SessionStore
+      const session = yield* store.create({ principal: principal(), agent: agent() })
+      const lease = Option.getOrThrow(yield* store.acquire(session.id, "worker", 60_000))
+      const [a, b] = [yield* makeCallbackId, yield* makeCallbackId]
+      const { operationId, records, turnId } = yield* approvalWait([a, b])
+      yield* store.append(yield* commit(lease, 1, records))
+      const answer = (callbackId: CallbackId, decision: string) =>
+        new CallbackAnswer({ inputId: inputId(), callbackId, turnId, operationId, result: { decision } })
+      const first = answer(a, "approve")
+      yield* store.admitAnswer(session.id, first)
+      return { id: session.id, a, b, first, answer }
+    }).pipe(Effect.provide(store))
+    const { a, answer, b, first, id } = written
+    const late = answer(a, "deny")
+    yield* Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at)
+        VALUES (${id}, 2, ${late.inputId}, ${canonical(Schema.encodeSync(Command)(late))}, 1)`
+      yield* sql`UPDATE troupe_sessions SET inbox_head = 2, ready_count = ready_count + 1 WHERE id = ${id}`
+      yield* sql`ALTER TABLE troupe_callbacks DROP COLUMN answer_input_id`
+      yield* sql`DELETE FROM troupe_migrations WHERE migration_id = 5`
+    }).pipe(Effect.provide(client))
+
+    const other = answer(b, "approve")
+    const after = yield* Effect.gen(function*() {
+      const store = yield* SessionStore
+      const refused = yield* failure(store.admitAnswer(id, answer(a, "approve")), "StaleCallback")
+      yield* store.admitAnswer(id, other)
+      return { refused, inbox: (yield* store.readInbox(id)).map((item) => item.command.inputId) }
+    }).pipe(Effect.provide(store))
+    assert.strictEqual(after.refused.reason, "answered")
+    assert.deepStrictEqual(after.inbox, [first.inputId, late.inputId, other.inputId])
+    const marks = yield* Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      return yield* sql<{ callback_id: string; answer_input_id: string | null }>`SELECT callback_id, answer_input_id
+        FROM troupe_callbacks WHERE session_id = ${id} ORDER BY opened_seq`
+    }).pipe(Effect.provide(client))
+    assert.deepStrictEqual(marks.map((m) => [m.callback_id, m.answer_input_id]), [[a, first.inputId], [b, other.inputId]])
+  })
+
 describe("SessionStoreMigrations on SQLite", () => {
+  it.effect("5_callback_answers marks each open callback with the first answer already waiting for it", () =>
+    Effect.gen(function*() {
+      const filename = join(mkdtempSync(join(tmpdir(), "troupe-migrate-")), "answers.db")
+      yield* callbackAnswersCarryOver(SqliteSessionStore.layer({ filename }), SqliteClient.layer({ filename }))
+    }))
+
+
   it.effect("a database of the 2_inbox_ready schema moves to WITHOUT ROWID tables and keeps its data", () =>
     Effect.gen(function*() {
       const dir = mkdtempSync(join(tmpdir(), "troupe-migrate-"))
@@ -119,6 +182,15 @@ describe("SessionStoreMigrations on SQLite", () => {
 const pg = await availability()
 
 describe.skipIf(!pg.run)("SessionStoreMigrations on PostgreSQL", () => {
+  it.effect("5_callback_answers marks each open callback with the first answer already waiting for it", () =>
+    Effect.gen(function*() {
+      const { drop, url } = yield* Effect.promise(() => freshSchema())
+      yield* callbackAnswersCarryOver(
+        PgSessionStore.layer({ url, maxConnections: 2 }),
+        PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })
+      ).pipe(Effect.ensuring(Effect.promise(drop)))
+    }))
+
   it.effect("4_tenancy_and_trees fills the tenancy of existing rows from their stored principal", () =>
     Effect.gen(function*() {
       const { drop, url } = yield* Effect.promise(() => freshSchema())

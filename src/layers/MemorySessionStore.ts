@@ -14,10 +14,11 @@ import {
   SequenceConflict,
   SessionClosed,
   SessionNotFound,
-  type SpawnRefused
+  type SpawnRefused,
+  StaleCallback
 } from "../schema/Errors.js"
 import { makeSessionId, type CallbackId, type CommitId, type InputId, type OperationId, type SessionId } from "../schema/Ids.js"
-import { Admission, Command, InboxItem } from "../schema/Inbox.js"
+import { Admission, type CallbackAnswer, Command, InboxItem } from "../schema/Inbox.js"
 import { canonical } from "../schema/Json.js"
 import { type Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import { OperationReceipt } from "../schema/Operation.js"
@@ -37,7 +38,7 @@ import {
   spawnRefusal,
   tenantOf
 } from "../services/SessionDraft.js"
-import { SessionStore, type Spawned } from "../services/SessionStore.js"
+import { answerRefusal, closedReason, type Pushable, SessionStore, type Spawned } from "../services/SessionStore.js"
 
 interface Entry {
   session: Session
@@ -46,6 +47,8 @@ interface Entry {
   readonly fingerprint: string
   readonly path: ReadonlyArray<SessionId>
   openCallbacks: Map<CallbackId, OpenCallback>
+  /** Open callbacks an answer was admitted to (at most one each: `admitAnswer`). */
+  readonly answered: Set<CallbackId>
   readonly inbox: Array<{ item: InboxItem; fingerprint: string; consumed: boolean }>
   readonly inputs: Map<InputId, number>
   readonly log: Array<LogRecord>
@@ -103,6 +106,7 @@ export const make = Effect.sync(() => {
       fingerprint: print,
       path: [...(parent?.path ?? []), id],
       openCallbacks: new Map(),
+      answered: new Set(),
       inbox: [],
       inputs: new Map(),
       log: [],
@@ -228,7 +232,10 @@ export const make = Effect.sync(() => {
         )
       }
       for (const callback of projection.callbacksOpened) entry.openCallbacks.set(callback.callbackId, callback)
-      for (const callbackId of projection.callbacksClosed) entry.openCallbacks.delete(callbackId)
+      for (const callbackId of projection.callbacksClosed) {
+        entry.openCallbacks.delete(callbackId)
+        entry.answered.delete(callbackId)
+      }
       const head = { ...projection.head, openCallbacks: entry.openCallbacks.size }
       entry.session = new Session({
         ...current,
@@ -273,6 +280,41 @@ export const make = Effect.sync(() => {
       items.push(entry.session)
     }
     return { items, nextCursor: more ? ListCursor.encode(items[items.length - 1]!.id, of) : undefined }
+  }
+
+  const readLog: SessionStore["Type"]["readLog"] = (sessionId, options) =>
+    Effect.sync(() => {
+      const after = options?.after ?? 0
+      const limit = options?.limit ?? 500
+      const log = sessions.get(sessionId)?.log ?? []
+      // seq n lives at index n - 1.
+      const records = log.slice(after, after + limit)
+      const cursor = records.length > 0 ? records[records.length - 1]!.seq : after
+      return new LogPage({ records, cursor, more: log.length > cursor }, true)
+    })
+
+  /**
+   * Admits `answer` if the rule lets it, in one synchronous step (no fiber
+   * can interleave): the callback is marked answered as the answer is queued.
+   */
+  const admitAnswerNow = (
+    entry: Entry,
+    answer: CallbackAnswer,
+    at: number
+  ): Either.Either<Admission, Conflict | SessionClosed | StaleCallback["reason"] | "closed"> => {
+    const print = canonical(encodeCommand(answer))
+    const known = earlier(entry, answer, print)
+    if (known !== undefined) return known
+    if (entry.session.status === "closed") return Either.left(new SessionClosed({ sessionId: entry.session.id }))
+    const open = entry.openCallbacks.get(answer.callbackId)
+    const refusal = answerRefusal(
+      open && { turnId: open.turnId, operationId: open.operationId, answered: entry.answered.has(answer.callbackId) },
+      entry.session.activeTurnId,
+      answer
+    )
+    if (refusal !== undefined) return Either.left(refusal)
+    entry.answered.add(answer.callbackId)
+    return Either.right(enqueue(entry, answer, print, at))
   }
 
   const entryOf = (session: Session) =>
@@ -477,14 +519,28 @@ export const make = Effect.sync(() => {
         return enqueue(child, input.message, print, yield* now)
       }),
 
-    push: (sessionId, command) =>
+    push: (sessionId, command: Pushable) =>
       Effect.gen(function*() {
         const entry = yield* find(sessionId)
+        if ((command as Command)._tag === "callback_answer") {
+          return yield* new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" })
+        }
         const print = canonical(encodeCommand(command))
         const known = earlier(entry, command, print)
         if (known !== undefined) return yield* known
         if (entry.session.status === "closed") return yield* new SessionClosed({ sessionId })
         return enqueue(entry, command, print, yield* now)
+      }),
+
+    admitAnswer: (sessionId, answer) =>
+      Effect.gen(function*() {
+        const entry = yield* find(sessionId)
+        const admitted = admitAnswerNow(entry, answer, yield* now)
+        if (Either.isRight(admitted)) return admitted.right
+        const refusal = admitted.left
+        if (typeof refusal !== "string") return yield* refusal
+        const reason = refusal === "closed" ? yield* closedReason(readLog, sessionId, answer.callbackId) : refusal
+        return yield* new StaleCallback({ sessionId, callbackId: answer.callbackId, reason })
       }),
 
     readInbox: (sessionId, options) =>
@@ -537,16 +593,7 @@ export const make = Effect.sync(() => {
         return apply()
       }),
 
-    readLog: (sessionId, options) =>
-      Effect.sync(() => {
-        const after = options?.after ?? 0
-        const limit = options?.limit ?? 500
-        const log = sessions.get(sessionId)?.log ?? []
-        // seq n lives at index n - 1.
-        const records = log.slice(after, after + limit)
-        const cursor = records.length > 0 ? records[records.length - 1]!.seq : after
-        return new LogPage({ records, cursor, more: log.length > cursor }, true)
-      }),
+    readLog,
 
     operations: (sessionId, turnId) =>
       Effect.sync(() => {

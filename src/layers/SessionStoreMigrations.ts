@@ -191,12 +191,35 @@ const tenancyAndTrees = Effect.gen(function*() {
   yield* sql`CREATE INDEX troupe_sessions_spawn ON troupe_sessions (spawn_commit)`
 })
 
+/**
+ * At most one answer per callback (`SessionStore.admitAnswer`): an open
+ * callback's row holds the input id of the answer admitted to it. Answers
+ * already waiting in an inbox are carried over: the first one (by position)
+ * of each open callback marks it, as the actor would have applied it first.
+ */
+const callbackAnswers = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE troupe_callbacks ADD COLUMN answer_input_id TEXT`
+  const field = (name: string) =>
+    sql.onDialectOrElse({
+      pg: () => sql.literal(`((i.command::json)->>'${name}')`),
+      orElse: () => sql.literal(`json_extract(i.command, '$.${name}')`)
+    })
+  yield* sql`UPDATE troupe_callbacks SET answer_input_id = (
+    SELECT i.input_id FROM troupe_inbox i
+    WHERE i.session_id = troupe_callbacks.session_id AND i.consumed = 0
+      AND ${field("_tag")} = 'callback_answer' AND ${field("callbackId")} = troupe_callbacks.callback_id
+    ORDER BY i.position LIMIT 1
+  )`
+})
+
 /** Every migration, by `<id>_<name>`, in order. */
 export const migrations = {
   "1_initial": initial,
   "2_inbox_ready": inboxReady,
   "3_without_rowid": withoutRowid,
-  "4_tenancy_and_trees": tenancyAndTrees
+  "4_tenancy_and_trees": tenancyAndTrees,
+  "5_callback_answers": callbackAnswers
 }
 
 /** Brings the store's tables up to date; safe to run from several processes. */

@@ -22,10 +22,11 @@ import {
   SessionClosed,
   SessionNotFound,
   type SpawnRefused,
+  StaleCallback,
   StoreUnavailable
 } from "../schema/Errors.js"
-import { type CommitId, type InputId, makeSessionId, type SessionId, type TurnId } from "../schema/Ids.js"
-import { Admission, Command, InboxItem, type Message } from "../schema/Inbox.js"
+import { type CommitId, type InputId, makeSessionId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
+import { Admission, type CallbackAnswer, Command, InboxItem, type Message } from "../schema/Inbox.js"
 import { canonical } from "../schema/Json.js"
 import { type Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import { OperationReceipt } from "../schema/Operation.js"
@@ -48,10 +49,13 @@ import {
 } from "../services/SessionDraft.js"
 import {
   type AdmitChildTurn,
+  answerRefusal,
+  closedReason,
   type CreateSession,
   type ListSessions,
   type MetadataPatch,
   type PageRequest,
+  type Pushable,
   SessionStore,
   type SpawnChild,
   type Spawned
@@ -581,16 +585,26 @@ export function* childTurnSteps(
   return Either.right(new Admission({ sessionId: child.id, inputId: input.message.inputId, position, duplicate: false }, true))
 }
 
-/** The statements of a push of the command `inputId` whose canonical JSON is `print`. */
-export function* pushSteps(
+/**
+ * A check a push runs under the session's lock, after its duplicate and
+ * closed checks, on the locked row: a refusal, or undefined to admit (it may
+ * write too: the push's transaction is its own).
+ */
+export type PushGuard<E> = (
+  row: { readonly active_turn_id: string | null }
+) => Generator<Step, E | undefined, ReadonlyArray<never>>
+
+/** The statements of a push of the command `inputId` whose canonical JSON is `print`, checked by `guard` if given. */
+export function* pushSteps<E = never>(
   sessionId: SessionId,
   inputId: InputId,
   print: string,
   clock: Clock,
-  lockRow: string
-): Steps<Admission, SessionNotFound | Conflict | SessionClosed> {
-  const rows: ReadonlyArray<{ closed: number; inbox_head: number | string }> = yield {
-    text: `SELECT closed, inbox_head FROM troupe_sessions WHERE id = ? ${lockRow}`,
+  lockRow: string,
+  guard?: PushGuard<E>
+): Steps<Admission, SessionNotFound | Conflict | SessionClosed | E> {
+  const rows: ReadonlyArray<{ closed: number; inbox_head: number | string; active_turn_id: string | null }> = yield {
+    text: `SELECT closed, inbox_head, active_turn_id FROM troupe_sessions WHERE id = ? ${lockRow}`,
     params: [sessionId]
   }
   if (rows.length === 0) return Either.left(new SessionNotFound({ sessionId }))
@@ -607,6 +621,10 @@ export function* pushSteps(
     )
   }
   if (Number(rows[0]!.closed) === 1) return Either.left(new SessionClosed({ sessionId }))
+  if (guard !== undefined) {
+    const refused = yield* guard(rows[0]!)
+    if (refused !== undefined) return Either.left(refused)
+  }
   const position = Number(rows[0]!.inbox_head) + 1
   yield {
     text: `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at)
@@ -618,6 +636,43 @@ export function* pushSteps(
     params: [position, sessionId]
   }
   return Either.right(new Admission({ sessionId, inputId, position, duplicate: false }, true))
+}
+
+/**
+ * The statements of an answer's admission (see `SessionStore.admitAnswer`):
+ * a push guarded by the admission rule, which marks the callback's row with
+ * the answer's input id. `closed` when the callback is not open: the caller
+ * reads the log for the reason.
+ */
+export function* answerSteps(
+  sessionId: SessionId,
+  answer: CallbackAnswer,
+  print: string,
+  clock: Clock,
+  lockRow: string
+): Steps<Admission, SessionNotFound | Conflict | SessionClosed | StaleCallback | "closed"> {
+  const callbackId = answer.callbackId
+  return yield* pushSteps<StaleCallback | "closed">(sessionId, answer.inputId, print, clock, lockRow, function*(row) {
+    const open: ReadonlyArray<{ turn_id: string; operation_id: string; answer_input_id: string | null }> = yield {
+      text: `SELECT turn_id, operation_id, answer_input_id FROM troupe_callbacks WHERE callback_id = ? AND session_id = ?`,
+      params: [callbackId, sessionId]
+    }
+    const target = open[0] && {
+      turnId: open[0].turn_id as TurnId,
+      operationId: open[0].operation_id as OperationId,
+      answered: open[0].answer_input_id !== null
+    }
+    const refusal = answerRefusal(target, row.active_turn_id as TurnId | null, answer)
+    if (refusal === "closed") return refusal
+    if (refusal !== undefined) return new StaleCallback({ sessionId, callbackId, reason: refusal })
+    // The session's lock already serialises answers; the condition keeps the rule on the row itself.
+    const marked: ReadonlyArray<unknown> = yield {
+      text: `UPDATE troupe_callbacks SET answer_input_id = ?
+      WHERE callback_id = ? AND session_id = ? AND answer_input_id IS NULL RETURNING callback_id`,
+      params: [answer.inputId, callbackId, sessionId]
+    }
+    return marked.length === 0 ? new StaleCallback({ sessionId, callbackId, reason: "answered" }) : undefined
+  })
 }
 
 /** The statements of `commit` with the store clock `clock`; `lockRow` locks the session row where the dialect needs it. */
@@ -1014,7 +1069,10 @@ export const make = (dialect: Dialect) =>
       return yield* transact((clock) => childTurnSteps(input, clock, dialect.lockRow))
     }, unavailable("admitChildTurn"))
 
-    const push = Effect.fnUntraced(function*(sessionId: SessionId, command: Command) {
+    const push = Effect.fnUntraced(function*(sessionId: SessionId, command: Pushable) {
+      if ((command as Command)._tag === "callback_answer") {
+        return yield* new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" })
+      }
       const print = canonical(encodeCommand(command))
       return yield* transact((clock) => pushSteps(sessionId, command.inputId, print, clock, dialect.lockRow))
     }, unavailable("push"))
@@ -1116,6 +1174,20 @@ export const make = (dialect: Dialect) =>
       }, true)
     }, unavailable("readLog"))
 
+    const admitAnswer = Effect.fnUntraced(function*(sessionId: SessionId, answer: CallbackAnswer) {
+      const print = canonical(encodeCommand(answer))
+      return yield* Effect.catchIf(
+        transact((clock) => answerSteps(sessionId, answer, print, clock, dialect.lockRow)),
+        (refusal): refusal is "closed" => refusal === "closed",
+        // Closing is final: the log read after the refusing transaction tells how.
+        () =>
+          Effect.flatMap(
+            closedReason(readLog, sessionId, answer.callbackId),
+            (reason) => Effect.fail(new StaleCallback({ sessionId, callbackId: answer.callbackId, reason }))
+          )
+      )
+    }, unavailable("admitAnswer"))
+
     const operations = Effect.fnUntraced(function*(sessionId: SessionId, turnId?: TurnId) {
       const rows = yield* query<OperationRow>(
         `SELECT operation_id, turn_id, kind, name, status, input, output, is_error, started_seq, ended_seq
@@ -1182,6 +1254,7 @@ export const make = (dialect: Dialect) =>
       spawn,
       admitChildTurn,
       push,
+      admitAnswer,
       readInbox,
       acquire,
       renew,

@@ -7,7 +7,9 @@
  * handler failure ends it with that error. A handler returns `Some(result)` to
  * answer or `None` to leave the callback to the next provider up the tree (or
  * to a manual answer). Answers go through the session's inbox like every other
- * command, so the first admitted answer wins and later ones are stale.
+ * command, admitted by `SessionStore.admitAnswer`: the store admits one answer
+ * per callback, so the first admitted answer wins and later ones are stale at
+ * once, whichever process or provider sends them.
  *
  * Providers see callbacks opened by this host's actors as they open, and, when
  * they register, every callback still open in their session's tree (including
@@ -31,7 +33,7 @@ import {
 } from "../schema/Errors.js"
 import { type CallbackId, makeInputId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import { CallbackAnswer } from "../schema/Inbox.js"
-import { SessionStore } from "./SessionStore.js"
+import { closedReason, SessionStore } from "./SessionStore.js"
 
 /** A provider's handler: `Some(result)` answers, `None` leaves the callback pending. */
 export type Handler<E = never> = (callback: PendingCallback) => Effect.Effect<Option.Option<unknown>, E>
@@ -71,8 +73,9 @@ export class CallbackBroker extends Context.Tag("troupe/CallbackBroker")<
 
 /**
  * Checks an answer against the session's open callbacks and its kind's answer
- * schema, and builds the inbox command that carries it. The actor makes the
- * final check (the first answer admitted wins).
+ * schema, and builds the inbox command that carries it. The final check is the
+ * store's, in the transaction that admits it (`SessionStore.admitAnswer`: one
+ * answer per callback); this one refuses early and decodes the result.
  */
 export const prepareAnswer = (
   sessionId: SessionId,
@@ -83,7 +86,9 @@ export const prepareAnswer = (
   Effect.gen(function*() {
     const store = yield* SessionStore
     const open = (yield* store.openCallbacks(sessionId)).find((c) => c.callbackId === callbackId)
-    if (open === undefined) return yield* new StaleCallback({ sessionId, callbackId, reason: yield* whyClosed(sessionId, callbackId) })
+    if (open === undefined) {
+      return yield* new StaleCallback({ sessionId, callbackId, reason: yield* closedReason(store.readLog, sessionId, callbackId) })
+    }
     if (
       (match.turnId !== undefined && match.turnId !== open.turnId) ||
       (match.operationId !== undefined && match.operationId !== open.operationId)
@@ -103,27 +108,6 @@ export const prepareAnswer = (
       operationId: open.operationId,
       result: yield* Effect.orDie(Schema.encode(schema)(decoded))
     }, true)
-  })
-
-/**
- * Why a callback that is not open is not: how its `callback_resolved` record
- * closed it, or `not_open` when the session never opened it. Stale answers are
- * rare, so reading the log for them is cheaper than keeping an index.
- */
-const whyClosed = (sessionId: SessionId, callbackId: CallbackId) =>
-  Effect.gen(function*() {
-    const store = yield* SessionStore
-    let after = 0
-    for (;;) {
-      const page = yield* store.readLog(sessionId, { after, limit: 1000 })
-      for (const { body } of page.records) {
-        if (body._tag === "callback_resolved" && body.callbackId === callbackId) {
-          return body.resolution === "answered" ? "answered" as const : "cancelled" as const
-        }
-      }
-      if (!page.more) return "not_open" as const
-      after = page.cursor
-    }
   })
 
 interface Job {
@@ -198,10 +182,10 @@ export const make = Effect.gen(function*() {
       }, true)
     })
 
-  /** Admits a provider's answer; a stale one (someone answered first) is dropped. */
+  /** Admits a provider's answer; a stale one (someone answered first, anywhere) is dropped. */
   const admit = (callback: PendingCallback, result: unknown) =>
     prepareAnswer(callback.sessionId, callback.callbackId, result, callback).pipe(
-      Effect.flatMap((command) => store.push(callback.sessionId, command)),
+      Effect.flatMap((command) => store.admitAnswer(callback.sessionId, command)),
       Effect.zipRight(Queue.offer(answered, callback.sessionId)),
       Effect.catchTags({
         StaleCallback: () => Effect.void,

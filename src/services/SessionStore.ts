@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Context, type Effect, type Option } from "effect"
+import { Context, Effect, type Option } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import type { OpenCallback } from "../schema/Callback.js"
@@ -20,10 +20,11 @@ import type {
   SessionClosed,
   SessionNotFound,
   SpawnRefused,
+  StaleCallback,
   StoreUnavailable
 } from "../schema/Errors.js"
-import type { OperationId, SessionId, TurnId } from "../schema/Ids.js"
-import type { Admission, Command, InboxItem, Message } from "../schema/Inbox.js"
+import type { CallbackId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
+import type { Admission, CallbackAnswer, Command, InboxItem, Message } from "../schema/Inbox.js"
 import type { Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import type { OperationReceipt } from "../schema/Operation.js"
 import type { BusyPolicy, SubagentPolicy } from "../schema/Policy.js"
@@ -131,6 +132,9 @@ export interface AdmitChildTurn {
   readonly message: Message
 }
 
+/** A command `push` admits: any but a callback answer, which only `admitAnswer` admits. */
+export type Pushable = Exclude<Command, CallbackAnswer>
+
 /** The store port. */
 export class SessionStore extends Context.Tag("troupe/SessionStore")<
   SessionStore,
@@ -232,12 +236,31 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
 
     /**
      * Admits a command into the session's inbox. Idempotent per `inputId`: the
-     * same content is a duplicate admission, other content `Conflict`.
+     * same content is a duplicate admission, other content `Conflict`. A
+     * callback answer is `Conflict` here (nothing is written): answers go
+     * through `admitAnswer`.
      */
     readonly push: (
       sessionId: SessionId,
-      command: Command
+      command: Pushable
     ) => Effect.Effect<Admission, SessionNotFound | SessionClosed | Conflict | StoreUnavailable>
+
+    /**
+     * Admits an answer to a callback into the session's inbox: at most one
+     * answer per callback is ever admitted, through any store over the same
+     * data. In the push's own transaction, under the session's lock, the
+     * callback must be open, belong to the session's active turn, match the
+     * answer's turn and operation, and have no answer admitted yet; the answer
+     * is then marked on the callback and pushed, so it is the one the actor
+     * applies. Anything else is `StaleCallback` and writes nothing (see
+     * `answerRefusal`; a closed callback gets the reason its log records, see
+     * `closedReason`). Idempotent per `inputId` as `push` is, and refused on
+     * a closed session with `SessionClosed` as `push` is.
+     */
+    readonly admitAnswer: (
+      sessionId: SessionId,
+      answer: CallbackAnswer
+    ) => Effect.Effect<Admission, StaleCallback | SessionNotFound | SessionClosed | Conflict | StoreUnavailable>
 
     /** Reads the session's unconsumed inbox items in admission order, at most `limit` (default 1000). */
     readonly readInbox: (
@@ -300,3 +323,55 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
     >
   }
 >() {}
+
+/** What the store knows of a callback when it admits an answer to it, read under the session's lock. */
+export interface AnswerTarget {
+  readonly turnId: TurnId
+  readonly operationId: OperationId
+  /** An answer to it was admitted already (it may not be applied yet). */
+  readonly answered: boolean
+}
+
+/**
+ * The admission rule for an answer, shared by every store: `closed` when the
+ * callback is not open (`target` undefined: `closedReason` tells how), the
+ * `StaleCallback` reason when it is open but takes no (more) answers, and
+ * `undefined` when the answer is admitted. The order follows the actor's
+ * own check (`staleReason` in actors/Decisions.ts), so both give one reason.
+ */
+export const answerRefusal = (
+  target: AnswerTarget | undefined,
+  activeTurnId: TurnId | null,
+  answer: Pick<CallbackAnswer, "turnId" | "operationId">
+): StaleCallback["reason"] | "closed" | undefined => {
+  if (target === undefined) return "closed"
+  if (target.answered) return "answered"
+  // Only a running turn takes answers: a callback left open by a turn that is gone takes none.
+  if (activeTurnId !== target.turnId) return "not_open"
+  return target.turnId !== answer.turnId || target.operationId !== answer.operationId ? "mismatch" : undefined
+}
+
+/**
+ * Why a callback that is not open is not: how its `callback_resolved` record
+ * closed it, or `not_open` when the session never opened it. Closing is
+ * final, so this may run after the refusing transaction; stale answers are
+ * rare, so reading the log for them is cheaper than keeping an index.
+ */
+export const closedReason = (
+  readLog: SessionStore["Type"]["readLog"],
+  sessionId: SessionId,
+  callbackId: CallbackId
+): Effect.Effect<"answered" | "cancelled" | "not_open", StoreUnavailable> =>
+  Effect.gen(function*() {
+    let after = 0
+    for (;;) {
+      const page = yield* readLog(sessionId, { after, limit: 1000 })
+      for (const { body } of page.records) {
+        if (body._tag === "callback_resolved" && body.callbackId === callbackId) {
+          return body.resolution === "answered" ? "answered" as const : "cancelled" as const
+        }
+      }
+      if (!page.more) return "not_open" as const
+      after = page.cursor
+    }
+  })

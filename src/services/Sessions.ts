@@ -34,7 +34,7 @@ import {
 } from "../schema/Errors.js"
 import { Accepted, Durable, InterruptOutcome, type SessionEvent, Snapshot, TurnResult } from "../schema/Event.js"
 import { type CallbackId, InputId, makeInputId, makeSessionId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
-import { type CallbackAnswer, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
+import { type Admission, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
 import type { BusyPolicy, SubagentPolicy } from "../schema/Policy.js"
 import type { Principal } from "../schema/Principal.js"
 import type { TurnEnded } from "../schema/Record.js"
@@ -272,14 +272,15 @@ export const make = Effect.gen(function*() {
         })))
 
   /**
-   * Pushes a command and waits for the actor's decision on it: refused only as
-   * its kind may be. When no actor here decides (another process holds the
-   * lease), the decision is read from the log as that process's actor writes
-   * it, for at most `crossProcessWait`; past it the command is just admitted.
+   * Admits a command by `admit` and waits for the actor's decision on it:
+   * refused only as its kind may be. When no actor here decides (another
+   * process holds the lease), the decision is read from the log as that
+   * process's actor writes it, for at most `crossProcessWait`; past it the
+   * command is just admitted.
    */
-  const submit = <C extends Message | Steer | Interrupt | Control | CallbackAnswer>(sessionId: SessionId, command: C) =>
-    interested(host.expect(sessionId, command.inputId, command._tag as C["_tag"]), (decision) =>
-      Effect.flatMap(store.push(sessionId, command), (admission) =>
+  const admitted = <K extends keyof Refusals, E>(sessionId: SessionId, inputId: InputId, kind: K, admit: Effect.Effect<Admission, E>) =>
+    interested(host.expect(sessionId, inputId, kind), (decision) =>
+      Effect.flatMap(admit, (admission) =>
         admission.duplicate
           ? Effect.succeed(Option.none<Decision>())
           : Effect.zipRight(
@@ -287,14 +288,18 @@ export const make = Effect.gen(function*() {
             Effect.flatMap(decision.await, (decided) =>
               decided._tag === "Admitted"
                 ? Effect.map(
-                  decidedElsewhere(sessionId, command.inputId, command._tag === "message" ? queuedWait : crossProcessWait) as Effect.Effect<
+                  decidedElsewhere(sessionId, inputId, kind === "message" ? queuedWait : crossProcessWait) as Effect.Effect<
                     Decision,
-                    Refusals[C["_tag"]]
+                    Refusals[K]
                   >,
                   Option.some
                 )
                 : Effect.succeed(Option.some(decided)))
           )))
+
+  /** Pushes a command and waits for the actor's decision on it. */
+  const submit = <C extends Message | Steer | Interrupt | Control>(sessionId: SessionId, command: C) =>
+    admitted(sessionId, command.inputId, command._tag as C["_tag"], store.push(sessionId, command))
 
   /** Polls the log for the record that states the decision on `inputId`, from the start, then as it grows. */
   const decidedElsewhere = (sessionId: SessionId, inputId: InputId, wait: Duration.Duration) =>
@@ -318,7 +323,7 @@ export const make = Effect.gen(function*() {
     )
 
   /** `submit` for a command under an id minted here: a fresh id never conflicts with an admitted one. */
-  const submitMinted = <C extends Interrupt | Control | CallbackAnswer>(sessionId: SessionId, command: C) =>
+  const submitMinted = <C extends Interrupt | Control>(sessionId: SessionId, command: C) =>
     submit(sessionId, command).pipe(Effect.catchTag("Conflict", Effect.die))
 
   // A session's tenancy (the whole principal triple) and parent never change, so
@@ -628,7 +633,10 @@ export const make = Effect.gen(function*() {
         const command = yield* prepareAnswer(sessionId, answer.callbackId, answer.result, answer).pipe(
           Effect.provideService(SessionStore, store)
         )
-        yield* submitMinted(sessionId, command)
+        // The store admits one answer per callback: a second one is StaleCallback here, at once.
+        yield* admitted(sessionId, command.inputId, "callback_answer", store.admitAnswer(sessionId, command)).pipe(
+          Effect.catchTag("Conflict", Effect.die)
+        )
       }),
     provideCallbacks: (principal, sessionId, kinds, handler) =>
       Effect.zipRight(authorize(principal, sessionId), broker.provide(sessionId, kinds, handler))

@@ -25,6 +25,7 @@ import {
 } from "../../src/schema/Ids.js"
 import type { Lease } from "../../src/schema/Lease.js"
 import { Commit } from "../../src/schema/Lease.js"
+import { CallbackAnswer, type Message } from "../../src/schema/Inbox.js"
 import { SubagentPolicy } from "../../src/schema/Policy.js"
 import { Principal } from "../../src/schema/Principal.js"
 import {
@@ -44,7 +45,7 @@ import {
 import { Usage } from "../../src/schema/Budget.js"
 import type { Session } from "../../src/schema/Session.js"
 import { type CreateSession, type ListSessions, SessionStore } from "../../src/services/SessionStore.js"
-import { agent, commit, failure, inputId, message, principal, turnBatch } from "../support/fixtures.js"
+import { agent, approvalWait, commit, failure, inputId, message, principal, turnBatch } from "../support/fixtures.js"
 
 /** A store backend the suite runs against. */
 export interface StoreBackend {
@@ -131,6 +132,31 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
       }
       return yield* Effect.dieMessage("the listing never ended")
     })
+
+  /**
+   * A leased session whose turn waits on an open approval callback (and, with
+   * `extra`, on as many more of the same operation).
+   */
+  const waitingSession = (extra = 0) =>
+    Effect.gen(function*() {
+      const { lease, owner, session } = yield* leasedSession()
+      const callbackIds = [yield* makeCallbackId]
+      for (let i = 0; i < extra; i++) callbackIds.push(yield* makeCallbackId)
+      const { operationId, records, turnId } = yield* approvalWait(callbackIds)
+      const receipt = yield* append(lease, 1, records)
+      return { lease, owner, session, turnId, operationId, callbackId: callbackIds[0]!, callbackIds, head: receipt.headSeq }
+    })
+
+  /** An answer to `callbackId` of the waiting session's operation, under a fresh input id. */
+  const answerTo = (
+    waiting: { readonly turnId: CallbackAnswer["turnId"]; readonly operationId: CallbackAnswer["operationId"] },
+    callbackId: CallbackAnswer["callbackId"],
+    decision: "approve" | "deny" = "approve"
+  ) => new CallbackAnswer({ inputId: inputId(), callbackId, turnId: waiting.turnId, operationId: waiting.operationId, result: { decision } })
+
+  const answersIn = (sessionId: SessionId) =>
+    Effect.flatMap(SessionStore, (store) =>
+      Effect.map(store.readInbox(sessionId), (items) => items.flatMap((item) => (item.command._tag === "callback_answer" ? [item.command] : []))))
 
   const secondStore: Effect.Effect<SessionStore["Type"], unknown, Scope.Scope> = backend.second === undefined
     ? Effect.dieMessage(`${backend.name} has no second store`)
@@ -1250,8 +1276,115 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
           }))
       })
 
+      describe("callback answers", () => {
+        it.effect("the first answer is admitted; a second (another decision) is StaleCallback answered at once and writes nothing", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const waiting = yield* waitingSession()
+            const { callbackId, session } = waiting
+            const approve = answerTo(waiting, callbackId, "approve")
+            const admission = yield* store.admitAnswer(session.id, approve)
+            assert.isFalse(admission.duplicate)
+            assert.strictEqual(admission.inputId, approve.inputId)
+
+            const second = yield* failure(store.admitAnswer(session.id, answerTo(waiting, callbackId, "deny")), "StaleCallback")
+            assert.deepStrictEqual([second.sessionId, second.callbackId, second.reason], [session.id, callbackId, "answered"])
+            assert.deepStrictEqual(yield* answersIn(session.id), [approve])
+            // Still open until the actor applies the answer; the log is untouched.
+            assert.deepStrictEqual((yield* store.openCallbacks(session.id)).map((c) => c.callbackId), [callbackId])
+            assert.strictEqual(yield* headOf(session.id), waiting.head)
+
+            // A retry of the admitted answer is a duplicate admission; its id with other content a Conflict.
+            const retry = yield* store.admitAnswer(session.id, approve)
+            assert.deepStrictEqual([retry.duplicate, retry.position], [true, admission.position])
+            yield* failure(store.admitAnswer(session.id, new CallbackAnswer({ ...approve, result: { decision: "deny" } })), "Conflict")
+
+            // Applied (resolved, consumed): later answers are still `answered`, now from the log.
+            yield* append(waiting.lease, waiting.head, [
+              new CallbackResolved({ callbackId, turnId: waiting.turnId, resolution: "answered", result: approve.result })
+            ], [approve.inputId])
+            const late = yield* failure(store.admitAnswer(session.id, answerTo(waiting, callbackId)), "StaleCallback")
+            assert.strictEqual(late.reason, "answered")
+            assert.deepStrictEqual(yield* answersIn(session.id), [])
+          }))
+
+        it.effect("of twenty concurrent answers to one callback exactly one is admitted; each callback takes its own", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const waiting = yield* waitingSession(1)
+            const [first, other] = waiting.callbackIds as [typeof waiting.callbackId, typeof waiting.callbackId]
+            const answers = Array.from({ length: 20 }, (_, i) => answerTo(waiting, first, i % 2 === 0 ? "approve" : "deny"))
+            const results = yield* Effect.all(answers.map((a) => Effect.either(store.admitAnswer(waiting.session.id, a))), {
+              concurrency: "unbounded"
+            })
+            const admitted = answers.filter((_, i) => results[i]!._tag === "Right")
+            assert.strictEqual(admitted.length, 1)
+            for (const result of results) {
+              if (result._tag === "Left") {
+                assert.strictEqual(result.left._tag, "StaleCallback")
+                assert.strictEqual(result.left._tag === "StaleCallback" && result.left.reason, "answered")
+              }
+            }
+            assert.deepStrictEqual(yield* answersIn(waiting.session.id), admitted)
+            // The rule is per callback: the other one of the same operation still takes an answer.
+            const second = answerTo(waiting, other)
+            yield* store.admitAnswer(waiting.session.id, second)
+            assert.deepStrictEqual(yield* answersIn(waiting.session.id), [...admitted, second])
+          }))
+
+        it.effect("an answer to a cancelled, expired, answered, unknown or mismatched callback, or of an ended turn, is refused with the log's reason", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const waiting = yield* waitingSession(4)
+            const { session, turnId } = waiting
+            const [cancelled, expired, resolved, mismatched, orphaned] = waiting.callbackIds
+            let head = (yield* append(waiting.lease, waiting.head, [
+              new CallbackResolved({ callbackId: cancelled!, turnId, resolution: "cancelled" }),
+              new CallbackResolved({ callbackId: expired!, turnId, resolution: "expired" }),
+              new CallbackResolved({ callbackId: resolved!, turnId, resolution: "answered", result: { decision: "approve" } })
+            ])).headSeq
+            const reasonOf = (answer: CallbackAnswer) =>
+              Effect.map(failure(store.admitAnswer(session.id, answer), "StaleCallback"), (error) => {
+                assert.deepStrictEqual([error.sessionId, error.callbackId], [session.id, answer.callbackId])
+                return error.reason
+              })
+            assert.strictEqual(yield* reasonOf(answerTo(waiting, cancelled!)), "cancelled")
+            assert.strictEqual(yield* reasonOf(answerTo(waiting, expired!)), "cancelled")
+            assert.strictEqual(yield* reasonOf(answerTo(waiting, resolved!)), "answered")
+            assert.strictEqual(yield* reasonOf(answerTo(waiting, yield* makeCallbackId)), "not_open")
+            const otherTurn = { turnId: yield* makeTurnId, operationId: waiting.operationId }
+            assert.strictEqual(yield* reasonOf(answerTo(otherTurn, mismatched!)), "mismatch")
+            const otherOperation = { turnId, operationId: yield* makeOperationId }
+            assert.strictEqual(yield* reasonOf(answerTo(otherOperation, mismatched!)), "mismatch")
+            // A mismatch marks nothing: the right answer is still admitted.
+            yield* store.admitAnswer(session.id, answerTo(waiting, mismatched!))
+            // A callback its ended turn left open takes no answer.
+            head = (yield* append(waiting.lease, head, [new TurnEnded({ turnId, outcome: "completed", usage: Usage.zero })])).headSeq
+            assert.deepStrictEqual((yield* store.openCallbacks(session.id)).map((c) => c.callbackId), [mismatched, orphaned])
+            assert.strictEqual(yield* reasonOf(answerTo(waiting, orphaned!)), "not_open")
+            assert.strictEqual((yield* answersIn(session.id)).length, 1)
+            assert.strictEqual(yield* headOf(session.id), head)
+          }))
+
+        it.effect("answers to an unknown or closed session fail as pushes do; push refuses a callback answer", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const waiting = yield* waitingSession()
+            const answer = answerTo(waiting, waiting.callbackId)
+            // Only untyped code can hand push an answer: it is a Conflict and writes nothing.
+            const pushed = yield* failure(store.push(waiting.session.id, answer as unknown as Message), "Conflict")
+            assert.strictEqual(pushed.key, answer.inputId)
+            assert.deepStrictEqual(yield* store.readInbox(waiting.session.id), [])
+            const unknown = yield* makeSessionId
+            yield* failure(store.admitAnswer(unknown, answer), "SessionNotFound")
+            yield* append(waiting.lease, waiting.head, [new Closed({ reason: "done" })])
+            yield* failure(store.admitAnswer(waiting.session.id, answer), "SessionClosed")
+            assert.deepStrictEqual(yield* store.readInbox(waiting.session.id), [])
+          }))
+      })
+
       if (backend.second === undefined) {
-        console.info(`[troupe tests] ${backend.name}: skipping "a second store over the same data" (5 tests): this backend keeps its data inside one store, so no second store can open it`)
+        console.info(`[troupe tests] ${backend.name}: skipping "a second store over the same data" (6 tests): this backend keeps its data inside one store, so no second store can open it`)
       }
       describe(`a second store over the same data${
         backend.second === undefined ? " (skipped: this backend keeps its data inside one store, so no second store can open it)" : ""
@@ -1317,6 +1450,25 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.strictEqual(admissions.filter((a) => !a.duplicate).length, 1)
             assert.isTrue(admissions.every((a) => a.position === 1))
             assert.strictEqual((yield* store.readInbox(session.id)).length, 1)
+          }))
+
+        it.scoped.skipIf(backend.second === undefined)("twenty answers racing through both stores: exactly one admitted", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const other = yield* secondStore
+            const waiting = yield* waitingSession()
+            const answers = Array.from({ length: 20 }, (_, i) => answerTo(waiting, waiting.callbackId, i % 2 === 0 ? "approve" : "deny"))
+            const results = yield* Effect.all(
+              answers.map((a, i) => Effect.either((i % 2 === 0 ? store : other).admitAnswer(waiting.session.id, a))),
+              { concurrency: "unbounded" }
+            )
+            const admitted = answers.filter((_, i) => results[i]!._tag === "Right")
+            assert.strictEqual(admitted.length, 1)
+            const reasons = results.flatMap((r) => (r._tag === "Left" && r.left._tag === "StaleCallback" ? [r.left.reason] : []))
+            assert.deepStrictEqual(reasons, Array.from({ length: 19 }, () => "answered"))
+            assert.deepStrictEqual(yield* answersIn(waiting.session.id), admitted)
+            const seen = (yield* other.readInbox(waiting.session.id)).map((i) => i.command)
+            assert.deepStrictEqual(seen, admitted)
           }))
 
         it.scoped.skipIf(backend.second === undefined)("concurrent appends at one head through both stores: one wins", () =>

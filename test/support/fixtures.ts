@@ -9,11 +9,13 @@ import { Effect, Inspectable } from "effect"
 import { randomUUID } from "node:crypto"
 import { Agent, ModelRef } from "../../src/schema/Agent.js"
 import { Usage } from "../../src/schema/Budget.js"
-import { InputId, makeCommitId, makeInputId, makeOperationId, makeTurnId } from "../../src/schema/Ids.js"
+import { ApprovalRequest } from "../../src/schema/Callback.js"
+import { type CallbackId, InputId, makeCommitId, makeInputId, makeOperationId, makeTurnId } from "../../src/schema/Ids.js"
 import { Message } from "../../src/schema/Inbox.js"
 import { Commit, type Lease } from "../../src/schema/Lease.js"
 import { Principal } from "../../src/schema/Principal.js"
 import {
+  CallbackOpened,
   OperationCompleted,
   OperationStarted,
   type RecordBody,
@@ -91,6 +93,31 @@ export const turnBatch = (
       new OperationCompleted({ operationId, turnId, output: { text: `echo: ${text}` } }),
       new TurnEnded({ turnId, outcome: "completed", output: `echo: ${text}`, usage: Usage.zero })
     ]
+  })
+
+/**
+ * A turn parked on approvals: `turn_started`, a `deploy` tool's
+ * `operation_started`, and one approval `callback_opened` per id, under fresh
+ * turn and operation ids.
+ */
+export const approvalWait = (callbackIds: ReadonlyArray<CallbackId>) =>
+  Effect.gen(function*() {
+    const turnId = yield* makeTurnId
+    const operationId = yield* makeOperationId
+    const records: ReadonlyArray<RecordBody> = [
+      new TurnStarted({ turnId, inputId: inputId(), text: "deploy" }),
+      new OperationStarted({ operationId, turnId, kind: "tool", name: "deploy", input: { callId: "c1", arguments: "{}", requestedBy: operationId } }),
+      ...callbackIds.map((callbackId) =>
+        new CallbackOpened({
+          callbackId,
+          turnId,
+          operationId,
+          kind: "approval",
+          request: new ApprovalRequest({ toolName: "deploy", callId: "c1", arguments: "{}" })
+        })
+      )
+    ]
+    return { turnId, operationId, records }
   })
 
 /**
