@@ -9,37 +9,22 @@
  *   npx tsx bench/subagents.ts [--children 100] [--rounds 5]
  */
 import Database from "better-sqlite3"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Agent, ModelRef, SubagentRef } from "../src/schema/Agent.js"
 import { SubagentPolicy } from "../src/schema/Policy.js"
-import { Principal } from "../src/schema/Principal.js"
 import type * as Model from "../src/services/Model.js"
 import { Sessions } from "../src/services/Sessions.js"
 import { SessionStore } from "../src/services/SessionStore.js"
-import * as Tool from "../src/services/Tool.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
-import { arg, cpuMicros, loadAverage, median } from "./support.js"
+import { arg, benchPrincipal as principal, echo, cpuMicros, loadAverage, median } from "./support.js"
 
 const children = Number(arg("children", "100"))
 const rounds = Number(arg("rounds", "5"))
 
-const principal = new Principal({
-  customerId: "00000000-0000-4000-8000-000000000001",
-  organizationId: "00000000-0000-4000-8000-000000000002",
-  workspaceId: "00000000-0000-4000-8000-000000000003"
-})
-const echo = Tool.make({
-  name: "echo",
-  description: "Returns its text.",
-  parameters: Schema.Struct({ text: Schema.String }),
-  success: Schema.String,
-  metadata: { sideEffect: "none", idempotency: "supported" },
-  handler: ({ text }) => Effect.succeed(text)
-})
 const worker = new Agent({ name: "worker", instructions: "Work.", model: new ModelRef({ name: "scripted" }), tools: [echo.spec] })
 const lead = new Agent({
   name: "lead",

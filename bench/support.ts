@@ -4,16 +4,34 @@
  * turn, and a session whose log is filled with such turns straight through
  * the store.
  */
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { loadavg } from "node:os"
 import pg from "pg"
 import type { Agent } from "../src/schema/Agent.js"
 import { Usage } from "../src/schema/Budget.js"
 import { type InputId, makeCommitId, makeOperationId, makeTurnId } from "../src/schema/Ids.js"
 import { Commit } from "../src/schema/Lease.js"
-import type { Principal } from "../src/schema/Principal.js"
+import { Principal } from "../src/schema/Principal.js"
 import { OperationCompleted, OperationStarted, TurnEnded, TurnStarted } from "../src/schema/Record.js"
 import { SessionStore } from "../src/services/SessionStore.js"
+import * as Tool from "../src/services/Tool.js"
+
+/** The principal the turn benches run as. */
+export const benchPrincipal = new Principal({
+  customerId: "00000000-0000-4000-8000-000000000001",
+  organizationId: "00000000-0000-4000-8000-000000000002",
+  workspaceId: "00000000-0000-4000-8000-000000000003"
+})
+
+/** The server tool of a bench's tool turn: returns its text. */
+export const echo = Tool.make({
+  name: "echo",
+  description: "Returns its text.",
+  parameters: Schema.Struct({ text: Schema.String }),
+  success: Schema.String,
+  metadata: { sideEffect: "none", idempotency: "supported" },
+  handler: ({ text }) => Effect.succeed(text)
+})
 
 /** The value after `--name` on the command line, or `fallback`. */
 export const arg = (name: string, fallback: string): string => {

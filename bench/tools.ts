@@ -19,7 +19,7 @@
  *   npx tsx bench/tools.ts [--turns 1000] [--rounds 5] [--warmup 200] [--sessions 10000] [--only seq|many]
  */
 import Database from "better-sqlite3"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer } from "effect"
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -27,14 +27,12 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import type { ScriptedReply } from "../src/layers/ScriptedModel.js"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
-import { Principal } from "../src/schema/Principal.js"
 import type * as Model from "../src/services/Model.js"
 import { SessionHost } from "../src/services/SessionHost.js"
 import { Sessions } from "../src/services/Sessions.js"
-import * as Tool from "../src/services/Tool.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
-import { arg, cpuMicros, loadAverage, percentile, upperMedian } from "./support.js"
+import { arg, benchPrincipal as principal, echo, cpuMicros, loadAverage, percentile, upperMedian } from "./support.js"
 
 const turns = Number(arg("turns", "1000"))
 const rounds = Number(arg("rounds", "5"))
@@ -46,20 +44,7 @@ const only = arg("only", "all")
 const gc: () => void = (globalThis as { gc?: () => void }).gc ??
   (setFlagsFromString("--expose-gc"), runInNewContext("gc") as () => void)
 
-const principal = new Principal({
-  customerId: "00000000-0000-4000-8000-000000000001",
-  organizationId: "00000000-0000-4000-8000-000000000002",
-  workspaceId: "00000000-0000-4000-8000-000000000003"
-})
 
-const echo = Tool.make({
-  name: "echo",
-  description: "Returns its text.",
-  parameters: Schema.Struct({ text: Schema.String }),
-  success: Schema.String,
-  metadata: { sideEffect: "none", idempotency: "supported" },
-  handler: ({ text }) => Effect.succeed(text)
-})
 
 const askForTool = (id: string): ScriptedReply => ({ toolCalls: [{ id, name: "echo", arguments: "{\"text\":\"hi\"}" }] })
 const answer = "The tool said hi."
