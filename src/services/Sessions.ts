@@ -286,7 +286,8 @@ export const make = Effect.gen(function*() {
           : Effect.zipRight(
             host.wake(sessionId),
             Effect.flatMap(decision.await, (decided) =>
-              decided._tag === "Admitted"
+              // An answer the store admitted will be applied, whoever applies it: nothing to follow.
+              decided._tag === "Admitted" && kind !== "callback_answer"
                 ? Effect.map(
                   decidedElsewhere(sessionId, inputId, kind === "message" ? queuedWait : crossProcessWait) as Effect.Effect<
                     Decision,
