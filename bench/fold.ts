@@ -30,7 +30,6 @@ import {
   type SessionId
 } from "../src/schema/Ids.js"
 import { Message } from "../src/schema/Inbox.js"
-import { Principal } from "../src/schema/Principal.js"
 import {
   LogRecord,
   OperationCompleted,
@@ -40,16 +39,11 @@ import {
   TurnStarted
 } from "../src/schema/Record.js"
 import { SessionStore } from "../src/services/SessionStore.js"
-import { arg, loadAverage, median } from "./support.js"
+import { arg, benchPrincipal as principal, loadAverage, median } from "./support.js"
 
 const recordCount = Number(arg("records", "100000"))
 const rounds = Number(arg("rounds", "5"))
 
-const principal = new Principal({
-  customerId: "00000000-0000-4000-8000-000000000001",
-  organizationId: "00000000-0000-4000-8000-000000000002",
-  workspaceId: "00000000-0000-4000-8000-000000000003"
-})
 
 /** One tool turn's 8 records, as the actor writes them. */
 const toolTurn = (k: number) =>

@@ -14,20 +14,14 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
-import { Principal } from "../src/schema/Principal.js"
 import { SessionHost } from "../src/services/SessionHost.js"
 import { Sessions } from "../src/services/Sessions.js"
 import * as Troupe from "../src/Troupe.js"
-import { arg, cpuMicros, loadAverage, percentile, upperMedian } from "./support.js"
+import { arg, benchPrincipal as principal, cpuMicros, loadAverage, percentile, upperMedian } from "./support.js"
 
 const turns = Number(arg("turns", "1000"))
 const sessionCount = Number(arg("sessions", "10000"))
 
-const principal = new Principal({
-  customerId: "00000000-0000-4000-8000-000000000001",
-  organizationId: "00000000-0000-4000-8000-000000000002",
-  workspaceId: "00000000-0000-4000-8000-000000000003"
-})
 const agent = new Agent({ name: "bench", instructions: "benchmark", model: new ModelRef({ name: "scripted" }) })
 
 let peakRss = 0

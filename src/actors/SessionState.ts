@@ -98,7 +98,7 @@ export interface ChildEntry {
 export const WAIT_TOOL = "agents.wait"
 
 /** A child's result as the parent's model reads it. */
-export const childResultText = (result: ChildResultRecorded, alias: string | null): string => {
+const childResultText = (result: ChildResultRecorded, alias: string | null): string => {
   const who = alias ?? result.childSessionId
   const how = result.outcome === "failed"
     ? `failed (${result.failureCode ?? "internal"})`
@@ -115,7 +115,7 @@ export const unknownOutcome = errorOutcome(
 )
 
 /** A tool output as the model reads it: text as it is, anything else as JSON. */
-export const renderOutput = (output: unknown): string =>
+const renderOutput = (output: unknown): string =>
   typeof output === "string" ? output : JSON.stringify(output ?? null)
 
 /** The state of a session whose log is empty. */

@@ -30,7 +30,6 @@ import { CostMeter } from "../services/CostMeter.js"
 import * as Model from "../services/Model.js"
 import * as Telemetry from "../services/Telemetry.js"
 import { Toolkit } from "../services/Toolkit.js"
-import { unknownOutcome } from "./SessionState.js"
 import * as TurnMeter from "./TurnMeter.js"
 import type { SubagentTools } from "./SubagentTools.js"
 import * as ToolCalls from "./ToolCalls.js"
@@ -96,8 +95,6 @@ export interface TurnContext {
   /** The `agents.*` tools, when the session may spawn subagents. */
   readonly subagents?: SubagentTools | undefined
 }
-
-export { unknownOutcome }
 
 const finishOutput = (argumentsText: string): string | undefined => {
   try {
