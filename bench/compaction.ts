@@ -14,7 +14,9 @@
  * - bytes stored per turn (log bodies and operation receipts, read from the
  *   closed file);
  * - the cost of one micro and one summary compaction: the median CPU of the
- *   turns that compacted so, less the median of the turns that did not.
+ *   turns that compacted so, less the median of the turns that did not (a
+ *   difference of medians: noisy under load), and the CPU of the decisions
+ *   alone, timed in a loop on a conversation at the threshold.
  *
  *   npx tsx bench/compaction.ts [--turns 1000] [--kb 20] [--window 32000] [--only on|off]
  */
@@ -24,6 +26,7 @@ import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Compaction from "../src/actors/Compaction.js"
+import * as ContextEstimate from "../src/actors/ContextEstimate.js"
 import * as ScriptedModel from "../src/layers/ScriptedModel.js"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
 import { CompactionSettings } from "../src/schema/Compaction.js"
@@ -173,7 +176,55 @@ const run = (enabled: boolean, dir: string) =>
     }
   })
 
+/**
+ * The decisions of one compaction on their own (no commit, no model call), on
+ * a conversation at the threshold: `turns` tool turns, the last `full` with
+ * their whole result, the others archived already.
+ */
+const parts = () => {
+  const messages: Array<Model.Message> = []
+  const origins = new Map<Model.Message, Compaction.Origin>()
+  const resolved = Compaction.resolve(settings, undefined, undefined)
+  for (let k = 0; k < 40; k++) {
+    messages.push({ role: "user", content: `fetch ${k}` })
+    messages.push({ role: "assistant", content: "", toolCalls: [{ id: `call_${k}`, name: "fetch", arguments: `{"k":${k}}` }] })
+    const full = text(k)
+    const result: Model.Message = {
+      role: "tool",
+      toolCallId: `call_${k}`,
+      content: k < 35 ? Compaction.marker("fetch", `op_${k}`, full, resolved.excerptChars) : full
+    }
+    origins.set(result, { operationId: `op_${k}` as never, turnId: "turn_x" as never, seq: k * 8, toolName: "fetch" })
+    messages.push(result)
+    messages.push({ role: "assistant", content: "Fetched." })
+  }
+  const time = (f: () => unknown, n = 2_000) => {
+    for (let i = 0; i < 200; i++) f()
+    const c = cpuMicros()
+    for (let i = 0; i < n; i++) f()
+    return (cpuMicros() - c) / n
+  }
+  const list = { length: messages.length, items: messages }
+  const plan = () => Compaction.planMicro(messages, resolved, () => false, (m) => origins.get(m))
+  const archived = plan()
+  const micro = () => {
+    const chosen = plan()
+    return Compaction.withArchived(messages, chosen)
+  }
+  const summary = () => {
+    const cut = Compaction.planCut(messages, resolved.keepRecentMessages)!
+    const input = Compaction.summaryInput(messages.slice(0, cut), resolved.threshold * 2)
+    return [input, messages.slice(cut)]
+  }
+  console.log(`
+one compaction's decisions alone, ${messages.length} messages (${archived.length} to archive):`)
+  console.log(`  estimate with no report: ${fmt(time(() => ContextEstimate.estimate(list, [], null, 100)), 1)} µs`)
+  console.log(`  micro (plan + markers + new conversation): ${fmt(time(micro), 1)} µs`)
+  console.log(`  summary (cut + the summary call's text + the kept part): ${fmt(time(summary), 1)} µs`)
+}
+
 const program = Effect.gen(function*() {
+  parts()
   const dir = mkdtempSync(join(tmpdir(), "troupe-compaction-"))
   try {
     if (only !== "off") yield* run(true, dir)

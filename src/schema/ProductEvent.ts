@@ -2,8 +2,8 @@
  * Product events: what `Telemetry` reports about the use of troupe.
  *
  * Every field is bounded. Dimensions are literals or booleans (safe as metric
- * labels); the only numbers are turn usage (measurements, never labels) and the
- * HTTP-like status of a failure (a literal). Nothing here can hold free text:
+ * labels); the only numbers are measurements under `usage` (a turn's, a
+ * compaction's: never labels) and the HTTP-like status of a failure (a literal). Nothing here can hold free text:
  * no messages, titles, agent, model or tool names, no ids, no server messages.
  * Ids belong in spans (`Telemetry.spanAttributes`), never in product events.
  *
