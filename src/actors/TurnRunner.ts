@@ -6,6 +6,9 @@
  * the permission policy guards each tool call, and client tools and approvals
  * park the turn on a callback.
  *
+ * Before each model call it makes, the context is compacted when the request
+ * would be over its threshold (`Compactor`).
+ *
  * Everything a turn needs from its actor comes in `TurnContext`.
  *
  * Crash safety: a model call is recorded once it returns (a call cut off by a
