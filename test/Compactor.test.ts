@@ -6,16 +6,23 @@
  * a summary that does not shrink the request, and one whose call fails, leave
  * the conversation as it was.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Stream } from "effect"
 import * as Compaction from "../src/actors/Compaction.js"
 import * as SessionState from "../src/actors/SessionState.js"
 import * as Transcript from "../src/actors/Transcript.js"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
+import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import * as ScriptedModel from "../src/layers/ScriptedModel.js"
+import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import type { ContextCompacted } from "../src/schema/Compaction.js"
 import type { LogRecord } from "../src/schema/Record.js"
 import type { ProductEvent } from "../src/schema/ProductEvent.js"
 import * as Model from "../src/services/Model.js"
+import type { SessionStore } from "../src/services/SessionStore.js"
 import { Sessions } from "../src/services/Sessions.js"
 import * as Telemetry from "../src/services/Telemetry.js"
 import * as Toolkit from "../src/services/Toolkit.js"
@@ -23,9 +30,24 @@ import * as Troupe from "../src/Troupe.js"
 import * as Script from "./support/compactionScript.js"
 import { logOf } from "./support/actors.js"
 import { principal } from "./support/fixtures.js"
+import { availability, freshSchema } from "./support/postgres.js"
+
+const pg = await availability()
+const pgSchema = pg.run ? await freshSchema() : undefined
+if (pgSchema !== undefined) afterAll(pgSchema.drop)
+
+const sqliteDir = mkdtempSync(join(tmpdir(), "troupe-compactor-"))
+afterAll(() => rmSync(sqliteDir, { recursive: true, force: true }))
+
+/** The stores the main case runs on: memory, a SQLite file, and PostgreSQL when it answers. */
+const stores: ReadonlyArray<readonly [string, () => Layer.Layer<SessionStore, unknown>]> = [
+  ["memory", () => MemorySessionStore.layer],
+  ["sqlite", () => SqliteSessionStore.layer({ filename: join(sqliteDir, "t.db") })],
+  ...(pgSchema === undefined ? [] : [["postgres", () => PgSessionStore.layer({ url: pgSchema.url, maxConnections: 4 })] as const])
+]
 
 /** A scripted model that keeps every request, and a telemetry that keeps every event. */
-const recordingRuntime = (scripts: ScriptedModel.Scripts) => {
+const recordingRuntime = (scripts: ScriptedModel.Scripts, store: Layer.Layer<SessionStore, unknown> = MemorySessionStore.layer) => {
   const requests: Array<Model.Request> = []
   const events: Array<ProductEvent> = []
   const model = Layer.effect(
@@ -40,7 +62,7 @@ const recordingRuntime = (scripts: ScriptedModel.Scripts) => {
       }))
   )
   const telemetry = Layer.succeed(Telemetry.Telemetry, Telemetry.Telemetry.of({ emit: (event) => Effect.sync(() => void events.push(event)) }))
-  const layer = Troupe.layerTest({ model, telemetry, tools: Toolkit.layer([Script.fetchTool, Script.recallTool]) })
+  const layer = Troupe.layer(store, { model, telemetry, tools: Toolkit.layer([Script.fetchTool, Script.recallTool]) })
   return { requests, events, layer }
 }
 
@@ -68,112 +90,114 @@ const toolResult = (request: Model.Request, callId: string) =>
   request.messages.find((m) => m.role === "tool" && m.toolCallId === callId)?.content
 
 describe("context compaction", () => {
-  it.live("large tool results are archived, then the older messages summarized; read_artifact reads the text back", () => {
-    const { events, layer, requests } = recordingRuntime(Script.scripts)
-    return Effect.gen(function*() {
-      const sessions = yield* Sessions
-      const who = principal()
-      const session = yield* sessions.create(who, { agent: Script.agent })
-      const accepted = yield* sessions.send(who, session.id, { text: "read a and b" })
-      const result = yield* sessions.awaitTurn(who, session.id, accepted.turnId!)
-      assert.strictEqual(result.output, "read back")
-      const log = yield* logOf(session.id)
-      const records = compactions(log)
-      const micro = records.filter((r) => r.mode === "micro")
-      const summaries = records.filter((r) => r.mode === "summary")
-      assert.lengthOf(micro, 2, "page a, then page b, archived")
-      assert.lengthOf(summaries, 1)
-      assert.isBelow(log.findIndex((r) => r.body === micro[1]), log.findIndex((r) => r.body === summaries[0]), "micro first, then the summary")
-      const [pageA] = micro[0]!.archived!
-      assert.strictEqual(pageA!.toolName, "fetch")
-      assert.strictEqual(pageA!.callId, "c-fetch-a")
-      assert.strictEqual(pageA!.chars, 20_000)
-      // The artifact is the fetch call's receipt.
-      const fetchA = log.find((r) => r.body._tag === "operation_started" && r.body.kind === "tool" && r.body.name === "fetch")!
-      assert.strictEqual(pageA!.artifactId, (fetchA.body as { operationId: string }).operationId)
+  for (const [storeName, store] of stores) {
+    it.live(`large tool results are archived, then the older messages summarized; read_artifact reads the text back (${storeName})`, () => {
+      const { events, layer, requests } = recordingRuntime(Script.scripts, store())
+      return Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const who = principal()
+        const session = yield* sessions.create(who, { agent: Script.agent })
+        const accepted = yield* sessions.send(who, session.id, { text: "read a and b" })
+        const result = yield* sessions.awaitTurn(who, session.id, accepted.turnId!)
+        assert.strictEqual(result.output, "read back")
+        const log = yield* logOf(session.id)
+        const records = compactions(log)
+        const micro = records.filter((r) => r.mode === "micro")
+        const summaries = records.filter((r) => r.mode === "summary")
+        assert.lengthOf(micro, 2, "page a, then page b, archived")
+        assert.lengthOf(summaries, 1)
+        assert.isBelow(log.findIndex((r) => r.body === micro[1]), log.findIndex((r) => r.body === summaries[0]), "micro first, then the summary")
+        const [pageA] = micro[0]!.archived!
+        assert.strictEqual(pageA!.toolName, "fetch")
+        assert.strictEqual(pageA!.callId, "c-fetch-a")
+        assert.strictEqual(pageA!.chars, 20_000)
+        // The artifact is the fetch call's receipt.
+        const fetchA = log.find((r) => r.body._tag === "operation_started" && r.body.kind === "tool" && r.body.name === "fetch")!
+        assert.strictEqual(pageA!.artifactId, (fetchA.body as { operationId: string }).operationId)
 
-      const turn = turnRequests(requests)
-      // The request right after the first archive: page a is a closed marker, page b (the last cycle's) whole.
-      const firstMarked = turn.find((r) => toolResult(r, "c-fetch-a")?.startsWith("<archived_tool_result") === true)!
-      assert.isDefined(firstMarked)
-      const marker = toolResult(firstMarked, "c-fetch-a")!
-      assert.include(marker, `tool="fetch"`)
-      assert.include(marker, `artifact="${pageA!.artifactId}"`)
-      assert.include(marker, `chars="20000"`)
-      assert.include(marker, Script.page("a").slice(0, 100), "its head")
-      assert.include(marker, Script.page("a").slice(-100), "its tail")
-      assert.include(marker, "read_artifact")
-      assert.isTrue(marker.endsWith("</archived_tool_result>"))
-      assert.isBelow(marker.length, 600)
-      assert.strictEqual(toolResult(firstMarked, "c-fetch-b"), Script.page("b"))
-      assert.include(firstMarked.tools.map((t) => t.name), "read_artifact", "offered once something is archived")
-      assert.notInclude(turn[0]!.tools.map((t) => t.name), "read_artifact", "not before")
-      // The request before it carried page a whole.
-      const before = turn[turn.indexOf(firstMarked) - 1]!
-      assert.strictEqual(toolResult(before, "c-fetch-a"), Script.page("a"))
+        const turn = turnRequests(requests)
+        // The request right after the first archive: page a is a closed marker, page b (the last cycle's) whole.
+        const firstMarked = turn.find((r) => toolResult(r, "c-fetch-a")?.startsWith("<archived_tool_result") === true)!
+        assert.isDefined(firstMarked)
+        const marker = toolResult(firstMarked, "c-fetch-a")!
+        assert.include(marker, `tool="fetch"`)
+        assert.include(marker, `artifact="${pageA!.artifactId}"`)
+        assert.include(marker, `chars="20000"`)
+        assert.include(marker, Script.page("a").slice(0, 100), "its head")
+        assert.include(marker, Script.page("a").slice(-100), "its tail")
+        assert.include(marker, "read_artifact")
+        assert.isTrue(marker.endsWith("</archived_tool_result>"))
+        assert.isBelow(marker.length, 600)
+        assert.strictEqual(toolResult(firstMarked, "c-fetch-b"), Script.page("b"))
+        assert.include(firstMarked.tools.map((t) => t.name), "read_artifact", "offered once something is archived")
+        assert.notInclude(turn[0]!.tools.map((t) => t.name), "read_artifact", "not before")
+        // The request before it carried page a whole.
+        const before = turn[turn.indexOf(firstMarked) - 1]!
+        assert.strictEqual(toolResult(before, "c-fetch-a"), Script.page("a"))
 
-      // Preserved results are never archived.
-      for (const request of turn) {
-        for (const message of request.messages) {
-          if (message.role === "tool" && message.toolCallId.startsWith("c-recall")) assert.match(message.content, /^RECALL \d+:/)
+        // Preserved results are never archived.
+        for (const request of turn) {
+          for (const message of request.messages) {
+            if (message.role === "tool" && message.toolCallId.startsWith("c-recall")) assert.match(message.content, /^RECALL \d+:/)
+          }
         }
-      }
 
-      // The summary call was given the older messages, not the tools; the next request starts with its summary.
-      const summaryCalls = requests.filter((r) => r.purpose === "summary")
-      assert.lengthOf(summaryCalls, 1)
-      assert.deepStrictEqual(summaryCalls[0]!.tools, [])
-      assert.strictEqual(summaryCalls[0]!.instructions, Compaction.SUMMARY_INSTRUCTIONS)
-      const summarized = requests[requests.indexOf(summaryCalls[0]!) + 1]!
-      assert.isTrue(Compaction.isSummary(summarized.messages[0]!), "the request right after the summary call starts with it")
-      assert.include(summarized.messages[0]!.content, `archived as ${pageA!.artifactId}`)
-      assert.notStrictEqual(summarized.messages[1]!.role, "tool", "the cut never falls inside a tool block")
-      assert.strictEqual(summaries[0]!.replaced! + summarized.messages.length - 1 >= summaries[0]!.messagesBefore, true)
-      assert.isBelow(summaries[0]!.tokensAfter, summaries[0]!.tokensBefore)
-      // The summary call is an operation with a receipt, committed with the record.
-      const summaryOp = log.find((r) => r.body._tag === "operation_started" && r.body.kind === "compaction")!
-      assert.strictEqual((summaryOp.body as { operationId: string }).operationId, summaries[0]!.operationId)
-      const summarySeq = log.find((r) => r.body === summaries[0])!.seq
-      assert.strictEqual(summaryOp.seq, summarySeq - 2)
+        // The summary call was given the older messages, not the tools; the next request starts with its summary.
+        const summaryCalls = requests.filter((r) => r.purpose === "summary")
+        assert.lengthOf(summaryCalls, 1)
+        assert.deepStrictEqual(summaryCalls[0]!.tools, [])
+        assert.strictEqual(summaryCalls[0]!.instructions, Compaction.SUMMARY_INSTRUCTIONS)
+        const summarized = requests[requests.indexOf(summaryCalls[0]!) + 1]!
+        assert.isTrue(Compaction.isSummary(summarized.messages[0]!), "the request right after the summary call starts with it")
+        assert.include(summarized.messages[0]!.content, `archived as ${pageA!.artifactId}`)
+        assert.notStrictEqual(summarized.messages[1]!.role, "tool", "the cut never falls inside a tool block")
+        assert.strictEqual(summaries[0]!.replaced! + summarized.messages.length - 1 >= summaries[0]!.messagesBefore, true)
+        assert.isBelow(summaries[0]!.tokensAfter, summaries[0]!.tokensBefore)
+        // The summary call is an operation with a receipt, committed with the record.
+        const summaryOp = log.find((r) => r.body._tag === "operation_started" && r.body.kind === "compaction")!
+        assert.strictEqual((summaryOp.body as { operationId: string }).operationId, summaries[0]!.operationId)
+        const summarySeq = log.find((r) => r.body === summaries[0])!.seq
+        assert.strictEqual(summaryOp.seq, summarySeq - 2)
 
-      for (const request of turn) assertPaired(request)
-      // Every request the turn made is under the threshold, but the ones that led to a compaction.
-      const over = turn.filter((r) => tokensOf(r) > Script.THRESHOLD)
-      assert.deepStrictEqual(over, [])
+        for (const request of turn) assertPaired(request)
+        // Every request the turn made is under the threshold, but the ones that led to a compaction.
+        const over = turn.filter((r) => tokensOf(r) > Script.THRESHOLD)
+        assert.deepStrictEqual(over, [])
 
-      // read_artifact gave the archived text back, page by page.
-      const reads = log.flatMap((r) => {
-        if (r.body._tag !== "operation_completed") return []
-        const output = r.body.output
-        return typeof output === "string" && output.startsWith("[artifact ") ? [output] : []
-      })
-      assert.lengthOf(reads, 2)
-      const [head, tail] = reads.map((text) => text.slice(text.indexOf("\n") + 1))
-      assert.strictEqual(head, Script.page("a").slice(0, 8_000))
-      assert.strictEqual(tail, Script.page("a").slice(16_000))
-      assert.include(reads[0]!, `read on with "offset": 8000`)
-      assert.include(reads[1]!, "this is the end")
+        // read_artifact gave the archived text back, page by page.
+        const reads = log.flatMap((r) => {
+          if (r.body._tag !== "operation_completed") return []
+          const output = r.body.output
+          return typeof output === "string" && output.startsWith("[artifact ") ? [output] : []
+        })
+        assert.lengthOf(reads, 2)
+        const [head, tail] = reads.map((text) => text.slice(text.indexOf("\n") + 1))
+        assert.strictEqual(head, Script.page("a").slice(0, 8_000))
+        assert.strictEqual(tail, Script.page("a").slice(16_000))
+        assert.include(reads[0]!, `read on with "offset": 8000`)
+        assert.include(reads[1]!, "this is the end")
 
-      // Events: two micro compactions archiving one result each, then a summary.
-      const names = events.flatMap((e) => (e.event.startsWith("compaction.") ? [`${e.event} ${(e as { mode: string }).mode}`] : []))
-      assert.deepStrictEqual(names, [
-        "compaction.started micro",
-        "compaction.completed micro",
-        "compaction.started micro",
-        "compaction.completed micro",
-        "compaction.started summary",
-        "compaction.completed summary"
-      ])
-      const completed = events.filter((e) => e.event === "compaction.completed") as Array<Extract<ProductEvent, { event: "compaction.completed" }>>
-      assert.deepStrictEqual(completed.map((e) => [e.outcome, e.usage.archived]), [["compacted", 1], ["compacted", 1], ["compacted", 0]])
-      for (const e of completed) assert.isBelow(e.usage.tokensAfter, e.usage.tokensBefore)
+        // Events: two micro compactions archiving one result each, then a summary.
+        const names = events.flatMap((e) => (e.event.startsWith("compaction.") ? [`${e.event} ${(e as { mode: string }).mode}`] : []))
+        assert.deepStrictEqual(names, [
+          "compaction.started micro",
+          "compaction.completed micro",
+          "compaction.started micro",
+          "compaction.completed micro",
+          "compaction.started summary",
+          "compaction.completed summary"
+        ])
+        const completed = events.filter((e) => e.event === "compaction.completed") as Array<Extract<ProductEvent, { event: "compaction.completed" }>>
+        assert.deepStrictEqual(completed.map((e) => [e.outcome, e.usage.archived]), [["compacted", 1], ["compacted", 1], ["compacted", 0]])
+        for (const e of completed) assert.isBelow(e.usage.tokensAfter, e.usage.tokensBefore)
 
-      // The conversation folded from the log (as after a restart) is the compacted one the last request was sent, and its reply.
-      const folded = Transcript.toArray(SessionState.fold(SessionState.empty(session.id), log).transcript)
-      assert.isTrue(Compaction.isSummary(folded[0]!))
-      assert.deepStrictEqual(folded, [...turn.at(-1)!.messages, { role: "assistant", content: "read back", toolCalls: undefined }])
-    }).pipe(Effect.provide(layer))
-  }, 30_000)
+        // The conversation folded from the log (as after a restart) is the compacted one the last request was sent, and its reply.
+        const folded = Transcript.toArray(SessionState.fold(SessionState.empty(session.id), log).transcript)
+        assert.isTrue(Compaction.isSummary(folded[0]!))
+        assert.deepStrictEqual(folded, [...turn.at(-1)!.messages, { role: "assistant", content: "read back", toolCalls: undefined }])
+      }).pipe(Effect.provide(layer), Effect.orDie)
+    }, 30_000)
+  }
 
   it.live("a summary that does not shrink the request is rejected: the history stays, and no second summary is tried", () => {
     const bloated = { ...Script.scripts, summarize: () => "x".repeat(60_000) }
