@@ -246,6 +246,50 @@ describe("context compaction", () => {
     }).pipe(Effect.provide(layer))
   }, 30_000)
 
+  it.live("read_artifact refuses an id that was never archived, bad arguments and an offset past the end, as tool errors", () => {
+    const bad: Record<string, Model.ToolCall> = {
+      "c-read-1": { id: "c-bad-1", name: "read_artifact", arguments: JSON.stringify({ artifactId: "op_01M8RQ2S0PRFDQ806Y94486WK3" }) },
+      "c-bad-1": { id: "c-bad-2", name: "read_artifact", arguments: "{not json" },
+      "c-bad-2": { id: "c-bad-3", name: "read_artifact", arguments: JSON.stringify({ artifactId: "x", offset: -1 }) }
+    }
+    const scripts: ScriptedModel.Scripts = {
+      ...Script.scripts,
+      fallback: (request) => {
+        const last = request.messages.at(-1)
+        if (last?.role === "tool" && last.toolCallId === "c-bad-3") {
+          const id = Script.artifactIn(request)!
+          return { toolCalls: [{ id: "c-bad-4", name: "read_artifact", arguments: JSON.stringify({ artifactId: id, offset: 20_001 }) }] }
+        }
+        if (last?.role === "tool" && last.toolCallId === "c-bad-4") return "done"
+        const next = last?.role === "tool" ? bad[last.toolCallId] : undefined
+        return next !== undefined ? { toolCalls: [next] } : Script.reply(request)
+      }
+    }
+    const { layer } = recordingRuntime(scripts)
+    return Effect.gen(function*() {
+      const sessions = yield* Sessions
+      const who = principal()
+      const session = yield* sessions.create(who, { agent: Script.agent })
+      const accepted = yield* sessions.send(who, session.id, { text: "read a and b" })
+      assert.strictEqual((yield* sessions.awaitTurn(who, session.id, accepted.turnId!)).output, "done")
+      const log = yield* logOf(session.id)
+      const byCall = new Map<string, string>()
+      for (const r of log) {
+        if (r.body._tag === "operation_started" && r.body.kind === "tool" && "callId" in r.body.input) byCall.set(r.body.operationId, r.body.input.callId)
+      }
+      const errors = log.flatMap((r) =>
+        r.body._tag === "operation_completed" && r.body.isError && byCall.get(r.body.operationId)?.startsWith("c-bad")
+          ? [[byCall.get(r.body.operationId), (r.body.output as { error: string }).error] as const]
+          : []
+      )
+      assert.deepStrictEqual(errors.map(([id]) => id), ["c-bad-1", "c-bad-2", "c-bad-3", "c-bad-4"])
+      assert.include(errors[0]![1], "no archived tool result has the artifact id")
+      assert.include(errors[1]![1], "invalid arguments for read_artifact")
+      assert.include(errors[2]![1], "invalid arguments for read_artifact")
+      assert.include(errors[3]![1], "offset 20001 is past the end")
+    }).pipe(Effect.provide(layer))
+  }, 30_000)
+
   it.live("a turn under its threshold is never compacted, and compaction can be turned off per run", () => {
     const { layer, requests } = recordingRuntime(Script.scripts)
     return Effect.gen(function*() {

@@ -11,13 +11,12 @@
  * summary that does not shrink the request, leaves the conversation as it was
  * (its receipt still says so), and no second summary is tried in that turn.
  *
- * It also runs the built-in `read_artifact` tool, which reads an archived
- * result back from the store, page by page.
+ * It also offers the turn's tool calls the built-in `read_artifact`
+ * (`ArtifactTool`).
  *
  * @since 0.1.0
  */
-import { Effect, Either, HashMap, Schema, Stream } from "effect"
-import type { ArchivedResult } from "../schema/Compaction.js"
+import { Effect, Either, Stream } from "effect"
 import { ContextCompacted } from "../schema/Compaction.js"
 import type { ModelError } from "../schema/Errors.js"
 import { makeOperationId } from "../schema/Ids.js"
@@ -27,8 +26,8 @@ import { CostMeter } from "../services/CostMeter.js"
 import * as Model from "../services/Model.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as Telemetry from "../services/Telemetry.js"
-import { errorOutcome, type ToolOutcome } from "../services/Tool.js"
 import { Toolkit } from "../services/Toolkit.js"
+import * as ArtifactTool from "./ArtifactTool.js"
 import * as Compaction from "./Compaction.js"
 import * as ContextEstimate from "./ContextEstimate.js"
 import * as SessionState from "./SessionState.js"
@@ -64,12 +63,6 @@ const summaryCall = (model: Model.Model["Type"], request: Model.Request): Effect
     ? Effect.map(model.whole(request), gather)
     : Effect.map(Stream.runCollect(model.stream(request)), gather)).pipe(Effect.either)
 }
-
-const ReadArguments = Schema.parseJson(Schema.Struct({
-  artifactId: Schema.String,
-  offset: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.nonNegative()))
-}))
-const decodeRead = Schema.decodeUnknownEither(ReadArguments)
 
 /** What a summary call's receipt holds. */
 interface SummaryOutput {
@@ -211,42 +204,7 @@ export const make = (ctx: TurnContext, deps: Deps) =>
       return before <= settings.threshold ? Effect.void : compact(view, waiting, before)
     })
 
-    /** The full text of an archived result: its receipt's record, found by seq (or, failing that, by its turn's receipts). */
-    const fullText = (entry: ArchivedResult) =>
-      Effect.gen(function*() {
-        const page = yield* store.readLog(sessionId, { after: entry.seq - 1, limit: 1 })
-        const body = page.records[0]?.body
-        if (body?._tag === "operation_completed" && body.operationId === entry.artifactId) {
-          return SessionState.renderOutput(body.output)
-        }
-        const receipts = yield* store.operations(sessionId, entry.turnId)
-        const receipt = receipts.find((r) => r.operationId === entry.artifactId)
-        return receipt === undefined || receipt.status !== "completed" ? undefined : SessionState.renderOutput(receipt.output)
-      })
-
-    const readArtifact = (argumentsText: string): Effect.Effect<ToolOutcome> =>
-      Effect.gen(function*() {
-        const args = decodeRead(argumentsText.trim() === "" ? "{}" : argumentsText)
-        if (Either.isLeft(args)) return errorOutcome(`invalid arguments for ${Compaction.READ_ARTIFACT}: expected { artifactId, offset? }`)
-        const { artifactId, offset = 0 } = args.right
-        const entry = HashMap.get(ctx.view(pending.peek()).artifacts, artifactId)
-        if (entry._tag === "None") return errorOutcome(`no archived tool result has the artifact id ${JSON.stringify(artifactId.slice(0, 80))}`)
-        const text = yield* fullText(entry.value)
-        if (text === undefined) return errorOutcome(`the full text of ${artifactId} is no longer in the store`)
-        if (offset > text.length) return errorOutcome(`offset ${offset} is past the end of ${artifactId} (${text.length} characters)`)
-        const end = Math.min(text.length, offset + Compaction.READ_LIMIT)
-        const next = end < text.length ? `; read on with "offset": ${end}` : "; this is the end"
-        return {
-          output: `[artifact ${artifactId} from ${entry.value.toolName}: characters ${offset}–${end} of ${text.length}${next}]\n${
-            text.slice(offset, end)
-          }`,
-          isError: false
-        }
-      }).pipe(
-        Effect.catchTag("StoreUnavailable", () => Effect.succeed(errorOutcome("the store is unavailable: try again later")))
-      )
-
-    const runnable = { spec: Compaction.readArtifactSpec, run: readArtifact }
+    const runnable = ArtifactTool.make(store, sessionId, () => ctx.view(pending.peek()).artifacts)
     return {
       beforeModelCall,
       toolkit: (inner) =>
