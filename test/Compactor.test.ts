@@ -50,6 +50,8 @@ const stores: ReadonlyArray<readonly [string, () => Layer.Layer<SessionStore, un
 const recordingRuntime = (scripts: ScriptedModel.Scripts, store: Layer.Layer<SessionStore, unknown> = MemorySessionStore.layer) => {
   const requests: Array<Model.Request> = []
   const events: Array<ProductEvent> = []
+  /** Whether each of `events` was emitted as excluded from analytics. */
+  const excluded: Array<boolean> = []
   const model = Layer.effect(
     Model.Model,
     Effect.map(ScriptedModel.make(scripts), (inner) =>
@@ -61,9 +63,19 @@ const recordingRuntime = (scripts: ScriptedModel.Scripts, store: Layer.Layer<Ses
           })
       }))
   )
-  const telemetry = Layer.succeed(Telemetry.Telemetry, Telemetry.Telemetry.of({ emit: (event) => Effect.sync(() => void events.push(event)) }))
+  const telemetry = Layer.succeed(
+    Telemetry.Telemetry,
+    Telemetry.Telemetry.of({
+      emit: (event) =>
+        Effect.flatMap(Telemetry.isExcluded, (isExcluded) =>
+          Effect.sync(() => {
+            events.push(event)
+            excluded.push(isExcluded)
+          }))
+    })
+  )
   const layer = Troupe.layer(store, { model, telemetry, tools: Toolkit.layer([Script.fetchTool, Script.recallTool]) })
-  return { requests, events, layer }
+  return { requests, events, excluded, layer }
 }
 
 const compactions = (log: ReadonlyArray<LogRecord>) =>
@@ -287,6 +299,26 @@ describe("context compaction", () => {
       assert.include(errors[1]![1], "invalid arguments for read_artifact")
       assert.include(errors[2]![1], "invalid arguments for read_artifact")
       assert.include(errors[3]![1], "offset 20001 is past the end")
+    }).pipe(Effect.provide(layer))
+  }, 30_000)
+
+  it.live("the compaction events of a turn whose sender asked to be excluded from analytics are excluded, the next sender's not", () => {
+    const { events, excluded, layer } = recordingRuntime(Script.scripts)
+    return Effect.gen(function*() {
+      const sessions = yield* Sessions
+      const who = principal()
+      const session = yield* sessions.create(who, { agent: Script.agent })
+      const first = yield* sessions.send(who, session.id, { text: "read a and b" }).pipe(Telemetry.withExcluded(true))
+      yield* sessions.awaitTurn(who, session.id, first.turnId!)
+      const during = events.map((e, i) => [e.event, excluded[i]] as const).filter(([name]) => name.startsWith("compaction."))
+      assert.isAbove(during.length, 0)
+      for (const [, isExcluded] of during) assert.isTrue(isExcluded)
+      const seen = events.length
+      const second = yield* sessions.send(who, session.id, { text: "again" })
+      yield* sessions.awaitTurn(who, session.id, second.turnId!)
+      const after = events.slice(seen).map((e, i) => [e.event, excluded[seen + i]] as const).filter(([name]) => name.startsWith("compaction."))
+      assert.isAbove(after.length, 0, "the second turn compacts too (its first request is over the threshold)")
+      for (const [, isExcluded] of after) assert.isFalse(isExcluded)
     }).pipe(Effect.provide(layer))
   }, 30_000)
 

@@ -86,12 +86,15 @@ export const make = (ctx: TurnContext, deps: Deps) =>
       const outputTokens = output.outputTokens ?? 0
       meter.addModelCall(inputTokens, outputTokens, costs.cost(agent.model.name, inputTokens, outputTokens))
     }
-    // A resumed turn's summary calls were paid for: they count in its usage again, as its model calls do.
-    for (const receipt of ctx.receipts) {
-      if (receipt.kind === "compaction" && receipt.status === "completed") countUsage((receipt.output ?? {}) as SummaryOutput)
-    }
     // A summary that failed or did not shrink the request is not tried again in this turn.
     let summaryRefused = false
+    // A resumed turn's summary calls were paid for: they count in its usage again, as its model calls do.
+    for (const receipt of ctx.receipts) {
+      if (receipt.kind !== "compaction" || receipt.status !== "completed") continue
+      const output = (receipt.output ?? {}) as SummaryOutput & { readonly rejected?: boolean }
+      if (receipt.isError || output.rejected === true) summaryRefused = true
+      if (!receipt.isError) countUsage(output)
+    }
 
     const requestTokens = (messages: ReadonlyArray<Model.Message>, waiting: ReadonlyArray<Model.Message>) =>
       ContextEstimate.estimateAll(messages, fixed) + ContextEstimate.estimateAll(waiting, 0)
