@@ -19,7 +19,7 @@ import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import * as ScriptedModel from "../src/layers/ScriptedModel.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import type { ContextCompacted } from "../src/schema/Compaction.js"
-import type { LogRecord } from "../src/schema/Record.js"
+import type { LogRecord, OperationCompleted } from "../src/schema/Record.js"
 import type { ProductEvent } from "../src/schema/ProductEvent.js"
 import * as Model from "../src/services/Model.js"
 import type { SessionStore } from "../src/services/SessionStore.js"
@@ -96,6 +96,30 @@ const assertPaired = (request: Model.Request) => {
     if (message.role === "tool") assert.isTrue(asked.has(message.toolCallId), `result ${message.toolCallId} without its call`)
   }
 }
+
+/** Runs the script's turn in a new session to its end; returns the session's log. */
+const readTurn = (text = "read a and b") =>
+  Effect.gen(function*() {
+    const sessions = yield* Sessions
+    const who = principal()
+    const session = yield* sessions.create(who, { agent: Script.agent })
+    const accepted = yield* sessions.send(who, session.id, { text })
+    const result = yield* sessions.awaitTurn(who, session.id, accepted.turnId!)
+    assert.strictEqual(result.output, "read back")
+    return yield* logOf(session.id)
+  })
+
+/** The receipt of the log's one summary operation. */
+const summaryReceipt = (log: ReadonlyArray<LogRecord>) => {
+  const started = log.filter((r) => r.body._tag === "operation_started" && r.body.kind === "compaction")
+  assert.lengthOf(started, 1)
+  const operationId = (started[0]!.body as { operationId: string }).operationId
+  return log.find((r) => r.body._tag === "operation_completed" && r.body.operationId === operationId)!.body as OperationCompleted
+}
+
+/** The `compaction.completed` event of the summary. */
+const summaryEvent = (events: ReadonlyArray<ProductEvent>) =>
+  events.find((e) => e.event === "compaction.completed" && e.mode === "summary") as Extract<ProductEvent, { event: "compaction.completed" }>
 
 const turnRequests = (requests: ReadonlyArray<Model.Request>) => requests.filter((r) => r.purpose !== "summary")
 const toolResult = (request: Model.Request, callId: string) =>
@@ -215,22 +239,14 @@ describe("context compaction", () => {
     const bloated = { ...Script.scripts, summarize: () => "x".repeat(60_000) }
     const { events, layer, requests } = recordingRuntime(bloated)
     return Effect.gen(function*() {
-      const sessions = yield* Sessions
-      const who = principal()
-      const session = yield* sessions.create(who, { agent: Script.agent })
-      const accepted = yield* sessions.send(who, session.id, { text: "read a and b" })
-      const result = yield* sessions.awaitTurn(who, session.id, accepted.turnId!)
-      assert.strictEqual(result.output, "read back")
-      const log = yield* logOf(session.id)
+      const log = yield* readTurn()
       assert.notInclude(compactions(log).map((r) => r.mode), "summary", "no summary record")
       assert.lengthOf(requests.filter((r) => r.purpose === "summary"), 1, "tried once in the turn")
       for (const request of turnRequests(requests)) assert.isFalse(Compaction.isSummary(request.messages[0]!))
       assert.strictEqual(turnRequests(requests).at(-1)!.messages[0]!.content, "read a and b")
       // Its receipt says it was rejected.
-      const op = log.find((r) => r.body._tag === "operation_started" && r.body.kind === "compaction")!
-      const receipt = log.find((r) => r.body._tag === "operation_completed" && r.body.operationId === (op.body as { operationId: string }).operationId)!
-      assert.strictEqual((receipt.body as { output: { rejected?: boolean } }).output.rejected, true)
-      const summary = events.find((e) => e.event === "compaction.completed" && e.mode === "summary") as Extract<ProductEvent, { event: "compaction.completed" }>
+      assert.strictEqual((summaryReceipt(log).output as { rejected?: boolean }).rejected, true)
+      const summary = summaryEvent(events)
       assert.strictEqual(summary.outcome, "rejected")
       assert.isAtLeast(summary.usage.tokensAfter, summary.usage.tokensBefore)
     }).pipe(Effect.provide(layer))
@@ -240,21 +256,13 @@ describe("context compaction", () => {
     const failing = { ...Script.scripts, summarize: () => ({ fail: "the summarizer is down" }) }
     const { events, layer, requests } = recordingRuntime(failing)
     return Effect.gen(function*() {
-      const sessions = yield* Sessions
-      const who = principal()
-      const session = yield* sessions.create(who, { agent: Script.agent })
-      const accepted = yield* sessions.send(who, session.id, { text: "read a and b" })
-      const result = yield* sessions.awaitTurn(who, session.id, accepted.turnId!)
-      assert.strictEqual(result.output, "read back")
-      const log = yield* logOf(session.id)
+      const log = yield* readTurn()
       assert.notInclude(compactions(log).map((r) => r.mode), "summary")
       assert.lengthOf(requests.filter((r) => r.purpose === "summary"), 1)
-      const op = log.find((r) => r.body._tag === "operation_started" && r.body.kind === "compaction")!
-      const receipt = log.find((r) => r.body._tag === "operation_completed" && r.body.operationId === (op.body as { operationId: string }).operationId)!
-      assert.strictEqual((receipt.body as { isError: boolean }).isError, true)
-      assert.deepStrictEqual((receipt.body as { output: unknown }).output, { error: "the summarizer is down" })
-      const summary = events.find((e) => e.event === "compaction.completed" && e.mode === "summary") as Extract<ProductEvent, { event: "compaction.completed" }>
-      assert.strictEqual(summary.outcome, "failed")
+      const receipt = summaryReceipt(log)
+      assert.strictEqual(receipt.isError, true)
+      assert.deepStrictEqual(receipt.output, { error: "the summarizer is down" })
+      assert.strictEqual(summaryEvent(events).outcome, "failed")
     }).pipe(Effect.provide(layer))
   }, 30_000)
 
