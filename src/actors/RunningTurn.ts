@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, type Fiber, FiberSet, HashSet, Queue } from "effect"
+import { Clock, Deferred, Effect, type Fiber, FiberSet, HashMap, HashSet, Queue } from "effect"
 import type { Agent, ModelSettings } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
@@ -64,11 +64,20 @@ export interface Host {
 
 /** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers and child results. */
 const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): TurnRunner.Prompt => {
-  const view = pending.length === 0 ? state : SessionState.applyCommit(state, state.head + 1, 0, pending)
+  const view = viewOf(state, pending)
   const messages = Transcript.toArray(view.transcript)
   messages.push(...SessionState.waitingMessages(view))
-  return { messages, steers: view.active?.steers.length ?? 0, results: view.active?.results.length ?? 0 }
+  return {
+    messages,
+    steers: view.active?.steers.length ?? 0,
+    results: view.active?.results.length ?? 0,
+    archived: HashMap.size(view.artifacts)
+  }
 }
+
+/** `state` with `pending` (records not committed yet) folded on. */
+const viewOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): SessionState.SessionState =>
+  pending.length === 0 ? state : SessionState.applyCommit(state, state.head + 1, 0, pending)
 
 /** Starts `started` as a turn of the actor (`resumed`: a turn a previous owner left active). */
 export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
@@ -138,6 +147,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
         builtins
       }),
       prompt: (pending) => promptOf(host.state(), pending),
+      view: (pending) => viewOf(host.state(), pending),
       waitingSteers: (pending) => SessionState.waitingInputs(host.state(), pending),
       receipts: resumed ? SessionState.receiptsOf(state) : [],
       callbacks: callbacks.map((entry) => ({
@@ -157,6 +167,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       subagents
     }).pipe(
       Telemetry.withTurnSpan({ sessionId, turnId, epoch: host.epoch }, { "troupe.resumed": resumed }),
+      // The events a turn emits (compaction, refused spawns) are excluded when its sender asked so.
+      Telemetry.withExcluded(started.excludeFromAnalytics === true),
       Effect.ensuring(host.wake),
       Effect.catchAllDefect(host.die)
     )

@@ -11,6 +11,7 @@
 import { type Agent, ModelSettings, type Permission, ToolSpec } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
 import type { RunOptions } from "../schema/Run.js"
+import * as Compaction from "./Compaction.js"
 
 /** The name of the built-in tool that ends a turn. */
 export const FINISH = "finish"
@@ -39,6 +40,8 @@ export interface TurnPlan {
   readonly finishes: boolean
   readonly permission: (toolName: string) => Permission
   readonly tool: (toolName: string) => ToolSpec | undefined
+  /** When and how the context is compacted (run, then agent, then defaults). */
+  readonly compaction: Compaction.Settings
 }
 
 const defined = <A extends object>(value: A | undefined): Partial<A> =>
@@ -70,6 +73,9 @@ export const resolve = (options: {
   const builtins = (options.builtins ?? []).filter((b) => !own.some((t) => t.name === b.name))
   const tools = builtins.length === 0 ? own : [...own, ...builtins]
   const byName = new Map(tools.map((t) => [t.name, t]))
+  const compaction = Compaction.resolve(agent.compaction, run?.compaction, settings?.maxOutputTokens)
+  // Offered only once something was archived (Compaction.offered), known all along.
+  if (compaction.enabled && !byName.has(Compaction.READ_ARTIFACT)) byName.set(Compaction.READ_ARTIFACT, Compaction.readArtifactSpec)
   const runRules = run?.permissions?.rules ?? {}
   const agentRules = agent.permissions.rules
   return {
@@ -78,6 +84,7 @@ export const resolve = (options: {
     tools,
     finishes,
     tool: (name) => byName.get(name),
+    compaction,
     permission: (name) => {
       if (Object.hasOwn(runRules, name)) return runRules[name]!
       if (Object.hasOwn(agentRules, name)) return agentRules[name]!

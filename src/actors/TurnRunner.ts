@@ -6,6 +6,9 @@
  * the permission policy guards each tool call, and client tools and approvals
  * park the turn on a callback.
  *
+ * Before each model call it makes, the context is compacted when the request
+ * would be over its threshold (`Compactor`).
+ *
  * Everything a turn needs from its actor comes in `TurnContext`.
  *
  * Crash safety: a model call is recorded once it returns (a call cut off by a
@@ -31,6 +34,9 @@ import * as Model from "../services/Model.js"
 import * as Telemetry from "../services/Telemetry.js"
 import { Toolkit } from "../services/Toolkit.js"
 import * as TurnMeter from "./TurnMeter.js"
+import * as Compaction from "./Compaction.js"
+import * as Compactor from "./Compactor.js"
+import type { SessionState } from "./SessionState.js"
 import type { SubagentTools } from "./SubagentTools.js"
 import * as ToolCalls from "./ToolCalls.js"
 import { FINISH, type TurnPlan } from "./TurnPlan.js"
@@ -49,6 +55,8 @@ export interface Prompt {
   readonly messages: ReadonlyArray<Model.Message>
   readonly steers: number
   readonly results: number
+  /** How many tool results the session has archived (`read_artifact` is offered once there is one). */
+  readonly archived: number
 }
 
 /** What a turn is given by the actor that runs it. */
@@ -65,6 +73,8 @@ export interface TurnContext {
    * records folded on, then every steer waiting for the turn.
    */
   readonly prompt: (pending: ReadonlyArray<RecordBody>) => Prompt
+  /** The session's state with `pending` records folded on: what context compaction plans on. */
+  readonly view: (pending: ReadonlyArray<RecordBody>) => SessionState
   /** How many steers wait for the turn's next model call, once `pending` records took theirs. */
   readonly waitingSteers: (pending: ReadonlyArray<RecordBody>) => number
   /** Receipts of operations this turn recorded before a crash. */
@@ -119,18 +129,19 @@ const callModel = (
 ): Effect.Effect<Either.Either<Model.Reply, ModelError>> => {
   const { agent, plan, turnId } = ctx
   const prompt = ctx.prompt(pending.peek())
+  const tools = Compaction.offered(plan.tools, plan.compaction, prompt.archived)
   pending.add(new OperationStarted({
     operationId,
     turnId,
     kind: "model",
     name: agent.model.name,
-    input: { messages: prompt.messages.length, tools: plan.tools.length, steers: prompt.steers, results: prompt.results }
+    input: { messages: prompt.messages.length, tools: tools.length, steers: prompt.steers, results: prompt.results }
   }, true))
   const request: Model.Request = {
     model: agent.model.name,
     instructions: agent.instructions,
     messages: prompt.messages,
-    tools: plan.tools,
+    tools,
     settings: plan.settings,
     sessionId: ctx.sessionId,
     turnId,
@@ -188,7 +199,8 @@ export const run = (ctx: TurnContext) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => meter.addParked(now - from)))
         ))
 
-    const tools = ToolCalls.make(ctx, { toolkit, pending, parked, spanIds })
+    const compactor = yield* Compactor.make(ctx, { model, pending, meter, spanIds })
+    const tools = ToolCalls.make(ctx, { toolkit: compactor.toolkit(toolkit), pending, parked, spanIds })
 
     for (let call = 0;; call++) {
       const previous = reusable[call]
@@ -199,6 +211,7 @@ export const run = (ctx: TurnContext) =>
         const before = TurnMeter.checkBeforeModelCall(budgets, meter, now())
         if (before !== undefined) return yield* exhausted(before)
       }
+      if (previous === undefined) yield* compactor.beforeModelCall
       const operationId = previous !== undefined ? previous.operationId : yield* makeOperationId
       const outcome = previous !== undefined
         ? Either.right(previous.output as Model.Reply)

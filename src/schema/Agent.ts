@@ -5,6 +5,7 @@
  */
 import { Schema } from "effect"
 import { Budgets } from "./Budget.js"
+import { CompactionSettings } from "./Compaction.js"
 import { JsonObject } from "./Json.js"
 
 /** A name usable as an agent or tool name. */
@@ -47,7 +48,9 @@ export class ToolSpec extends Schema.Class<ToolSpec>("troupe/ToolSpec")({
   sideEffect: Schema.optionalWith(SideEffect, { default: () => "external" as const }),
   idempotency: Schema.optionalWith(Idempotency, { default: () => "unknown" as const }),
   /** Run by a client through a `client_tool` callback rather than by the host. */
-  client: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  client: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /** Its results must reach the model whole: context compaction never archives them. */
+  preserveResult: Schema.optional(Schema.Boolean)
 }) {}
 
 /** A permission decision for a tool call. */
@@ -85,5 +88,7 @@ export class Agent extends Schema.Class<Agent>("troupe/Agent")({
     default: () => 16
   }),
   subagents: Schema.optionalWith(Schema.Array(SubagentRef), { default: () => [] }),
-  budgets: Schema.optional(Budgets)
+  budgets: Schema.optional(Budgets),
+  /** When and how the session's context is compacted (docs/agent-loop.md, "Context compaction"). */
+  compaction: Schema.optional(CompactionSettings)
 }) {}

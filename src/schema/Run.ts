@@ -8,6 +8,7 @@
 import { Schema } from "effect"
 import { ModelSettings, Permission } from "./Agent.js"
 import { Budgets } from "./Budget.js"
+import { CompactionSettings } from "./Compaction.js"
 
 /** Overrides for one turn: permissions, model settings and budgets. */
 export class RunOptions extends Schema.Class<RunOptions>("troupe/RunOptions")({
@@ -19,7 +20,9 @@ export class RunOptions extends Schema.Class<RunOptions>("troupe/RunOptions")({
   /** Field by field over the agent's settings, which are over the host's defaults. */
   settings: Schema.optional(ModelSettings),
   /** Dimension by dimension over the session's budgets, which are over the agent's. */
-  budgets: Schema.optional(Budgets)
+  budgets: Schema.optional(Budgets),
+  /** Field by field over the agent's compaction settings. */
+  compaction: Schema.optional(CompactionSettings)
 }) {}
 
 const decode = Schema.decodeUnknownSync(RunOptions)

@@ -18,6 +18,8 @@ import { type Idempotency, type SideEffect, ToolSpec } from "../schema/Agent.js"
 export interface Metadata {
   readonly sideEffect?: SideEffect | undefined
   readonly idempotency?: Idempotency | undefined
+  /** Its results must reach the model whole: context compaction never archives them. */
+  readonly preserveResult?: boolean | undefined
 }
 
 /** A tool: its contract, and a handler unless the client runs it. */
@@ -50,7 +52,8 @@ export const make = <A, I, S, SI, E = never, R = never>(options: {
 }): Tool<A, I, S, SI, E, R> => {
   const metadata = {
     sideEffect: options.metadata?.sideEffect ?? "external",
-    idempotency: options.metadata?.idempotency ?? "unknown"
+    idempotency: options.metadata?.idempotency ?? "unknown",
+    preserveResult: options.metadata?.preserveResult ?? false
   } as const
   const { $schema: _, ...parameters } = JSONSchema.make(options.parameters) as unknown as Record<string, unknown>
   return {
@@ -66,7 +69,9 @@ export const make = <A, I, S, SI, E = never, R = never>(options: {
       parameters,
       sideEffect: metadata.sideEffect,
       idempotency: metadata.idempotency,
-      client: options.handler === undefined
+      client: options.handler === undefined,
+      // Only when set, so the specs (and hashes) of other tools stay as they were.
+      ...(metadata.preserveResult ? { preserveResult: true } : {})
     })
   }
 }
