@@ -1,14 +1,18 @@
 /**
  * The tool calls of a turn: each one an operation recorded before its body
- * runs and completed right after, under the permission policy (`ask` parks the
- * turn on an approval callback), on the client through a `client_tool`
- * callback or here through the toolkit, and, on resume, picked up from its
+ * runs and completed right after, under the cumulative permission layers
+ * (`ToolPolicy`: a denial is `tool_not_allowed`; `ask`, or a tool's own
+ * `needsApproval`, parks the turn on an approval callback, which may expire),
+ * on the client through a `client_tool` callback or here through the toolkit
+ * (the handler given its `ToolContext`), and, on resume, picked up from its
  * receipt or callbacks (a call started without a receipt runs again only when
- * its tool declares idempotency `supported`).
+ * its tool declares idempotency `supported`). Consecutive calls of one reply
+ * whose tools are marked `parallel` run at once, bounded, and are recorded in
+ * the model's order.
  *
  * @since 0.1.0
  */
-import { Effect, Either, Schema } from "effect"
+import { Clock, Effect, Either, Schema } from "effect"
 import type { ToolSpec } from "../schema/Agent.js"
 import { ApprovalAnswer, ApprovalRequest, ClientToolAnswer, ClientToolRequest } from "../schema/Callback.js"
 import { makeOperationId, type OperationId } from "../schema/Ids.js"
@@ -16,10 +20,12 @@ import { isToolCallInput, type OperationReceipt } from "../schema/Operation.js"
 import { OperationCompleted, OperationStarted, OperationUnknown, type RecordBody } from "../schema/Record.js"
 import type * as Model from "../services/Model.js"
 import * as Telemetry from "../services/Telemetry.js"
-import { errorOutcome, type ToolOutcome } from "../services/Tool.js"
-import type { Toolkit } from "../services/Toolkit.js"
+import { errorOutcome, type ToolContext, type ToolOutcome } from "../services/Tool.js"
+import type { Runnable, Toolkit } from "../services/Toolkit.js"
+import * as ApprovalTimeout from "./ApprovalTimeout.js"
 import { unknownOutcome } from "./SessionState.js"
 import * as SubagentTools from "./SubagentTools.js"
+import * as ToolPolicy from "./ToolPolicy.js"
 import type { TurnContext } from "./TurnRunner.js"
 
 /** Records of steps without side effects (a model reply, a refused call) that ride along with the turn's next commit. */
@@ -89,6 +95,22 @@ export const make = (ctx: TurnContext, deps: Deps) => {
       return outcome
     })
 
+  const contextOf = (call: Model.ToolCall, operationId: OperationId): ToolContext => ({
+    sessionId: ctx.sessionId,
+    turnId,
+    operationId,
+    callId: call.id,
+    principal: ctx.principal,
+    agentPath: ctx.agentPath
+  })
+
+  /** Runs a server tool's handler (its start already durable); a defect is the model's tool error. */
+  const execute = (call: Model.ToolCall, runnable: Runnable, operationId: OperationId) =>
+    runnable.run(call.arguments, contextOf(call, operationId)).pipe(
+      Effect.catchAllDefect(() => Effect.succeed(errorOutcome(`the tool ${call.name} crashed`))),
+      Telemetry.withOperationSpan("tool", { ...spanIds, operationId }, { "troupe.tool": call.name })
+    )
+
   const clientOutcome = (answer: unknown): ToolOutcome =>
     Either.match(decodeClientTool(answer), {
       onLeft: () => errorOutcome("the client's result was unreadable"),
@@ -117,15 +139,12 @@ export const make = (ctx: TurnContext, deps: Deps) => {
       // Started is durable before the body runs: a crash from here on leaves the call's outcome unknown.
       const records = [...pending.take(), ...before]
       if (records.length > 0) yield* ctx.commit(records)
-      const outcome = yield* runnable.run(call.arguments).pipe(
-        Effect.catchAllDefect(() => Effect.succeed(errorOutcome(`the tool ${call.name} crashed`))),
-        Telemetry.withOperationSpan("tool", { ...spanIds, operationId }, { "troupe.tool": call.name })
-      )
-      return yield* completeOperation(operationId, outcome)
+      return yield* completeOperation(operationId, yield* execute(call, runnable, operationId))
     })
 
   /** After an approval answer: run the body, or refuse it. */
   const approved = (call: Model.ToolCall, spec: ToolSpec, operationId: OperationId, answer: unknown) => {
+    if (ApprovalTimeout.isExpired(answer)) return refuse(operationId, ApprovalTimeout.expiredOutcome, [])
     const decision = decodeApproval(answer)
     if (decision.decision === "deny") {
       return refuse(
@@ -150,6 +169,10 @@ export const make = (ctx: TurnContext, deps: Deps) => {
       }
       const client = known.find((c) => c.kind === "client_tool" && c.status === "answered")
       if (client !== undefined) return yield* completeOperation(operationId, clientOutcome(client.result))
+      // Its approval expired before the crash: nothing ran.
+      if (known.some((c) => c.kind === "approval" && c.status === "expired")) {
+        return yield* refuse(operationId, ApprovalTimeout.expiredOutcome, [])
+      }
       const approval = known.find((c) => c.kind === "approval" && c.status === "answered")
       if (approval !== undefined && decodeApproval(approval.result).decision === "deny") {
         return yield* approved(call, spec!, operationId, approval.result)
@@ -162,15 +185,44 @@ export const make = (ctx: TurnContext, deps: Deps) => {
       return unknownOutcome
     })
 
-  const runCall = (call: Model.ToolCall, requestedBy: OperationId) =>
+  /** How a new call is let through: refused with an outcome, asked about, or run. */
+  type Gate = { readonly _tag: "refuse"; readonly outcome: ToolOutcome } | { readonly _tag: "ask" } | { readonly _tag: "run" }
+
+  const gate = (call: Model.ToolCall, spec: ToolSpec | undefined, operationId: OperationId): Effect.Effect<Gate> =>
+    Effect.gen(function*() {
+      if (spec === undefined) return { _tag: "refuse", outcome: errorOutcome(`unknown tool: ${call.name}`) } as const
+      const decision = plan.permission(call.name)
+      if (decision.permission === "deny") return { _tag: "refuse", outcome: ToolPolicy.notAllowed(call.name, decision) } as const
+      if (plan.approvalMode === "never" || ctx.approved(call.name)) return { _tag: "run" } as const
+      if (decision.permission === "ask") return { _tag: "ask" } as const
+      const asks = spec.client ? undefined : toolkit.get(call.name)?.needsApproval
+      const needed = asks === undefined ? false : yield* asks(call.arguments, contextOf(call, operationId))
+      return needed ? { _tag: "ask" } as const : { _tag: "run" } as const
+    })
+
+  /** A call of this reply: one with a receipt is picked up from it, a new one is gated now. */
+  type Prepared =
+    | { readonly _tag: "known"; readonly run: Effect.Effect<ToolOutcome> }
+    | {
+      readonly _tag: "new"
+      readonly call: Model.ToolCall
+      readonly spec: ToolSpec | undefined
+      readonly operationId: OperationId
+      readonly started: OperationStarted
+      readonly gate: Gate
+    }
+
+  const prepare = (call: Model.ToolCall, requestedBy: OperationId): Effect.Effect<Prepared> =>
     Effect.gen(function*() {
       const receipt = toolReceipts.get(`${requestedBy}/${call.id}`)
-      if (receipt !== undefined && receipt.status === "completed") {
-        return { output: receipt.output, isError: receipt.isError } satisfies ToolOutcome
-      }
-      if (receipt !== undefined && receipt.status === "unknown") return unknownOutcome
       const spec = plan.tool(call.name)
-      if (receipt !== undefined) return yield* resumeCall(call, spec, receipt.operationId)
+      if (receipt !== undefined) {
+        if (receipt.status === "completed") {
+          return { _tag: "known", run: Effect.succeed({ output: receipt.output, isError: receipt.isError }) } as const
+        }
+        if (receipt.status === "unknown") return { _tag: "known", run: Effect.succeed(unknownOutcome) } as const
+        return { _tag: "known", run: resumeCall(call, spec, receipt.operationId) } as const
+      }
       const operationId = yield* makeOperationId
       const started = new OperationStarted({
         operationId,
@@ -179,18 +231,117 @@ export const make = (ctx: TurnContext, deps: Deps) => {
         name: call.name,
         input: { callId: call.id, arguments: call.arguments, requestedBy }
       }, true)
-      if (spec === undefined) return yield* refuse(operationId, errorOutcome(`unknown tool: ${call.name}`), [started])
-      const permission = plan.permission(call.name)
-      if (permission === "deny") {
-        return yield* refuse(operationId, errorOutcome("denied by permission policy"), [started])
+      return { _tag: "new", call, spec, operationId, started, gate: yield* gate(call, spec, operationId) } as const
+    })
+
+  /** Carries out one prepared call on its own. */
+  const perform = (prepared: Prepared): Effect.Effect<ToolOutcome> =>
+    Effect.gen(function*() {
+      if (prepared._tag === "known") return yield* prepared.run
+      const { call, gate, operationId, spec, started } = prepared
+      if (gate._tag === "refuse" || spec === undefined) {
+        return yield* refuse(operationId, gate._tag === "refuse" ? gate.outcome : errorOutcome(`unknown tool: ${call.name}`), [started])
       }
-      if (permission === "ask" && !ctx.approved(call.name)) {
+      if (gate._tag === "ask") {
         const request = new ApprovalRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
-        const answer = yield* parked(ctx.openCallback(operationId, request, [...pending.take(), started]))
+        const timeout = plan.approvalTimeoutMs
+        const expiresAt = timeout === undefined ? undefined : (yield* Clock.currentTimeMillis) + timeout
+        const answer = yield* parked(ctx.openCallback(operationId, request, [...pending.take(), started], expiresAt))
         return yield* approved(call, spec, operationId, answer)
       }
       return yield* body(call, spec, operationId, [started])
     })
 
-  return { runCall }
+  /** Runs (or reuses) one call the model asked for in the reply `requestedBy`. */
+  const runCall = (call: Model.ToolCall, requestedBy: OperationId) => Effect.flatMap(prepare(call, requestedBy), perform)
+
+  /** The server tool a new, allowed call of a `parallel` tool runs, if it may run beside others. */
+  const parallelRunnable = (prepared: Prepared): Runnable | undefined =>
+    prepared._tag === "new" && prepared.gate._tag === "run" && prepared.spec?.parallel === true && !prepared.spec.client
+      ? toolkit.get(prepared.call.name)
+      : undefined
+
+  /**
+   * Runs calls at once, at most `maxParallelTools` at a time: their starts are
+   * durable in one commit before any body runs, and their receipts are
+   * committed in the model's order, each as soon as it and every call before
+   * it are done (a crash loses at most the receipts still waiting for an
+   * earlier call: those calls are then picked up as started without one).
+   */
+  const runTogether = (group: ReadonlyArray<{ readonly prepared: Extract<Prepared, { _tag: "new" }>; readonly runnable: Runnable }>) =>
+    Effect.gen(function*() {
+      yield* ctx.commit([...pending.take(), ...group.map(({ prepared }) => prepared.started)])
+      const outcomes: Array<ToolOutcome | undefined> = group.map(() => undefined)
+      let recorded = 0
+      const lock = yield* Effect.makeSemaphore(1)
+      const flush = lock.withPermits(1)(Effect.suspend(() => {
+        const ready: Array<RecordBody> = []
+        while (recorded < group.length && outcomes[recorded] !== undefined) {
+          ready.push(completed(group[recorded]!.prepared.operationId, outcomes[recorded]!))
+          recorded++
+        }
+        return ready.length === 0 ? Effect.void : ctx.commit([...pending.take(), ...ready])
+      }))
+      yield* Effect.forEach(group, ({ prepared, runnable }, index) =>
+        execute(prepared.call, runnable, prepared.operationId).pipe(
+          Effect.flatMap((outcome) => {
+            outcomes[index] = outcome
+            return flush
+          })
+        ), { concurrency: plan.maxParallelTools, discard: true })
+      return outcomes as ReadonlyArray<ToolOutcome>
+    })
+
+  /**
+   * Runs the calls of one reply in the model's order; consecutive new calls of
+   * `parallel` tools that are allowed without asking run at once. Each call is
+   * gated when its turn comes (an approval given for the session by an earlier
+   * call counts). Returns the outcomes in the model's order.
+   */
+  const runCalls = (calls: ReadonlyArray<Model.ToolCall>, requestedBy: OperationId) =>
+    Effect.gen(function*() {
+      const outcomes: Array<ToolOutcome> = []
+      let next = 0
+      while (next < calls.length) {
+        const prepared = yield* prepare(calls[next]!, requestedBy)
+        next++
+        const runnable = parallelRunnable(prepared)
+        if (runnable === undefined) {
+          outcomes.push(yield* perform(prepared))
+          continue
+        }
+        const group = [{ prepared: prepared as Extract<Prepared, { _tag: "new" }>, runnable }]
+        let after: Prepared | undefined
+        while (next < calls.length && plan.tool(calls[next]!.name)?.parallel === true) {
+          const more = yield* prepare(calls[next]!, requestedBy)
+          next++
+          const also = parallelRunnable(more)
+          if (also === undefined) {
+            after = more
+            break
+          }
+          group.push({ prepared: more as Extract<Prepared, { _tag: "new" }>, runnable: also })
+        }
+        if (group.length === 1) outcomes.push(yield* perform(prepared))
+        else outcomes.push(...yield* runTogether(group))
+        if (after !== undefined) outcomes.push(yield* perform(after))
+      }
+      return outcomes
+    })
+
+  return { runCall, runCalls }
+}
+
+/** The answer of a turn that a successful call of a `terminal` tool ends: the first such call's output (text, or JSON text). */
+export const terminalOutput = (
+  plan: TurnContext["plan"],
+  calls: ReadonlyArray<Model.ToolCall>,
+  outcomes: ReadonlyArray<ToolOutcome>
+): string | undefined => {
+  for (let i = 0; i < calls.length; i++) {
+    const outcome = outcomes[i]
+    if (outcome === undefined || outcome.isError || plan.tool(calls[i]!.name)?.terminal !== true) continue
+    return typeof outcome.output === "string" ? outcome.output : JSON.stringify(outcome.output)
+  }
+  return undefined
 }
