@@ -1,6 +1,6 @@
 /**
  * Per-run options: what a message may set for the turn it starts, over the
- * session's agent. They travel in the `message` command and are frozen into
+ * session's agent (permissions only add to the agent's: decision 0017). They travel in the `message` command and are frozen into
  * the `turn_started` record, so a turn resumed after a crash runs under them.
  *
  * @since 0.1.0
@@ -10,7 +10,7 @@ import { ModelSettings, Permission, PermissionLayer, PermissionRules } from "./A
 import { Budgets } from "./Budget.js"
 import { ApprovalSettings } from "./Policy.js"
 
-/** Overrides for one turn: permissions, model settings and budgets. */
+/** Options of one turn: a permission layer, approval settings, model settings and budgets (and layers inherited from a parent). */
 export class RunOptions extends Schema.Class<RunOptions>("troupe/RunOptions")({
   /**
    * One more permission layer over the host's, the agent's and the parent's:
