@@ -528,6 +528,67 @@ describe("tool policy", () => {
           yield* Fiber.interrupt(waiting)
         }).pipe(Effect.provide(runtime({ agents: { worker: [calls(call("a", "first"), call("b", "second")), "both"] } }, [first, second])))
       }))
+    it.effect("after a restart mid-group: a receipt that waited for an earlier call is not durable, and the rule of re-runs holds", () =>
+      Effect.gen(function*() {
+        const store = yield* MemorySessionStore.make
+        const model = yield* ScriptedModel.make({ agents: { worker: [calls(call("a", "slow"), call("b", "once")), "after"] } })
+        const blockSlow = yield* Ref.make(true)
+        const slowRuns = yield* Ref.make(0)
+        const onceRuns = yield* Ref.make(0)
+        const onceDone = yield* Deferred.make<void>()
+        // Safe to run again; blocks in the first host only.
+        const slowTool = Tool.make({
+          name: "slow",
+          description: "Slow, and idempotent.",
+          parameters: Schema.Struct({}),
+          success: Schema.String,
+          metadata: { sideEffect: "read", idempotency: "supported", parallel: true },
+          handler: () =>
+            Effect.gen(function*() {
+              yield* Ref.update(slowRuns, (n) => n + 1)
+              if (yield* Ref.get(blockSlow)) yield* Effect.never
+              return "slow done"
+            })
+        })
+        // Not safe to run again; finishes at once.
+        const onceTool = Tool.make({
+          name: "once",
+          description: "Fast, not idempotent.",
+          parameters: Schema.Struct({}),
+          success: Schema.String,
+          metadata: { sideEffect: "write", idempotency: "unsupported", parallel: true },
+          handler: () => Effect.as(Effect.zipRight(Ref.update(onceRuns, (n) => n + 1), Deferred.succeed(onceDone, undefined)), "once done")
+        })
+        const host = Troupe.layer(Layer.succeed(SessionStore, store), {
+          model: Layer.succeed(Model.Model, model),
+          tools: Toolkit.layer([slowTool, onceTool]),
+          host: patientHost
+        })
+        const who = principal()
+        const { sessionId, turnId } = yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const session = yield* sessions.create(who, { agent: worker({ tools: [slowTool.spec, onceTool.spec] }) })
+          const turnId = yield* start(who, session.id, "go")
+          yield* Deferred.await(onceDone)
+          yield* settle
+          // Both started, no receipt: `once` finished but waits for `slow`, which comes first.
+          assert.deepStrictEqual(toolOutcomes(yield* logOf(session.id)), [["slow", undefined, undefined], ["once", undefined, undefined]])
+          return { sessionId: session.id, turnId }
+        }).pipe(Effect.provide(host))
+        yield* Ref.set(blockSlow, false)
+        yield* Effect.gen(function*() {
+          const end = yield* ended(sessionId, turnId)
+          assert.strictEqual(end.outcome, "completed")
+          const log = yield* logOf(sessionId)
+          assert.deepStrictEqual(toolOutcomes(log), [
+            ["slow", "slow done", false],
+            ["once", undefined, undefined]
+          ])
+          assert.isTrue(log.some((r) => r.body._tag === "operation_unknown"))
+        }).pipe(Effect.provide(host))
+        assert.strictEqual(yield* Ref.get(slowRuns), 2)
+        assert.strictEqual(yield* Ref.get(onceRuns), 1)
+      }))
   })
 
   describe("terminal tools", () => {
