@@ -114,6 +114,20 @@ describe("ToolPolicy", () => {
     assert.deepStrictEqual(ToolPolicy.decide(childLayers, fetch), { permission: "deny", source: "parent", rule: "capability:network" })
   })
 
+  it("a grandchild is bound by its grandparent's layers: a child passes on what it inherited", () => {
+    const rootLayers = ToolPolicy.layersOf({ agent: new PermissionPolicy({ rules: { rm: "deny" } }) })
+    const childRun = ToolPolicy.childRun(rootLayers, undefined)
+    const childLayers = ToolPolicy.layersOf({ inherited: childRun.inherited, agent: new PermissionPolicy({ rules: { rm: "allow" } }) })
+    const grandchildRun = ToolPolicy.childRun(childLayers, undefined)
+    assert.lengthOf(grandchildRun.inherited!, 2)
+    const grandchildLayers = ToolPolicy.layersOf({
+      inherited: grandchildRun.inherited,
+      agent: new PermissionPolicy({ default: "allow", rules: { rm: "allow" } }),
+      run: { rules: { rm: "allow" } }
+    })
+    assert.deepStrictEqual(ToolPolicy.decide(grandchildLayers, { name: "rm" }), { permission: "deny", source: "parent", rule: "name" })
+  })
+
   it("notAllowed is the tool error tool_not_allowed naming the layer and rule", () => {
     assert.deepStrictEqual(ToolPolicy.notAllowed("fetch", { permission: "deny", source: "host", rule: "capability:network" }), {
       output: {
