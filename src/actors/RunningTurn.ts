@@ -18,9 +18,11 @@ import type { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
 import type { BusySlot } from "./BusySlot.js"
 import type { Session } from "../schema/Session.js"
+import * as ApprovalTimeout from "./ApprovalTimeout.js"
 import * as SessionState from "./SessionState.js"
 import * as SubagentTools from "./SubagentTools.js"
 import * as Transcript from "./Transcript.js"
+import * as ToolPolicy from "./ToolPolicy.js"
 import * as TurnMeter from "./TurnMeter.js"
 import * as TurnPlan from "./TurnPlan.js"
 import * as TurnRunner from "./TurnRunner.js"
@@ -43,6 +45,8 @@ export interface Host {
   readonly agent: Agent
   readonly sessionBudgets: Budgets | null
   readonly hostSettings: ModelSettings | undefined
+  /** The host's permission layer, under every other. */
+  readonly toolPolicy?: ToolPolicy.Rules | undefined
   readonly epoch: number
   /** The actor's newest state. */
   readonly state: () => SessionState.SessionState
@@ -97,12 +101,22 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     const inputs = yield* Queue.sliding<void>(1)
     let waitingForUser = false
 
-    const openCallback = (operationId: OperationId, request: CallbackRequest, records: ReadonlyArray<RecordBody>) =>
+    const expiry = (callbackId: CallbackId, operationId: OperationId, expiresAt: number | undefined) =>
+      expiresAt === undefined
+        ? undefined
+        : ApprovalTimeout.expireAt({ sessionId, callbackId, turnId, operationId, expiresAt }, host.subagents.store, host.wake)
+
+    const openCallback = (
+      operationId: OperationId,
+      request: CallbackRequest,
+      records: ReadonlyArray<RecordBody>,
+      expiresAt?: number | undefined
+    ) =>
       Effect.gen(function*() {
         const callbackId = yield* makeCallbackId
         // Waited on before the commit, so an answer applied right after it finds the turn parked.
         const answer = host.answers(callbackId)
-        const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request }, true)
+        const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request, expiresAt }, true)
         const receipt = yield* host.commit([...records, opened])
         yield* host.broker.dispatch(
           new OpenCallback({
@@ -116,7 +130,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
             openedAt: receipt.at
           }, true)
         )
-        return yield* slot.park(Deferred.await(answer))
+        return yield* slot.park(ApprovalTimeout.awaitAnswer(Deferred.await(answer), expiry(callbackId, operationId, expiresAt)))
       })
 
     const awaitSteers = slot.park(Effect.gen(function*() {
@@ -127,25 +141,30 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     })).pipe(Effect.ensuring(Effect.sync(() => (waitingForUser = false))))
 
     const builtins = SubagentTools.specsFor(host.session)
+    const plan = TurnPlan.resolve({
+      agent: host.agent,
+      run: started.run,
+      sessionBudgets: host.sessionBudgets,
+      hostSettings: host.hostSettings,
+      builtins,
+      hostPolicy: host.toolPolicy
+    })
     const subagents = builtins.length === 0 ? undefined : SubagentTools.make({
       ...host.subagents,
       session: host.session,
       turnId,
       state: host.state,
-      awaitResult: slot.park(Queue.take(inputs))
+      awaitResult: slot.park(Queue.take(inputs)),
+      childRun: ToolPolicy.childRun(plan.layers, started.run)
     })
     const body = TurnRunner.run({
       sessionId,
       turnId,
+      principal: host.session.principal,
+      agentPath: host.session.agentPath,
       epoch: host.epoch,
       agent: host.agent,
-      plan: TurnPlan.resolve({
-        agent: host.agent,
-        run: started.run,
-        sessionBudgets: host.sessionBudgets,
-        hostSettings: host.hostSettings,
-        builtins
-      }),
+      plan,
       prompt: (pending) => promptOf(host.state(), pending),
       view: (pending) => viewOf(host.state(), pending),
       waitingSteers: (pending) => SessionState.waitingInputs(host.state(), pending),
@@ -155,7 +174,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
         operationId: entry.opened.operationId,
         kind: entry.opened.kind,
         status: entry.status,
-        result: entry.result
+        result: entry.result,
+        expiresAt: entry.expiresAt
       })),
       meter,
       approved: (toolName) => HashSet.has(host.state().approvals, toolName),
@@ -163,7 +183,14 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       publish: host.broadcast,
       awaitSteers,
       openCallback,
-      awaitCallback: (callbackId) => slot.park(Deferred.await(host.answers(callbackId))),
+      awaitCallback: (callbackId) => {
+        const opened = callbacks.find((entry) => entry.opened.callbackId === callbackId)
+        const answer = Deferred.await(host.answers(callbackId))
+        return slot.park(ApprovalTimeout.awaitAnswer(
+          answer,
+          opened === undefined ? undefined : expiry(callbackId, opened.opened.operationId, opened.expiresAt)
+        ))
+      },
       subagents
     }).pipe(
       Telemetry.withTurnSpan({ sessionId, turnId, epoch: host.epoch }, { "troupe.resumed": resumed }),

@@ -40,6 +40,8 @@ export interface CallbackEntry {
   readonly status: "open" | CallbackResolution
   /** The answer, once answered. */
   readonly result?: unknown
+  /** When it expires unanswered (an approval with a timeout). */
+  readonly expiresAt?: number | undefined
 }
 
 /** One operation of the active turn. */
@@ -412,7 +414,8 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
             openedAt: at
           }, true),
           toolName: body.request.toolName,
-          status: "open"
+          status: "open",
+          expiresAt: body.expiresAt
         })
       })
     case "callback_resolved": {
@@ -424,7 +427,8 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
           opened: entry.opened,
           toolName: entry.toolName,
           status: body.resolution,
-          result: body.result
+          result: body.result,
+          expiresAt: entry.expiresAt
         }),
         approvals: entry.opened.kind === "approval" && body.resolution === "answered" && isSessionApproval(body.result)
           ? HashSet.add(state.approvals, entry.toolName)

@@ -28,6 +28,7 @@ import type { ModelError } from "../schema/Errors.js"
 import { AssistantDelta } from "../schema/Event.js"
 import { type CallbackId, makeOperationId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { OperationReceipt } from "../schema/Operation.js"
+import type { Principal } from "../schema/Principal.js"
 import { OperationCompleted, OperationStarted, type RecordBody, TurnEnded } from "../schema/Record.js"
 import { CostMeter } from "../services/CostMeter.js"
 import * as Model from "../services/Model.js"
@@ -48,6 +49,8 @@ export interface KnownCallback {
   readonly kind: CallbackKind
   readonly status: "open" | "answered" | "cancelled" | "expired"
   readonly result?: unknown
+  /** When it expires unanswered (an approval opened with a timeout). */
+  readonly expiresAt?: number | undefined
 }
 
 /** A model request's conversation, and how many waiting steers and child results it takes. */
@@ -63,6 +66,9 @@ export interface Prompt {
 export interface TurnContext {
   readonly sessionId: SessionId
   readonly turnId: TurnId
+  /** Whose session it is, and the agent names from the root down (for tools' `ToolContext`). */
+  readonly principal: Principal
+  readonly agentPath: ReadonlyArray<string>
   /** The epoch of the lease the turn runs under (for spans). */
   readonly epoch: number
   readonly agent: Agent
@@ -93,14 +99,16 @@ export interface TurnContext {
   readonly awaitSteers: Effect.Effect<void>
   /**
    * Commits `records` with a new `callback_opened` for `operationId`, offers it
-   * to providers, and parks until it is answered; returns the answer.
+   * to providers, and parks until it is answered; returns the answer. With
+   * `expiresAt`, an answer not admitted by then is the expiry (`ApprovalTimeout`).
    */
   readonly openCallback: (
     operationId: OperationId,
     request: CallbackRequest,
-    records: ReadonlyArray<RecordBody>
+    records: ReadonlyArray<RecordBody>,
+    expiresAt?: number | undefined
   ) => Effect.Effect<unknown>
-  /** Parks on a callback opened before a crash until it is answered. */
+  /** Parks on a callback opened before a crash until it is answered (or expires, at the deadline in its record). */
   readonly awaitCallback: (callbackId: CallbackId) => Effect.Effect<unknown>
   /** The `agents.*` tools, when the session may spawn subagents. */
   readonly subagents?: SubagentTools | undefined
@@ -258,11 +266,11 @@ export const run = (ctx: TurnContext) =>
         const batch = TurnMeter.checkBeforeToolBatch(budgets, meter, work.map((c) => c.name), now())
         if (batch !== undefined) return yield* exhausted(batch)
       }
-      for (const toolCall of work) {
-        yield* tools.runCall(toolCall, operationId)
-        meter.addToolCall(toolCall.name)
-      }
+      const outcomes = yield* tools.runCalls(work, operationId)
+      for (const toolCall of work) meter.addToolCall(toolCall.name)
       if (finish !== undefined) return yield* complete(finishOutput(finish.arguments) ?? result.text)
+      const terminal = ToolCalls.terminalOutput(plan, work, outcomes)
+      if (terminal !== undefined) return yield* complete(terminal)
       const afterTools = TurnMeter.checkAfterResult(budgets, meter, now())
       if (afterTools !== undefined) return yield* exhausted(afterTools)
     }

@@ -137,7 +137,9 @@ export class CallbackOpened extends Schema.TaggedClass<CallbackOpened>("troupe/R
     turnId: TurnId,
     operationId: OperationId,
     kind: CallbackKind,
-    request: CallbackRequest
+    request: CallbackRequest,
+    /** When an unanswered approval expires (epoch ms): in the log, so a restarted actor expires it at the same moment. */
+    expiresAt: Schema.optional(Schema.Number)
   }
 ) {}
 
