@@ -5,11 +5,11 @@
  *
  * Reading is pull-based (`read` takes whatever the stream has buffered), so
  * a reader that stops pulling stops the socket: the kernel's buffers fill and
- * the peer's writes wait. Writing hands bytes to the stream at once while it
- * is below its writable high-water mark and otherwise waits, first in first
- * out, for `drain`; so at most one high-water mark (plus the frame that
- * crossed it) is ever buffered per connection, however many fibers write.
- * Writes issued in the same tick are corked into one system call.
+ * the peer's writes wait. A write, when it runs, hands bytes to the stream at
+ * once while it is below its writable high-water mark and otherwise waits,
+ * first in first out, for `drain`; so at most one high-water mark (plus the
+ * frame that crossed it) is ever buffered per connection, however many fibers
+ * write. Writes run in the same tick are corked into one system call.
  *
  * @since 0.1.0
  */
@@ -34,9 +34,9 @@ export interface Transport {
    * `onWritten` runs synchronously right after the bytes are handed to the
    * stream (before any other fiber can run), e.g. to free a correlation id
    * exactly when its terminal frame leaves. Interrupting a waiting write drops
-   * it whole: bytes are never half-written. For speed, bytes that need not
-   * wait are handed over when `write` is called, not when its effect runs:
-   * sequence a write after another effect with a thunk (`andThen(() => write(…))`).
+   * it whole: bytes are never half-written. Like any effect, it does nothing
+   * until it is run, and each run writes the bytes again (so `retry`,
+   * `zipRight` and reuse behave as they read).
    */
   readonly write: (bytes: Uint8Array, onWritten?: () => void) => Effect.Effect<void, TransportError>
   /**
@@ -195,22 +195,23 @@ class NodeTransport implements Transport {
     })
   })
 
-  readonly write = (bytes: Uint8Array, onWritten?: () => void): Effect.Effect<void, TransportError> => {
-    if (this.isClosed()) return Effect.fail(new TransportError({ reason: this.failure ?? "closed" }))
-    if (this.waiters.length === 0 && !this.output.writableNeedDrain) {
-      this.push(bytes)
-      onWritten?.()
-      return Effect.void
-    }
-    return Effect.async<void, TransportError>((resume) => {
-      const waiter: WriteWaiter = { bytes, onWritten, resume }
-      this.waiters.push(waiter)
-      return Effect.sync(() => {
-        const index = this.waiters.indexOf(waiter)
-        if (index >= 0) this.waiters.splice(index, 1)
+  readonly write = (bytes: Uint8Array, onWritten?: () => void): Effect.Effect<void, TransportError> =>
+    Effect.suspend(() => {
+      if (this.isClosed()) return Effect.fail(new TransportError({ reason: this.failure ?? "closed" }))
+      if (this.waiters.length === 0 && !this.output.writableNeedDrain) {
+        this.push(bytes)
+        onWritten?.()
+        return Effect.void
+      }
+      return Effect.async<void, TransportError>((resume) => {
+        const waiter: WriteWaiter = { bytes, onWritten, resume }
+        this.waiters.push(waiter)
+        return Effect.sync(() => {
+          const index = this.waiters.indexOf(waiter)
+          if (index >= 0) this.waiters.splice(index, 1)
+        })
       })
     })
-  }
 
   readonly destroy: Effect.Effect<void> = Effect.sync(() => {
     this.closing = true

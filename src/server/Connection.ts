@@ -414,12 +414,11 @@ export const serve = (
       const decoded = decodeHello(payload)
       if (Either.isLeft(decoded)) {
         return report(ProductEvent.failure("auth.failed", "invalid_input"), excludeFromAnalytics).pipe(
-          // A thunk: `transport.write` writes when called, and the report comes first.
-          Effect.andThen(() => sendError(id, {
-          kind: "invalid_payload",
-          message: `invalid auth.hello payload: ${decoded.left.message}`,
-          offending_type: Messages.Type.hello
-        }))
+          Effect.andThen(sendError(id, {
+            kind: "invalid_payload",
+            message: `invalid auth.hello payload: ${decoded.left.message}`,
+            offending_type: Messages.Type.hello
+          }))
         )
       }
       return Effect.either(authenticator.authenticate(decoded.right.token, authPeer)).pipe(
