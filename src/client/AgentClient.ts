@@ -44,6 +44,7 @@ import * as Handshake from "../protocol/Handshake.js"
 import * as Messages from "../protocol/Messages.js"
 import * as Naming from "../protocol/Naming.js"
 import type { InvalidName } from "../protocol/ProtocolError.js"
+import * as NodeTransport from "../protocol/NodeTransport.js"
 import * as Transport from "../protocol/Transport.js"
 
 /** Frame flag: the last frame for this id. */
@@ -227,13 +228,13 @@ const openSocket = (options: net.NetConnectOpts, address: string): Effect.Effect
     const socket = net.connect(options)
     const onError = (error: unknown) => {
       socket.destroy()
-      resume(Effect.fail(new ConnectError({ address, reason: Transport.errorCode(error) })))
+      resume(Effect.fail(new ConnectError({ address, reason: NodeTransport.errorCode(error) })))
     }
     socket.once("error", onError)
     socket.once("connect", () => {
       socket.off("error", onError)
       if ("port" in options) socket.setNoDelay(true)
-      resume(Effect.succeed(Transport.fromDuplex(socket)))
+      resume(Effect.succeed(NodeTransport.fromDuplex(socket)))
     })
     return Effect.sync(() => socket.destroy())
   })

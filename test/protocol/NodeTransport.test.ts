@@ -8,6 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Schedule } from "effect"
 import { PassThrough, Writable } from "node:stream"
+import * as NodeTransport from "../../src/protocol/NodeTransport.js"
 import * as Transport from "../../src/protocol/Transport.js"
 
 /** A writable that keeps what it is given; `release` lets a held-back stream take its bytes. */
@@ -33,11 +34,11 @@ const settle = Effect.promise(() => new Promise<void>((resolve) => setImmediate(
 
 const bytes = (text: string) => new Uint8Array(Buffer.from(text))
 
-describe("Transport.write", () => {
+describe("NodeTransport: write", () => {
   it.live("does nothing until it is run, and writes again each time it is run", () =>
     Effect.gen(function*() {
       const out = sink(1024)
-      const transport = Transport.fromStreams(new PassThrough(), out.output)
+      const transport = NodeTransport.fromStreams(new PassThrough(), out.output)
       let written = 0
       const write = transport.write(bytes("a"), () => written++)
       yield* settle
@@ -55,7 +56,7 @@ describe("Transport.write", () => {
   it.live("zipRight writes in the order the effects run, not the order they were built", () =>
     Effect.gen(function*() {
       const out = sink(1024)
-      const transport = Transport.fromStreams(new PassThrough(), out.output)
+      const transport = NodeTransport.fromStreams(new PassThrough(), out.output)
       const second = transport.write(bytes("second;"))
       yield* Effect.zipRight(Effect.andThen(Effect.yieldNow(), transport.write(bytes("first;"))), second)
       yield* settle
@@ -66,7 +67,7 @@ describe("Transport.write", () => {
   it.live("a failed write fails each time it is run; retry runs it again", () =>
     Effect.gen(function*() {
       const out = sink(1024)
-      const transport = Transport.fromStreams(new PassThrough(), out.output)
+      const transport = NodeTransport.fromStreams(new PassThrough(), out.output)
       let runs = 0
       const write = Effect.andThen(Effect.sync(() => runs++), transport.write(bytes("x")))
       yield* transport.destroy
@@ -80,7 +81,7 @@ describe("Transport.write", () => {
   it.live("past the high-water mark writes wait, in order, and an interrupted one is dropped whole", () =>
     Effect.gen(function*() {
       const out = sink(4, true)
-      const transport = Transport.fromStreams(new PassThrough(), out.output)
+      const transport = NodeTransport.fromStreams(new PassThrough(), out.output)
       const order: Array<string> = []
       // Crosses the mark: handed over at once, and whatever comes next waits for drain.
       yield* transport.write(bytes("aaaaaaaa"), () => order.push("a"))
