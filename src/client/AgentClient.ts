@@ -44,7 +44,7 @@ import * as Handshake from "../protocol/Handshake.js"
 import * as Messages from "../protocol/Messages.js"
 import * as Naming from "../protocol/Naming.js"
 import type { InvalidName } from "../protocol/ProtocolError.js"
-import * as NodeTransport from "../protocol/NodeTransport.js"
+import * as NodeTransport from "../internal/NodeTransport.js"
 import * as Transport from "../protocol/Transport.js"
 
 /** Frame flag: the last frame for this id. */

@@ -17,7 +17,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Duration, Effect, Either, Exit, Layer, Option } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
-import { clientOf, failed, type Handle, open } from "./SqliteConnection.js"
+import { clientOf, failed, type Handle, open } from "../internal/SqliteConnection.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
 
 /** Where the SQLite database lives. */

@@ -32,7 +32,7 @@ import { chmod, lstat, mkdir, mkdtemp, rename, rm, unlink } from "node:fs/promis
 import * as net from "node:net"
 import { dirname, join, sep } from "node:path"
 import type { Readable, Writable } from "node:stream"
-import * as NodeTransport from "../protocol/NodeTransport.js"
+import * as NodeTransport from "../internal/NodeTransport.js"
 import * as Transport from "../protocol/Transport.js"
 import type { Authenticator } from "./Authenticator.js"
 import * as Connection from "./Connection.js"

@@ -6,8 +6,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as SqliteConnection from "../src/layers/SqliteConnection.js"
-import * as SqlStatements from "../src/layers/SqlStatements.js"
+import * as SqliteConnection from "../../src/internal/SqliteConnection.js"
+import * as SqlStatements from "../../src/internal/SqlStatements.js"
 
 const withClient = <A, E>(use: (sql: SqlClient.SqlClient) => Effect.Effect<A, E, SqlClient.SqlClient>) =>
   Effect.gen(function*() {

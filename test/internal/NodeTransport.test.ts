@@ -8,7 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Schedule } from "effect"
 import { PassThrough, Writable } from "node:stream"
-import * as NodeTransport from "../../src/protocol/NodeTransport.js"
+import * as NodeTransport from "../../src/internal/NodeTransport.js"
 import * as Transport from "../../src/protocol/Transport.js"
 
 /** A writable that keeps what it is given; `release` lets a held-back stream take its bytes. */

@@ -8,7 +8,7 @@
  */
 import { Duration, Effect, Option } from "effect"
 import type { Readable, Writable } from "node:stream"
-import { type Transport, TransportError } from "./Transport.js"
+import { type Transport, TransportError } from "../protocol/Transport.js"
 
 /** How a pair of Node streams is closed. */
 export interface StreamOptions {

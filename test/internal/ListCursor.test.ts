@@ -5,9 +5,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { SessionId } from "../src/schema/Ids.js"
-import * as ListCursor from "../src/services/ListCursor.js"
-import { principal } from "./support/fixtures.js"
+import { SessionId } from "../../src/schema/Ids.js"
+import * as ListCursor from "../../src/internal/ListCursor.js"
+import { principal } from "../support/fixtures.js"
 
 const id = SessionId.make("ses_01J0000000000000000000000A")
 const other = SessionId.make("ses_01J0000000000000000000000B")
