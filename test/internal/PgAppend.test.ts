@@ -1,5 +1,5 @@
 /**
- * PostgreSQL's one-statement append (src/layers/PgAppend.ts): the head patch it
+ * PostgreSQL's one-statement append (src/internal/PgAppend.ts): the head patch it
  * derives from `project` agrees with `project` on any head; the statement
  * applies it like the memory store does, over random commits; and a commit
  * that waited for the row lock while another writer changed the session runs
