@@ -27,10 +27,10 @@ import * as Telemetry from "../services/Telemetry.js"
 import { Decision, type Expectation, type Refusal, type Refusals, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as LiveEvents from "./LiveEvents.js"
-import * as Lock from "./Lock.js"
+import * as Lock from "../internal/Lock.js"
 import * as SessionActor from "./SessionActor.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
-import { type Cell, complete, makeCell, register } from "./Waiters.js"
+import { type Cell, complete, makeCell, register } from "../internal/Waiters.js"
 
 /** Host tuning; every field has a default. */
 export interface Options {

@@ -17,7 +17,7 @@ import { Conflict, LeaseLost, SequenceConflict, SessionNotFound } from "../schem
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import { type Commit, CommitReceipt } from "../schema/Lease.js"
 import { type RecordBody, toJsonText } from "../schema/Record.js"
-import { type Head, project, type Projection } from "../services/LogProjection.js"
+import { type Head, project, type Projection } from "./LogProjection.js"
 import {
   type AppendStrategy,
   callbackColumns,
@@ -25,7 +25,7 @@ import {
   operationColumns,
   operationRow,
   replayOf
-} from "./SqlSessionStore.js"
+} from "../layers/SqlSessionStore.js"
 
 /**
  * What a batch of records does to the head columns of whatever session row the
