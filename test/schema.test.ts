@@ -297,7 +297,10 @@ describe("record JSON", () => {
         new Record.ChildResultRecorded({ childSessionId: sessionId, turnId, outcome: "completed", output: "done" }),
         new Record.Renamed({ title: "new" }),
         new Record.Archived({ archived: true }),
-        new Record.Closed({})
+        new Record.Closed({}),
+        new Record.HandoffRecorded({ turnId, operationId, from: "triage", to: "billing", reason: "a refund" }),
+        new Record.GuardrailChecked({ turnId, stage: "output", guardrail: "no_secrets", allowed: false, reason: "a key" }),
+        new Record.OutputRejected({ turnId, operationId, attempt: 1, problems: "$.total: missing total" })
       ]
       assert.strictEqual(new Set(bodies.map((body) => body._tag)).size, RecordBody.members.length)
       for (const body of bodies) {

@@ -6,10 +6,10 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { ModelSettings, Permission } from "./Agent.js"
+import { ModelSettings, NoToolPolicy, Permission } from "./Agent.js"
 import { Budgets } from "./Budget.js"
 
-/** Overrides for one turn: permissions, model settings and budgets. */
+/** Overrides for one turn: permissions, model settings, budgets, the no-tool policy and the cycle bound. */
 export class RunOptions extends Schema.Class<RunOptions>("troupe/RunOptions")({
   /** Rules here win over the agent's; the default here, when set, over the agent's default. */
   permissions: Schema.optional(Schema.Struct({
@@ -19,7 +19,11 @@ export class RunOptions extends Schema.Class<RunOptions>("troupe/RunOptions")({
   /** Field by field over the agent's settings, which are over the host's defaults. */
   settings: Schema.optional(ModelSettings),
   /** Dimension by dimension over the session's budgets, which are over the agent's. */
-  budgets: Schema.optional(Budgets)
+  budgets: Schema.optional(Budgets),
+  /** Over the agent's `noToolPolicy` (every agent of the turn, handoff targets included). */
+  noToolPolicy: Schema.optional(NoToolPolicy),
+  /** Over the agent's `maxCycles` (every agent of the turn, handoff targets included). */
+  maxCycles: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 1000)))
 }) {}
 
 const decode = Schema.decodeUnknownSync(RunOptions)
