@@ -18,6 +18,8 @@ import type { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
 import type { BusySlot } from "./BusySlot.js"
 import type { Session } from "../schema/Session.js"
+import * as AgentTool from "./AgentTool.js"
+import * as Handoffs from "./Handoffs.js"
 import * as SessionState from "./SessionState.js"
 import * as SubagentTools from "./SubagentTools.js"
 import * as Transcript from "./Transcript.js"
@@ -118,25 +120,31 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     })).pipe(Effect.ensuring(Effect.sync(() => (waitingForUser = false))))
 
     const builtins = SubagentTools.specsFor(host.session)
-    const subagents = builtins.length === 0 ? undefined : SubagentTools.make({
+    const env: SubagentTools.Env = {
       ...host.subagents,
       session: host.session,
       turnId,
       state: host.state,
       awaitResult: slot.park(Queue.take(inputs))
-    })
+    }
+    const subagents = builtins.length === 0 ? undefined : SubagentTools.make(env)
+    const planFor = (agent: Agent) =>
+      TurnPlan.resolve({
+        agent,
+        run: started.run,
+        sessionBudgets: host.sessionBudgets,
+        hostSettings: host.hostSettings,
+        builtins: agent.handoffs.length === 0 ? builtins : [...builtins, ...Handoffs.specsFor(agent)]
+      })
     const body = TurnRunner.run({
       sessionId,
       turnId,
       epoch: host.epoch,
       agent: host.agent,
-      plan: TurnPlan.resolve({
-        agent: host.agent,
-        run: started.run,
-        sessionBudgets: host.sessionBudgets,
-        hostSettings: host.hostSettings,
-        builtins
-      }),
+      plan: planFor(host.agent),
+      planFor,
+      message: started.text,
+      agentTools: AgentTool.make(env),
       prompt: (pending) => promptOf(host.state(), pending),
       waitingSteers: (pending) => SessionState.waitingInputs(host.state(), pending),
       receipts: resumed ? SessionState.receiptsOf(state) : [],

@@ -120,7 +120,7 @@ const args = <A, I>(schema: Schema.Schema<A, I>, text: string): Effect.Effect<A,
   )
 
 /** A refusal of the tree's policy, as the model reads it: retryable, naming the limit. */
-const refusalOutcome = (refusal: SpawnRefused): ToolOutcome => ({
+export const refusalOutcome = (refusal: SpawnRefused): ToolOutcome => ({
   output: {
     error: `the subagent policy refuses this: ${refusal.reason}${refusal.limit === undefined ? "" : ` (limit ${refusal.limit})`}`,
     limit: refusal.reason,

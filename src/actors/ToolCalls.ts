@@ -110,7 +110,8 @@ export const make = (ctx: TurnContext, deps: Deps) => {
         if (!spawned.written) pending.add(...prior, completed(operationId, spawned.outcome))
         return spawned.outcome
       }
-      const runnable = ctx.subagents?.get(call.name, call, operationId) ?? toolkit.get(call.name)
+      const runnable = ctx.agentTools?.get(spec, call, operationId) ?? ctx.subagents?.get(call.name, call, operationId) ??
+        toolkit.get(call.name)
       if (runnable === undefined) {
         return yield* refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
       }

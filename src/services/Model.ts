@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { Context, Data, type Effect, type Stream } from "effect"
-import type { ModelSettings, ToolSpec } from "../schema/Agent.js"
+import type { ModelSettings, OutputSpec, ToolSpec } from "../schema/Agent.js"
 import type { ModelError } from "../schema/Errors.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 
@@ -37,6 +37,8 @@ export interface Request {
   readonly sessionId: SessionId
   readonly turnId: TurnId
   readonly agentName: string
+  /** The JSON Schema the reply's text must match (an agent's structured output), for providers that take one. */
+  readonly output?: OutputSpec | undefined
 }
 
 /** Why the model stopped. */
