@@ -238,7 +238,8 @@ export const run = (ctx: TurnContext) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => meter.addParked(now - from)))
         ))
 
-    const tools = ToolCalls.make(ctx, { toolkit, pending, parked, spanIds })
+    const toolsOf = (plan: TurnPlan) => ToolCalls.make(plan === ctx.plan ? ctx : { ...ctx, plan }, { toolkit, pending, parked, spanIds })
+    let tools = toolsOf(plan)
 
     // A turn that made a model call passed its input guardrails (their records went out with that call's).
     if (reusable.length === 0 && agent.inputGuardrails.length > 0) {
@@ -348,6 +349,7 @@ export const run = (ctx: TurnContext) =>
         if (taken.records.length > 0) yield* ctx.commit([...pending.take(), ...taken.records])
         agent = taken.agent
         plan = ctx.planFor(agent)
+        tools = toolsOf(plan)
       }
     }
   })
