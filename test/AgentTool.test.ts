@@ -6,12 +6,15 @@
  * counts and refuses it, and a failed child is a tool error.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer, Schema } from "effect"
+import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import { Agent, asTool, ModelRef } from "../src/schema/Agent.js"
 import { SubagentPolicy } from "../src/schema/Policy.js"
 import { Sessions } from "../src/services/Sessions.js"
+import { SessionStore } from "../src/services/SessionStore.js"
+import * as Tool from "../src/services/Tool.js"
 import * as Troupe from "../src/Troupe.js"
-import { logOf } from "./support/actors.js"
+import { eventually, logOf } from "./support/actors.js"
 import { call, calls, ended, recording, recordsOf, start, toolMessages, userMessages } from "./support/agentLoop.js"
 import { principal } from "./support/fixtures.js"
 
@@ -145,4 +148,45 @@ describe("agent as tool", () => {
       assert.lengthOf((yield* sessions.children(who, session.id)).items, 0)
     }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer })))
   })
+
+  it.effect("a call resumed on a fresh host waits for the child it spawned instead of spawning another", () =>
+    Effect.gen(function*() {
+      // The child asks its client before answering, so it is still working when the first host goes away.
+      const ask = Tool.make({ name: "ask", description: "Asks the user.", parameters: Schema.Struct({}), success: Schema.String })
+      const asking = new Agent({ ...researcher, tools: [ask.spec] }, true)
+      const agent = new Agent({ ...lead, tools: [asTool(asking, { name: "research", description: "Researches." })] }, true)
+      const store = yield* MemorySessionStore.make
+      const storeLayer = Layer.succeed(SessionStore, store)
+      const who = principal()
+      const first = recording({ agents: { lead: [calls(call("c1", "research", { input: "x" }))], researcher: [calls(call("a1", "ask"))] } })
+      const { childId, sessionId, turnId } = yield* Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const session = yield* sessions.create(who, { agent })
+        const turnId = yield* start(who, session.id, "go")
+        const children = yield* Effect.gen(function*() {
+          yield* eventually(Effect.map(sessions.children(who, session.id), (page) => page.items.length === 1), "the child")
+          return yield* sessions.children(who, session.id)
+        })
+        const childId = children.items[0]!.session.id
+        yield* eventually(Effect.map(sessions.callbacks(who, childId), (open) => open.length === 1), "the child's question")
+        return { childId, sessionId: session.id, turnId }
+      }).pipe(Effect.provide(Troupe.layer(storeLayer, { model: first.layer })))
+
+      const second = recording({ agents: { lead: ["the answer was 7"], researcher: ["7"] } })
+      yield* Effect.gen(function*() {
+        const sessions = yield* Sessions
+        // The child's answer ends its turn; its result wakes the parent, whose resumed call waits for that child.
+        const [question] = yield* sessions.callbacks(who, childId)
+        yield* sessions.answerCallback(who, childId, { callbackId: question!.callbackId, result: { output: "seven" } })
+        const end = yield* ended(sessionId, turnId)
+        assert.strictEqual(end.output, "the answer was 7")
+        assert.lengthOf((yield* sessions.children(who, sessionId)).items, 1)
+        const log = yield* logOf(sessionId)
+        assert.lengthOf(recordsOf(log, "child_spawned"), 1)
+        const research = recordsOf(log, "operation_started").filter((s) => s.name === "research")
+        assert.lengthOf(research, 1)
+        const receipt = recordsOf(log, "operation_completed").filter((c) => c.operationId === research[0]!.operationId)
+        assert.deepStrictEqual(receipt.map((c) => c.output), ["7"])
+      }).pipe(Effect.provide(Troupe.layer(storeLayer, { model: second.layer })))
+    }))
 })
