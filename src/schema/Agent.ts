@@ -59,7 +59,7 @@ export interface ToolSpecEncoded extends Schema.Struct.Encoded<typeof toolSpecFi
 export class ToolSpec extends Schema.Class<ToolSpec>("troupe/ToolSpec")({
   ...toolSpecFields,
   /** The agent this tool runs as a child session (`asTool`); its final output is the tool's result. */
-  agent: Schema.optional(Schema.suspend((): Schema.Schema<Agent, AgentEncoded> => Agent))
+  agent: Schema.optional(Schema.suspend((): Schema.Schema<Agent, AgentEncoded> => Agent).annotations({ identifier: "Agent" }))
 }) {}
 
 /** A permission decision for a tool call. */
@@ -133,7 +133,7 @@ export class Agent extends Schema.Class<Agent>("troupe/Agent")({
    * `transfer_to_<name>` tool for each, and control moves to the target (its
    * instructions, model, settings and tools) within the same turn.
    */
-  handoffs: Schema.optionalWith(Schema.Array(Schema.suspend((): Schema.Schema<Agent, AgentEncoded> => Agent)), {
+  handoffs: Schema.optionalWith(Schema.Array(Schema.suspend((): Schema.Schema<Agent, AgentEncoded> => Agent).annotations({ identifier: "Agent" })), {
     default: () => []
   })
 }) {}
