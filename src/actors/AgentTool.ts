@@ -21,10 +21,9 @@ import * as ProductEvent from "../schema/ProductEvent.js"
 import type * as Model from "../services/Model.js"
 import { errorOutcome, type ToolOutcome } from "../services/Tool.js"
 import type { Runnable } from "../services/Toolkit.js"
-import { type Env, refusalOutcome } from "./SubagentTools.js"
+import { args, type Env, refusalOutcome } from "./SubagentTools.js"
 
 const Args = Schema.Struct({ input: Schema.String })
-const decodeArgs = Schema.decodeUnknownEither(Args)
 
 /** The child a call (its operation) spawned, if it did. */
 const childOf = (env: Env, operationId: OperationId): SessionId | undefined => {
@@ -49,19 +48,12 @@ const run = (env: Env, spec: ToolSpec, agent: Agent, call: Model.ToolCall, opera
   Effect.gen(function*() {
     let childId = childOf(env, operationId)
     if (childId === undefined) {
-      let parsed: unknown
-      try {
-        parsed = JSON.parse(call.arguments)
-      } catch {
-        return errorOutcome("invalid arguments: not JSON")
-      }
-      const args = decodeArgs(parsed)
-      if (args._tag === "Left") return errorOutcome(`invalid arguments: ${args.left.message}`)
+      const { input } = yield* args(Args, call.arguments)
       const sessionId = yield* makeSessionId
       const spawned = yield* env.commitSpawn({
         agent,
         // One first message per call, whoever runs it again.
-        message: new Message({ inputId: `agent-tool:${operationId}` as InputId, text: args.right.input }, true),
+        message: new Message({ inputId: `agent-tool:${operationId}` as InputId, text: input }, true),
         sessionId,
         alias: `${spec.name}-${HashMap.size(env.state().children) + 1}`,
         title: spec.name,
@@ -83,7 +75,7 @@ const run = (env: Env, spec: ToolSpec, agent: Agent, call: Model.ToolCall, opera
       if (outcome !== undefined) return outcome
       yield* env.awaitResult
     }
-  })
+  }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
 
 /** The agent tools of one turn, over the subagent tools' environment. */
 export const make = (env: Env) => ({

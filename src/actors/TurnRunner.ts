@@ -190,6 +190,42 @@ const callModel = (
   )
 }
 
+/**
+ * How a turn ends: each ending commits the pending records with its
+ * `turn_ended`; `complete` first runs the output guardrails of the agent that
+ * gives the output, and `guard` runs an agent's guardrails of one stage
+ * (their records go to `pending`), returning the block if any.
+ */
+const endings = (
+  ctx: TurnContext,
+  pending: ToolCalls.Pending,
+  guardrails: Guardrails["Type"],
+  now: () => number
+) => {
+  const { meter, turnId } = ctx
+  const end = (fields: Omit<ConstructorParameters<typeof TurnEnded>[0], "turnId" | "usage">) =>
+    Effect.suspend(() => ctx.commit([...pending.take(), new TurnEnded({ ...fields, turnId, usage: meter.usage(now()) }, true)]))
+  const blocked = (block: GuardrailChecks.Blocked) =>
+    end({ outcome: "failed", failureCode: "guardrail_blocked", failure: { _tag: "GuardrailBlocked", ...block } })
+  const exhausted = (exhaustion: TurnMeter.Exhaustion) =>
+    end({ outcome: "failed", failureCode: "budget_exhausted", failure: { _tag: "BudgetExhausted", ...exhaustion } })
+  const guard = (agent: Agent, stage: "input" | "output", text: string) =>
+    GuardrailChecks.check(guardrails, stage === "input" ? agent.inputGuardrails : agent.outputGuardrails, {
+      stage,
+      text,
+      sessionId: ctx.sessionId,
+      turnId,
+      agentName: agent.name
+    }).pipe(Effect.map((checked) => {
+      pending.add(...checked.records)
+      return checked.blocked
+    }))
+  const complete = (agent: Agent, output: string) =>
+    Effect.flatMap(guard(agent, "output", output), (block) =>
+      block !== undefined ? blocked(block) : end({ outcome: "completed", output, publicFinalMessage: output }))
+  return { blocked, complete, end, exhausted, guard }
+}
+
 /** Runs one turn to its end, resuming from the receipts and callbacks it is given. */
 export const run = (ctx: TurnContext) =>
   Effect.gen(function*() {
@@ -210,24 +246,7 @@ export const run = (ctx: TurnContext) =>
     const handoffs = Handoffs.make({ turnId, maxHandoffs: ctx.agent.maxHandoffs, receipts: ctx.receipts })
     let rejected = 0
 
-    const end = (fields: Omit<ConstructorParameters<typeof TurnEnded>[0], "turnId" | "usage">) =>
-      Effect.gen(function*() {
-        const usage = meter.usage(now())
-        yield* ctx.commit([...pending.take(), new TurnEnded({ ...fields, turnId, usage }, true)])
-      })
-    const blocked = (block: GuardrailChecks.Blocked) =>
-      end({ outcome: "failed", failureCode: "guardrail_blocked", failure: { _tag: "GuardrailBlocked", ...block } })
-    /** Completes the turn with `output`, once the agent's output guardrails let it through. */
-    const complete = (output: string) =>
-      Effect.gen(function*() {
-        const checked = yield* GuardrailChecks.check(guardrails, agent.outputGuardrails, subject("output", output))
-        pending.add(...checked.records)
-        if (checked.blocked !== undefined) return yield* blocked(checked.blocked)
-        return yield* end({ outcome: "completed", output, publicFinalMessage: output })
-      })
-    const exhausted = (exhaustion: TurnMeter.Exhaustion) =>
-      end({ outcome: "failed", failureCode: "budget_exhausted", failure: { _tag: "BudgetExhausted", ...exhaustion } })
-    const subject = (stage: "input" | "output", text: string) => ({ stage, text, sessionId: ctx.sessionId, turnId, agentName: agent.name })
+    const { blocked, complete, end, exhausted, guard } = endings(ctx, pending, guardrails, now)
 
     /** Runs `effect` as parked time: it does not count as active. */
     const parked = <A>(effect: Effect.Effect<A>) =>
@@ -243,9 +262,8 @@ export const run = (ctx: TurnContext) =>
 
     // A turn that made a model call passed its input guardrails (their records went out with that call's).
     if (reusable.length === 0 && agent.inputGuardrails.length > 0) {
-      const checked = yield* GuardrailChecks.check(guardrails, agent.inputGuardrails, subject("input", ctx.message))
-      pending.add(...checked.records)
-      if (checked.blocked !== undefined) return yield* blocked(checked.blocked)
+      const block = yield* guard(agent, "input", ctx.message)
+      if (block !== undefined) return yield* blocked(block)
     }
 
     for (let call = 0;; call++) {
@@ -285,7 +303,7 @@ export const run = (ctx: TurnContext) =>
       const finalize = (finish: Model.ToolCall | undefined) =>
         Effect.gen(function*() {
           const final = finalOutput(agent, result.text, finish)
-          if (Either.isRight(final)) return yield* complete(final.right)
+          if (Either.isRight(final)) return yield* complete(agent, final.right)
           const spec = agent.output!
           if (rejected >= spec.maxRetries) {
             return yield* end({
