@@ -8,12 +8,15 @@
  * given the schema, and the `finish` tool takes it as its `output`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Layer, Schema } from "effect"
+import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import * as StructuredOutput from "../src/actors/StructuredOutput.js"
 import { Agent, ModelRef, outputOf } from "../src/schema/Agent.js"
 import { Sessions } from "../src/services/Sessions.js"
+import { SessionStore } from "../src/services/SessionStore.js"
+import * as Tool from "../src/services/Tool.js"
 import * as Troupe from "../src/Troupe.js"
-import { logOf } from "./support/actors.js"
+import { eventually, logOf } from "./support/actors.js"
 import { call, calls, ended, recording, recordsOf, start, toolMessages, userMessages } from "./support/agentLoop.js"
 import { failure, principal } from "./support/fixtures.js"
 
@@ -141,6 +144,38 @@ describe("structured output", () => {
       yield* failure(sessions.awaitOutput(who, other.id, next, Positive), "InvalidOutput")
     }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer })))
   })
+})
+
+describe("structured output after a restart", () => {
+  it.effect("a turn resumed on a fresh host replays its rejection without recording it again; the model sees it once", () =>
+    Effect.gen(function*() {
+      // A client tool parks the turn after the rejected reply, so the rejection is durable when the first host goes away.
+      const prices = Tool.make({ name: "prices", description: "Asks for the prices.", parameters: Schema.Struct({}), success: Schema.String })
+      const agent = invoicer(2, { tools: [prices.spec] })
+      const store = yield* MemorySessionStore.make
+      const storeLayer = Layer.succeed(SessionStore, store)
+      const who = principal()
+      const first = recording({ agents: { invoicer: ["an invoice, roughly", calls(call("p1", "prices"))] } })
+      const { sessionId, turnId } = yield* Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const session = yield* sessions.create(who, { agent })
+        const turnId = yield* start(who, session.id, "bill")
+        yield* eventually(Effect.map(sessions.callbacks(who, session.id), (open) => open.length === 1), "the prices callback")
+        return { sessionId: session.id, turnId }
+      }).pipe(Effect.provide(Troupe.layer(storeLayer, { model: first.layer })))
+
+      const second = recording({ agents: { invoicer: [JSON.stringify(valid)] } })
+      yield* Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const [pending] = yield* sessions.callbacks(who, sessionId)
+        yield* sessions.answerCallback(who, sessionId, { callbackId: pending!.callbackId, result: { output: "tea 12.50" } })
+        assert.deepStrictEqual(yield* sessions.awaitOutput(who, sessionId, turnId, Invoice), valid)
+        assert.lengthOf(recordsOf(yield* logOf(sessionId), "output_rejected"), 1)
+        assert.lengthOf(second.requests, 1)
+        const rejections = userMessages(second.requests[0]!).filter((m) => m.startsWith("Your final output does not match"))
+        assert.lengthOf(rejections, 1)
+      }).pipe(Effect.provide(Troupe.layer(storeLayer, { model: second.layer })))
+    }))
 })
 
 describe("StructuredOutput", () => {
