@@ -16,6 +16,7 @@ import * as CallbackBroker from "./services/CallbackBroker.js"
 import type { Agent } from "./schema/Agent.js"
 import * as AgentCatalog from "./services/AgentCatalog.js"
 import * as CostMeter from "./services/CostMeter.js"
+import * as Guardrails from "./services/Guardrails.js"
 import type { Model } from "./services/Model.js"
 import type { SessionHost } from "./services/SessionHost.js"
 import * as Sessions from "./services/Sessions.js"
@@ -36,6 +37,8 @@ export interface RuntimeOptions {
   readonly scripts?: ScriptedModel.Scripts | undefined
   /** The server tools this host runs (`Toolkit.layer([...])`); default none. */
   readonly tools?: Layer.Layer<Toolkit.Toolkit> | undefined
+  /** The guardrails agents may name (`Guardrails.layer([...])`); default none. */
+  readonly guardrails?: Layer.Layer<Guardrails.Guardrails> | undefined
   /** Prices for the cost budget (`CostMeter.layer({...})`); default free. */
   readonly costs?: Layer.Layer<CostMeter.CostMeter> | undefined
   /** The agents sessions may spawn as subagents, by name (an agent's `subagents` name them); default none. */
@@ -53,6 +56,7 @@ export const layer = <E, R>(
   const extras = Layer.mergeAll(
     options.tools ?? Toolkit.layerEmpty,
     options.costs ?? CostMeter.layerNoop,
+    options.guardrails ?? Guardrails.layerEmpty,
     options.telemetry ?? Telemetry.layerNoop,
     AgentCatalog.layer(options.agents ?? [])
   )

@@ -40,6 +40,8 @@ export * as Errors from "./schema/Errors.js"
 export * as Event from "./schema/Event.js"
 /** Frames: length, id, flags and body. */
 export * as Frame from "./protocol/Frame.js"
+/** Guardrails: host checks an agent names, run on a turn's message and final output. */
+export * as Guardrails from "./services/Guardrails.js"
 /** The connection handshake: the id range preamble and `core.ready`. */
 export * as Handshake from "./protocol/Handshake.js"
 /** Branded identifiers, `<prefix>_<ulid>`. */

@@ -5,9 +5,9 @@
  * byte, and a whole troupe turn through it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, ConfigProvider, Duration, Effect, Either, FastCheck as fc, Layer, Redacted, Stream } from "effect"
+import { Chunk, ConfigProvider, Duration, Effect, Either, FastCheck as fc, Layer, Redacted, Schema, Stream } from "effect"
 import * as OpenAiCompatibleModel from "../src/layers/OpenAiCompatibleModel.js"
-import { Agent, ModelRef, ModelSettings, ToolSpec } from "../src/schema/Agent.js"
+import { Agent, ModelRef, ModelSettings, outputOf, ToolSpec } from "../src/schema/Agent.js"
 import type { ModelError } from "../src/schema/Errors.js"
 import { SessionId, TurnId } from "../src/schema/Ids.js"
 import * as Model from "../src/services/Model.js"
@@ -359,6 +359,23 @@ describe("OpenAiCompatibleModel", () => {
           max_completion_tokens: 64,
           stream: true
         })
+      }))
+
+    it.scopedLive("an agent's output schema goes out as a non-strict json_schema response_format, unless turned off", () =>
+      Effect.gen(function*() {
+        const server = yield* OpenAiServer.make
+        yield* server.enqueue(OpenAiServer.sse(hello))
+        yield* server.enqueue(OpenAiServer.sse(hello))
+        const output = outputOf(Schema.Struct({ total: Schema.Number }), { name: "invoice.v1" })
+        yield* events(request({ output })).pipe(Effect.provide(modelLayer(server)))
+        yield* events(request({ output })).pipe(Effect.provide(modelLayer(server, { responseFormat: false })))
+        const [sent, plain] = yield* server.requests
+        const body = sent!.body as { readonly response_format?: unknown }
+        assert.deepStrictEqual(body.response_format, {
+          type: "json_schema",
+          json_schema: { name: "invoice_v1", schema: output.schema, strict: false }
+        })
+        assert.notProperty(plain!.body as object, "response_format")
       }))
 
     it.scopedLive("\"default\" with no configured model fails without calling the server", () =>

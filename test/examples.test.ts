@@ -36,6 +36,25 @@ describe("examples", () => {
     assert.strictEqual(stdout.split("result completed: An answer from the researcher.").length - 1, 2)
   }, 60_000)
 
+  it("handoffs hands triage's turn to billing, which runs an agent as a tool; a guardrail blocks a card number", async () => {
+    const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
+    const { stdout } = await example("handoffs.ts", [], home)
+    assert.strictEqual(stdout, [
+      "answer: Order 1042 is refunded; the money is back within five days.",
+      "  handoff triage -> billing (a refund)",
+      "  ran refund_checker as a tool",
+      "  tool result: Order 1042 may be refunded: it was paid 3 days ago.",
+      `blocked: guardrail_blocked {"_tag":"GuardrailBlocked","guardrail":"no_card_numbers","stage":"input","reason":"the message holds a card number"}`,
+      ""
+    ].join("\n"))
+  }, 60_000)
+
+  it("structured-output retries a reply that does not match and prints the typed invoice", async () => {
+    const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
+    const { stdout } = await example("structured-output.ts", [], home)
+    assert.match(stdout, /^invoice for ACME: 2 lines, 7\.50 EUR\n  rejected attempt 1: \$\.currency: expected one of \["EUR","USD"\], got "GBP"\n$/)
+  }, 60_000)
+
   it("embedding (the README's example) runs a turn and prints its output", async () => {
     const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
     const { stdout } = await example("embedding.ts", [], home)

@@ -315,7 +315,10 @@ describe("record JSON", () => {
           replaced: 6,
           summary: "<conversation_summary>…</conversation_summary>",
           operationId
-        })
+        }),
+        new Record.HandoffRecorded({ turnId, operationId, from: "triage", to: "billing", reason: "a refund" }),
+        new Record.GuardrailChecked({ turnId, stage: "output", guardrail: "no_secrets", allowed: false, reason: "a key" }),
+        new Record.OutputRejected({ turnId, operationId, attempt: 1, problems: "$.total: missing total" })
       ]
       assert.strictEqual(new Set(bodies.map((body) => body._tag)).size, RecordBody.members.length)
       for (const body of bodies) {

@@ -19,6 +19,8 @@ import * as Telemetry from "../services/Telemetry.js"
 import type { BusySlot } from "./BusySlot.js"
 import type { Session } from "../schema/Session.js"
 import * as ApprovalTimeout from "./ApprovalTimeout.js"
+import * as AgentTool from "./AgentTool.js"
+import * as Handoffs from "./Handoffs.js"
 import * as SessionState from "./SessionState.js"
 import * as SubagentTools from "./SubagentTools.js"
 import * as Transcript from "./Transcript.js"
@@ -141,22 +143,25 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     })).pipe(Effect.ensuring(Effect.sync(() => (waitingForUser = false))))
 
     const builtins = SubagentTools.specsFor(host.session)
-    const plan = TurnPlan.resolve({
-      agent: host.agent,
-      run: started.run,
-      sessionBudgets: host.sessionBudgets,
-      hostSettings: host.hostSettings,
-      builtins,
-      hostPolicy: host.toolPolicy
-    })
-    const subagents = builtins.length === 0 ? undefined : SubagentTools.make({
+    const planFor = (agent: Agent) =>
+      TurnPlan.resolve({
+        agent,
+        run: started.run,
+        sessionBudgets: host.sessionBudgets,
+        hostSettings: host.hostSettings,
+        builtins: agent.handoffs.length === 0 ? builtins : [...builtins, ...Handoffs.specsFor(agent)],
+        hostPolicy: host.toolPolicy
+      })
+    const plan = planFor(host.agent)
+    const env: SubagentTools.Env = {
       ...host.subagents,
       session: host.session,
       turnId,
       state: host.state,
       awaitResult: slot.park(Queue.take(inputs)),
       childRun: ToolPolicy.childRun(plan.layers, started.run)
-    })
+    }
+    const subagents = builtins.length === 0 ? undefined : SubagentTools.make(env)
     const body = TurnRunner.run({
       sessionId,
       turnId,
@@ -165,6 +170,9 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       epoch: host.epoch,
       agent: host.agent,
       plan,
+      planFor,
+      message: started.text,
+      agentTools: AgentTool.make(env),
       prompt: (pending) => promptOf(host.state(), pending),
       view: (pending) => viewOf(host.state(), pending),
       waitingSteers: (pending) => SessionState.waitingInputs(host.state(), pending),

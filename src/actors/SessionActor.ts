@@ -28,6 +28,7 @@ import { CallbackBroker } from "../services/CallbackBroker.js"
 import type { CostMeter } from "../services/CostMeter.js"
 import type * as Model from "../services/Model.js"
 import { AgentCatalog } from "../services/AgentCatalog.js"
+import type { Guardrails } from "../services/Guardrails.js"
 import { Decision, type Refusal, type SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as Telemetry from "../services/Telemetry.js"
@@ -56,7 +57,15 @@ export interface Options {
 }
 
 /** The services an actor and its turns use. */
-export type Services = SessionStore | CallbackBroker | Model.Model | Toolkit | CostMeter | Telemetry.Telemetry | AgentCatalog
+export type Services =
+  | SessionStore
+  | CallbackBroker
+  | Model.Model
+  | Toolkit
+  | CostMeter
+  | Telemetry.Telemetry
+  | AgentCatalog
+  | Guardrails
 
 /** What the host gives an actor. */
 export interface Wiring {

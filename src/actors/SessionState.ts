@@ -29,6 +29,7 @@ import { errorOutcome } from "../services/Tool.js"
 import * as AppendOnlyList from "./AppendOnlyList.js"
 import * as Compaction from "./Compaction.js"
 import type { Reported } from "./ContextEstimate.js"
+import * as StructuredOutput from "./StructuredOutput.js"
 import * as Transcript from "./Transcript.js"
 import { FINISH } from "./TurnPlan.js"
 
@@ -99,6 +100,8 @@ export interface ChildEntry {
   readonly childSessionId: SessionId
   readonly alias: string | null
   readonly agentName: string
+  /** The tool call that spawned it (an agent tool's call waits for it by this). */
+  readonly operationId: OperationId | undefined
   /** Its last turn's result, once one arrived. */
   readonly last: ChildResultRecorded | undefined
 }
@@ -250,6 +253,11 @@ const activeWith = (
   results: ReadonlyArray<ChildResultRecorded> = active.results
 ): ActiveTurn => ({ started: active.started, startedSeq: active.startedSeq, operations, steers, results, unanswered })
 
+const spawnerOf = (state: SessionState, childSessionId: SessionId): OperationId | undefined => {
+  const child = HashMap.get(state.children, childSessionId)
+  return child._tag === "Some" ? child.value.operationId : undefined
+}
+
 const aliasOf = (state: SessionState, childSessionId: SessionId): string | null => {
   const child = HashMap.get(state.children, childSessionId)
   return child._tag === "Some" ? child.value.alias : null
@@ -356,6 +364,9 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
       if (entry.kind === "tool" && entry.name === WAIT_TOOL && completed && results.length > 0) {
         const waited = waitedTurns(entry.output)
         results = results.filter((result) => !waited.has(result.turnId))
+      } else if (entry.kind === "tool" && results.length > 0) {
+        // An agent tool's result is its child's: taken too.
+        results = results.filter((result) => spawnerOf(state, result.childSessionId) !== body.operationId)
       }
       return next(state, seq, activeWith(active, operations, active.steers, unanswered, results), { transcript, reported })
     }
@@ -382,6 +393,7 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
           childSessionId: body.childSessionId,
           alias: body.alias,
           agentName: body.agentName,
+          operationId: body.operationId,
           last: undefined
         })
       })
@@ -444,6 +456,20 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
       let artifacts = state.artifacts
       for (const entry of body.archived ?? []) artifacts = HashMap.set(artifacts, entry.artifactId, entry)
       return next(state, seq, state.active, { transcript, artifacts, reported: null })
+    }
+    case "output_rejected": {
+      const active = state.active
+      if (active === undefined || body.turnId !== active.started.turnId) return next(state, seq, active)
+      // A rejected `finish` call is answered with the problems; a rejected text reply is followed by them.
+      let transcript = state.transcript
+      const text = StructuredOutput.rejectionText(body.problems)
+      const finish = active.unanswered.find((call) => call.name === FINISH)
+      for (const call of active.unanswered) {
+        const output = call === finish ? errorOutcome(text).output : errorOutcome("not run: the final output was rejected").output
+        transcript = Transcript.append(transcript, toolMessage(call.id, output))
+      }
+      if (finish === undefined) transcript = Transcript.append(transcript, { role: "user", content: text })
+      return next(state, seq, activeWith(active, active.operations, active.steers, [], active.results), { transcript })
     }
     default:
       return next(state, seq, state.active)

@@ -116,14 +116,15 @@ const WaitArgs = Schema.Struct({
   timeoutMs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(0, 86_400_000)))
 })
 
-const args = <A, I>(schema: Schema.Schema<A, I>, text: string): Effect.Effect<A, ToolOutcome> =>
+/** A tool call's argument text decoded with `schema`; what does not decode is the tool error the model sees. */
+export const args = <A, I>(schema: Schema.Schema<A, I>, text: string): Effect.Effect<A, ToolOutcome> =>
   Effect.try(() => JSON.parse(text) as unknown).pipe(
     Effect.flatMap(Schema.decodeUnknown(schema)),
     Effect.mapError((error) => errorOutcome(`invalid arguments: ${error instanceof Error ? error.message : String(error)}`))
   )
 
 /** A refusal of the tree's policy, as the model reads it: retryable, naming the limit. */
-const refusalOutcome = (refusal: SpawnRefused): ToolOutcome => ({
+export const refusalOutcome = (refusal: SpawnRefused): ToolOutcome => ({
   output: {
     error: `the subagent policy refuses this: ${refusal.reason}${refusal.limit === undefined ? "" : ` (limit ${refusal.limit})`}`,
     limit: refusal.reason,

@@ -146,7 +146,8 @@ const body = (c: Core, call: Model.ToolCall, spec: ToolSpec, operationId: Operat
       if (!spawned.written) pending.add(...prior, c.completed(operationId, spawned.outcome))
       return spawned.outcome
     }
-    const runnable = ctx.subagents?.get(call.name, call, operationId) ?? toolkit.get(call.name)
+    const runnable = ctx.agentTools?.get(spec, call, operationId) ?? ctx.subagents?.get(call.name, call, operationId) ??
+      toolkit.get(call.name)
     if (runnable === undefined) {
       return yield* c.refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
     }

@@ -3,13 +3,15 @@
  * (run, then agent, then host default, field by field), the budgets (run, then
  * session, then agent, dimension by dimension), the permission of each tool
  * (the strictest of the host's, the parent's, the agent's and the run's
- * layers: `ToolPolicy`), the approval settings (run, then agent) and the tools offered
- * to the model (the agent's, plus the built-in `finish` tool when a reply
- * without tool calls does not end the turn by itself).
+ * layers: `ToolPolicy`), the approval settings, the no-tool policy and the
+ * cycle bound (run, then agent), and the tools offered to the model (the
+ * agent's, plus the built-in `finish` tool when a reply without tool calls
+ * does not end the turn by itself; its `output` is the agent's output schema
+ * when it declares one).
  *
  * @since 0.1.0
  */
-import { type Agent, ModelSettings, ToolSpec } from "../schema/Agent.js"
+import { type Agent, ModelSettings, type NoToolPolicy, ToolSpec } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
 import type { RunOptions } from "../schema/Run.js"
 import * as Compaction from "./Compaction.js"
@@ -33,8 +35,27 @@ export const finishTool = new ToolSpec({
   client: false
 })
 
+/** The `finish` tool of an agent: its `output` takes the agent's output schema, when it declares one. */
+const finishToolOf = (agent: Agent): ToolSpec => {
+  if (agent.output === undefined) return finishTool
+  // Definitions stay at the root, where the schema's `$ref`s point.
+  const { $defs, ...output } = agent.output.schema
+  return new ToolSpec({
+    ...finishTool,
+    parameters: {
+      type: "object",
+      properties: { output: { ...output, description: "The final answer, as its schema says." } },
+      required: ["output"],
+      additionalProperties: false,
+      ...($defs === undefined ? {} : { $defs })
+    }
+  }, true)
+}
+
 /** A resolved plan. */
 export interface TurnPlan {
+  readonly noToolPolicy: NoToolPolicy
+  readonly maxCycles: number
   readonly settings: ModelSettings | undefined
   readonly budgets: Budgets
   readonly tools: ReadonlyArray<ToolSpec>
@@ -81,8 +102,9 @@ export const resolve = (options: {
     ...defined(options.sessionBudgets ?? undefined),
     ...defined(run?.budgets)
   }, true)
-  const finishes = agent.noToolPolicy !== "finish" && !agent.tools.some((t) => t.name === FINISH)
-  const own = finishes ? [...agent.tools, finishTool] : agent.tools
+  const noToolPolicy = run?.noToolPolicy ?? agent.noToolPolicy
+  const finishes = noToolPolicy !== "finish" && !agent.tools.some((t) => t.name === FINISH)
+  const own = finishes ? [...agent.tools, finishToolOf(agent)] : agent.tools
   const builtins = (options.builtins ?? []).filter((b) => !own.some((t) => t.name === b.name))
   const tools = builtins.length === 0 ? own : [...own, ...builtins]
   const byName = new Map(tools.map((t) => [t.name, t]))
@@ -96,6 +118,8 @@ export const resolve = (options: {
     run: run?.permissions
   })
   return {
+    noToolPolicy,
+    maxCycles: run?.maxCycles ?? agent.maxCycles,
     settings,
     budgets,
     tools,

@@ -4,7 +4,11 @@
  * ends explicitly: the `finish` tool, or the agent's `noToolPolicy` on a reply
  * without tool calls. `maxCycles` bounds the model calls, budgets bound usage,
  * the permission policy guards each tool call, and client tools and approvals
- * park the turn on a callback.
+ * park the turn on a callback. Guardrails check the message before the first
+ * model call and the final output before the turn completes; a handoff moves
+ * the rest of the turn to another agent (`Handoffs`); an agent with an output
+ * schema has its final output checked, and sent back when it does not match
+ * (`StructuredOutput`).
  *
  * Before each model call it makes, the context is compacted when the request
  * would be over its threshold (`Compactor`).
@@ -29,11 +33,16 @@ import { AssistantDelta } from "../schema/Event.js"
 import { type CallbackId, makeOperationId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { OperationReceipt } from "../schema/Operation.js"
 import type { Principal } from "../schema/Principal.js"
-import { OperationCompleted, OperationStarted, type RecordBody, TurnEnded } from "../schema/Record.js"
+import { OperationCompleted, OperationStarted, OutputRejected, type RecordBody, TurnEnded } from "../schema/Record.js"
 import { CostMeter } from "../services/CostMeter.js"
+import { Guardrails } from "../services/Guardrails.js"
 import * as Model from "../services/Model.js"
 import * as Telemetry from "../services/Telemetry.js"
 import { Toolkit } from "../services/Toolkit.js"
+import type { AgentTools } from "./AgentTool.js"
+import * as GuardrailChecks from "./GuardrailChecks.js"
+import * as Handoffs from "./Handoffs.js"
+import * as StructuredOutput from "./StructuredOutput.js"
 import * as TurnMeter from "./TurnMeter.js"
 import * as Compaction from "./Compaction.js"
 import * as Compactor from "./Compactor.js"
@@ -71,8 +80,13 @@ export interface TurnContext {
   readonly agentPath: ReadonlyArray<string>
   /** The epoch of the lease the turn runs under (for spans). */
   readonly epoch: number
+  /** The agent the turn starts on (the session's). */
   readonly agent: Agent
   readonly plan: TurnPlan
+  /** The plan of an agent the turn is handed off to (the same run options, session and host). */
+  readonly planFor: (agent: Agent) => TurnPlan
+  /** The turn's message (what input guardrails check). */
+  readonly message: string
   /**
    * The conversation a model call made now is given: the session's transcript
    * (every earlier turn's steps, and this turn's so far) with `pending`
@@ -112,15 +126,32 @@ export interface TurnContext {
   readonly awaitCallback: (callbackId: CallbackId) => Effect.Effect<unknown>
   /** The `agents.*` tools, when the session may spawn subagents. */
   readonly subagents?: SubagentTools | undefined
+  /** The agents used as tools (`Agent.asTool`). */
+  readonly agentTools?: AgentTools | undefined
 }
 
-const finishOutput = (argumentsText: string): string | undefined => {
+const finishArgs = (argumentsText: string): { readonly output?: unknown } | undefined => {
   try {
     const args = JSON.parse(argumentsText)
-    return typeof args?.output === "string" ? args.output : undefined
+    return typeof args === "object" && args !== null ? args : undefined
   } catch {
     return undefined
   }
+}
+
+const finishOutput = (argumentsText: string): string | undefined => {
+  const output = finishArgs(argumentsText)?.output
+  return typeof output === "string" ? output : undefined
+}
+
+/** The final output of `agent` from a reply's text or its `finish` call: its text, or the problems found. */
+const finalOutput = (agent: Agent, text: string, finish: Model.ToolCall | undefined): Either.Either<string, string> => {
+  if (agent.output === undefined) return Either.right(finish === undefined ? text : finishOutput(finish.arguments) ?? text)
+  if (finish === undefined) return StructuredOutput.checkText(agent.output, text)
+  const args = finishArgs(finish.arguments)
+  return args === undefined || !("output" in args)
+    ? Either.left("the finish call has no output")
+    : StructuredOutput.checkValue(agent.output, args.output)
 }
 
 /**
@@ -130,12 +161,14 @@ const finishOutput = (argumentsText: string): string | undefined => {
  */
 const callModel = (
   ctx: TurnContext,
+  agent: Agent,
+  plan: TurnPlan,
   model: Model.Model["Type"],
   pending: ToolCalls.Pending,
   operationId: OperationId,
   spanIds: ToolCalls.Deps["spanIds"]
 ): Effect.Effect<Either.Either<Model.Reply, ModelError>> => {
-  const { agent, plan, turnId } = ctx
+  const { turnId } = ctx
   const prompt = ctx.prompt(pending.peek())
   const tools = Compaction.offered(plan.tools, plan.compaction, prompt.archived)
   pending.add(new OperationStarted({
@@ -153,7 +186,9 @@ const callModel = (
     settings: plan.settings,
     sessionId: ctx.sessionId,
     turnId,
-    agentName: agent.name
+    agentName: agent.name,
+    // The reply's text is the output only when a reply without tool calls ends the turn.
+    ...(agent.output !== undefined && plan.noToolPolicy === "finish" ? { output: agent.output } : {})
   }
   let reply = Model.emptyReply
   const fold = (events: Iterable<Model.Event>) => {
@@ -174,29 +209,63 @@ const callModel = (
   )
 }
 
+/**
+ * How a turn ends: each ending commits the pending records with its
+ * `turn_ended`; `complete` first runs the output guardrails of the agent that
+ * gives the output, and `guard` runs an agent's guardrails of one stage
+ * (their records go to `pending`), returning the block if any.
+ */
+const endings = (
+  ctx: TurnContext,
+  pending: ToolCalls.Pending,
+  guardrails: Guardrails["Type"],
+  now: () => number
+) => {
+  const { meter, turnId } = ctx
+  const end = (fields: Omit<ConstructorParameters<typeof TurnEnded>[0], "turnId" | "usage">) =>
+    Effect.suspend(() => ctx.commit([...pending.take(), new TurnEnded({ ...fields, turnId, usage: meter.usage(now()) }, true)]))
+  const blocked = (block: GuardrailChecks.Blocked) =>
+    end({ outcome: "failed", failureCode: "guardrail_blocked", failure: { _tag: "GuardrailBlocked", ...block } })
+  const exhausted = (exhaustion: TurnMeter.Exhaustion) =>
+    end({ outcome: "failed", failureCode: "budget_exhausted", failure: { _tag: "BudgetExhausted", ...exhaustion } })
+  const guard = (agent: Agent, stage: "input" | "output", text: string) =>
+    GuardrailChecks.check(guardrails, stage === "input" ? agent.inputGuardrails : agent.outputGuardrails, {
+      stage,
+      text,
+      sessionId: ctx.sessionId,
+      turnId,
+      agentName: agent.name
+    }).pipe(Effect.map((checked) => {
+      pending.add(...checked.records)
+      return checked.blocked
+    }))
+  const complete = (agent: Agent, output: string) =>
+    Effect.flatMap(guard(agent, "output", output), (block) =>
+      block !== undefined ? blocked(block) : end({ outcome: "completed", output, publicFinalMessage: output }))
+  return { blocked, complete, end, exhausted, guard }
+}
+
 /** Runs one turn to its end, resuming from the receipts and callbacks it is given. */
 export const run = (ctx: TurnContext) =>
   Effect.gen(function*() {
     const model = yield* Model.Model
     const toolkit = yield* Toolkit
     const costs = yield* CostMeter
+    const guardrails = yield* Guardrails
     // Read in place rather than one Effect step per reading: the meter is checked around every operation.
     const clock = yield* Effect.clock
     const now = () => clock.unsafeCurrentTimeMillis()
-    const { agent, meter, plan, turnId } = ctx
+    const { meter, turnId } = ctx
+    // The agent in charge, and its plan: a handoff changes both.
+    let agent = ctx.agent
+    let plan = ctx.plan
     const spanIds = { sessionId: ctx.sessionId, turnId, epoch: ctx.epoch }
-    const budgets = plan.budgets
     const reusable = ctx.receipts.filter((r) => r.kind === "model" && r.status === "completed")
     const pending = ToolCalls.makePending()
+    const handoffs = Handoffs.make({ turnId, maxHandoffs: ctx.agent.maxHandoffs, receipts: ctx.receipts })
+    let rejected = 0
 
-    const end = (fields: Omit<ConstructorParameters<typeof TurnEnded>[0], "turnId" | "usage">) =>
-      Effect.gen(function*() {
-        const usage = meter.usage(now())
-        yield* ctx.commit([...pending.take(), new TurnEnded({ ...fields, turnId, usage }, true)])
-      })
-    const complete = (output: string) => end({ outcome: "completed", output, publicFinalMessage: output })
-    const exhausted = (exhaustion: TurnMeter.Exhaustion) =>
-      end({ outcome: "failed", failureCode: "budget_exhausted", failure: { _tag: "BudgetExhausted", ...exhaustion } })
+    const { blocked, complete, end, exhausted, guard } = endings(ctx, pending, guardrails, now)
 
     /** Runs `effect` as parked time: it does not count as active. */
     const parked = <A>(effect: Effect.Effect<A>) =>
@@ -208,22 +277,30 @@ export const run = (ctx: TurnContext) =>
         ))
 
     const compactor = yield* Compactor.make(ctx, { model, pending, meter, spanIds })
-    const tools = ToolCalls.make(ctx, { toolkit: compactor.toolkit(toolkit), pending, parked, spanIds })
+    const toolsOf = (plan: TurnPlan) =>
+      ToolCalls.make(plan === ctx.plan ? ctx : { ...ctx, plan }, { toolkit: compactor.toolkit(toolkit), pending, parked, spanIds })
+    let tools = toolsOf(plan)
+
+    // A turn that made a model call passed its input guardrails (their records went out with that call's).
+    if (reusable.length === 0 && agent.inputGuardrails.length > 0) {
+      const block = yield* guard(agent, "input", ctx.message)
+      if (block !== undefined) return yield* blocked(block)
+    }
 
     for (let call = 0;; call++) {
       const previous = reusable[call]
       if (previous === undefined) {
-        if (call >= agent.maxCycles) {
-          return yield* end({ outcome: "failed", failureCode: "max_cycles", failure: { _tag: "MaxCycles", maxCycles: agent.maxCycles } })
+        if (call >= plan.maxCycles) {
+          return yield* end({ outcome: "failed", failureCode: "max_cycles", failure: { _tag: "MaxCycles", maxCycles: plan.maxCycles } })
         }
-        const before = TurnMeter.checkBeforeModelCall(budgets, meter, now())
+        const before = TurnMeter.checkBeforeModelCall(plan.budgets, meter, now())
         if (before !== undefined) return yield* exhausted(before)
       }
       if (previous === undefined) yield* compactor.beforeModelCall
       const operationId = previous !== undefined ? previous.operationId : yield* makeOperationId
       const outcome = previous !== undefined
         ? Either.right(previous.output as Model.Reply)
-        : yield* callModel(ctx, model, pending, operationId, spanIds)
+        : yield* callModel(ctx, agent, plan, model, pending, operationId, spanIds)
       if (Either.isLeft(outcome)) {
         const error = outcome.left
         pending.add(new OperationCompleted({ operationId, turnId, output: { error: error.reason }, isError: true }, true))
@@ -239,17 +316,38 @@ export const run = (ctx: TurnContext) =>
       }
       const cost = costs.cost(agent.model.name, result.inputTokens, result.outputTokens)
       meter.addModelCall(result.inputTokens, result.outputTokens, cost)
-      const afterCall = TurnMeter.checkAfterResult(budgets, meter, now())
+      const afterCall = TurnMeter.checkAfterResult(plan.budgets, meter, now())
       if (afterCall !== undefined) return yield* exhausted(afterCall)
       // A later receipt proves the turn went on from here before a crash.
       const wentOn = reusable[call + 1] !== undefined
 
+      /** The final output, or (while retries are left) its problems sent back to the model. */
+      const finalize = (finish: Model.ToolCall | undefined) =>
+        Effect.gen(function*() {
+          const final = finalOutput(agent, result.text, finish)
+          if (Either.isRight(final)) return yield* complete(agent, final.right)
+          const spec = agent.output!
+          if (rejected >= spec.maxRetries) {
+            return yield* end({
+              outcome: "failed",
+              failureCode: "invalid_output",
+              failure: { _tag: "InvalidOutput", problems: final.left, attempts: rejected + 1 }
+            })
+          }
+          rejected++
+          // Recorded before a crash when the turn went on: not twice.
+          if (!wentOn) pending.add(new OutputRejected({ turnId, operationId, attempt: rejected, problems: final.left }, true))
+          return "again" as const
+        })
+
       if (result.toolCalls.length === 0) {
         // Steers that came meanwhile go to another model call, while there may be one.
-        if (ctx.waitingSteers(pending.peek()) > 0 && (wentOn || call + 1 < agent.maxCycles)) continue
-        switch (agent.noToolPolicy) {
-          case "finish":
-            return yield* complete(result.text)
+        if (ctx.waitingSteers(pending.peek()) > 0 && (wentOn || call + 1 < plan.maxCycles)) continue
+        switch (plan.noToolPolicy) {
+          case "finish": {
+            if ((yield* finalize(undefined)) === "again") continue
+            return
+          }
           case "continue":
             continue
           case "wait_user": {
@@ -261,17 +359,37 @@ export const run = (ctx: TurnContext) =>
       }
 
       const finish = plan.finishes ? result.toolCalls.find((c) => c.name === FINISH) : undefined
-      const work = result.toolCalls.filter((c) => c !== finish)
+      // Transfers are taken after the reply's other calls ran; with a finish, they are not taken at all.
+      const transfers = result.toolCalls.filter((c) => Handoffs.targetOf(agent, c) !== undefined)
+      const work = result.toolCalls.filter((c) => c !== finish && !transfers.includes(c))
       if (work.length > 0) {
-        const batch = TurnMeter.checkBeforeToolBatch(budgets, meter, work.map((c) => c.name), now())
+        const batch = TurnMeter.checkBeforeToolBatch(plan.budgets, meter, work.map((c) => c.name), now())
         if (batch !== undefined) return yield* exhausted(batch)
       }
       const outcomes = yield* tools.runCalls(work, operationId)
       for (const toolCall of work) meter.addToolCall(toolCall.name)
-      if (finish !== undefined) return yield* complete(finishOutput(finish.arguments) ?? result.text)
+      if (finish !== undefined) {
+        if ((yield* finalize(finish)) === "again") continue
+        return
+      }
       const terminal = ToolCalls.terminalOutput(plan, work, outcomes)
-      if (terminal !== undefined) return yield* complete(terminal)
-      const afterTools = TurnMeter.checkAfterResult(budgets, meter, now())
+      if (terminal !== undefined) return yield* complete(agent, terminal)
+      const afterTools = TurnMeter.checkAfterResult(plan.budgets, meter, now())
       if (afterTools !== undefined) return yield* exhausted(afterTools)
+      if (transfers.length > 0) {
+        const taken = yield* handoffs.take(agent, transfers, operationId)
+        if (taken._tag === "Exceeded") {
+          return yield* end({
+            outcome: "failed",
+            failureCode: "max_handoffs",
+            failure: { _tag: "MaxHandoffs", maxHandoffs: taken.maxHandoffs, agentName: agent.name }
+          })
+        }
+        // Durable at once: whoever follows the session sees who answers from here on.
+        if (taken.records.length > 0) yield* ctx.commit([...pending.take(), ...taken.records])
+        agent = taken.agent
+        plan = ctx.planFor(agent)
+        tools = toolsOf(plan)
+      }
     }
   })

@@ -50,6 +50,12 @@ export const failureReason = (ended: TurnEnded): string => {
       return `the ${failure.dimension} budget (${failure.limit}) is exhausted`
     case "MaxCycles":
       return `more than ${failure.maxCycles} model calls`
+    case "MaxHandoffs":
+      return `more than ${failure.maxHandoffs} handoffs (the last by ${failure.agentName})`
+    case "GuardrailBlocked":
+      return `the ${failure.stage} guardrail ${failure.guardrail} blocked it: ${failure.reason}`
+    case "InvalidOutput":
+      return `the output did not match its schema after ${failure.attempts} attempts: ${failure.problems}`
   }
   return ended.reason ?? ended.failureCode ?? "unknown"
 }
@@ -117,6 +123,12 @@ const describe = (record: RecordBody): string => {
       return `${record.mode} ~${record.tokensBefore} → ~${record.tokensAfter} tokens${
         record.mode === "micro" ? `, ${record.archived?.length ?? 0} archived` : `, ${record.replaced ?? 0} messages summarized`
       }`
+    case "handoff":
+      return `${record.from} → ${record.to}`
+    case "guardrail_checked":
+      return `${record.stage} ${record.guardrail} ${record.allowed ? "allowed" : `blocked${record.reason === undefined ? "" : `: ${clip(record.reason, 100)}`}`}`
+    case "output_rejected":
+      return `attempt ${record.attempt}: ${clip(record.problems, 100)}`
   }
 }
 

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { Agent } from "../schema/Agent.js"
+import { Agent, childAgentNames } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
 import { SpawnRefused } from "../schema/Errors.js"
 import type { SessionId } from "../schema/Ids.js"
@@ -35,7 +35,7 @@ export const defaultSubagentPolicy: SubagentPolicy = new SubagentPolicy({ maxDep
 export const policyOf = (input: CreateSession, parent: Session | undefined): SubagentPolicy | null =>
   parent !== undefined
     ? parent.subagentPolicy
-    : input.subagentPolicy ?? (input.agent.subagents.length > 0 ? defaultSubagentPolicy : null)
+    : input.subagentPolicy ?? (childAgentNames(input.agent).length > 0 ? defaultSubagentPolicy : null)
 
 const encodeAgent = Schema.encodeSync(Agent)
 const encodePrincipal = Schema.encodeSync(Principal)
@@ -132,7 +132,7 @@ export const spawnRefusal = (
   const policy = parent.subagentPolicy
   const sessionId = parent.id
   if (policy === null) return new SpawnRefused({ sessionId, reason: "no_policy" })
-  const allowed = policy.allowedAgents ?? parent.agent.subagents.map((ref) => ref.name)
+  const allowed = policy.allowedAgents ?? childAgentNames(parent.agent)
   if (!allowed.includes(agentName)) return new SpawnRefused({ sessionId, reason: "agent_not_allowed", agent: agentName })
   // The root is depth 0; a child is one deeper than its parent.
   const depth = parent.agentPath.length

@@ -72,6 +72,12 @@ export interface Options {
    * reports usage in its last chunk anyway).
    */
   readonly streamOptions?: boolean | undefined
+  /**
+   * Send an agent's output schema as `response_format: { type: "json_schema" }`
+   * (default true). Turn it off for servers that reject the field; the output
+   * is checked, and sent back when it does not match, all the same.
+   */
+  readonly responseFormat?: boolean | undefined
   /** Extra request headers (e.g. `OpenAI-Organization`, a gateway's routing header). */
   readonly headers?: Readonly<Record<string, string>> | undefined
   /** Backoff for 408, 429, 5xx, timeouts and lost connections (default: 3 retries from 200 ms). */
@@ -402,6 +408,13 @@ const requestBody = (request: Model.Request, model: string, options: Options): R
     body[options.maxTokensParameter ?? "max_tokens"] = settings.maxOutputTokens
   }
   if (settings?.seed !== undefined) body["seed"] = settings.seed
+  if (request.output !== undefined && (options.responseFormat ?? true)) {
+    // Not strict: OpenAI's strict mode refuses optional fields, which Effect schemas have; the runtime checks the output.
+    body["response_format"] = {
+      type: "json_schema",
+      json_schema: { name: wireToolName(request.output.name), schema: request.output.schema, strict: false }
+    }
+  }
   body["stream"] = true
   if (options.streamOptions ?? true) body["stream_options"] = { include_usage: true }
   return body

@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { JSONSchema, Schema } from "effect"
 import { Budgets } from "./Budget.js"
 import { CompactionSettings } from "./Compaction.js"
 import { ApprovalSettings } from "./Policy.js"
@@ -40,8 +40,8 @@ export const Idempotency = Schema.Literal("supported", "unsupported", "unknown")
 /** @since 0.1.0 */
 export type Idempotency = typeof Idempotency.Type
 
-/** A tool as the agent definition freezes it: the model-facing contract. */
-export class ToolSpec extends Schema.Class<ToolSpec>("troupe/ToolSpec")({
+// The fields of a tool spec but the agent it may run (split out so the recursive encoded type follows them).
+const toolSpecFields = {
   name: Name,
   description: Schema.String,
   /** JSON Schema of the arguments. */
@@ -60,6 +60,18 @@ export class ToolSpec extends Schema.Class<ToolSpec>("troupe/ToolSpec")({
   terminal: Schema.optional(Schema.Boolean),
   /** Safe to run at the same time as the other calls of the same model reply. */
   parallel: Schema.optional(Schema.Boolean)
+}
+
+/** A tool spec as stored (the encoded side of `ToolSpec`). */
+export interface ToolSpecEncoded extends Schema.Struct.Encoded<typeof toolSpecFields> {
+  readonly agent?: AgentEncoded | undefined
+}
+
+/** A tool as the agent definition freezes it: the model-facing contract. */
+export class ToolSpec extends Schema.Class<ToolSpec>("troupe/ToolSpec")({
+  ...toolSpecFields,
+  /** The agent this tool runs as a child session (`asTool`); its final output is the tool's result. */
+  agent: Schema.optional(Schema.suspend((): Schema.Schema<Agent, AgentEncoded> => Agent).annotations({ identifier: "Agent" }))
 }) {}
 
 /** A permission decision for a tool call. */
@@ -110,8 +122,20 @@ export class SubagentRef extends Schema.Class<SubagentRef>("troupe/SubagentRef")
   description: Schema.optionalWith(Schema.String, { default: () => "" })
 }) {}
 
-/** A frozen agent definition. */
-export class Agent extends Schema.Class<Agent>("troupe/Agent")({
+/**
+ * Structured output: the JSON Schema the final output must match (an Effect
+ * Schema's, from `outputOf`), given to the model where the provider takes
+ * one; a reply that does not match goes back to the model with the problems,
+ * at most `maxRetries` times, then the turn fails with `invalid_output`.
+ */
+export class OutputSpec extends Schema.Class<OutputSpec>("troupe/OutputSpec")({
+  name: Name,
+  schema: JsonObject,
+  maxRetries: Schema.optionalWith(Schema.Number.pipe(Schema.int(), Schema.between(0, 10)), { default: () => 2 })
+}) {}
+
+// The fields of an agent but its handoffs (split out so the recursive encoded type follows them).
+const agentFields = {
   name: Name,
   description: Schema.optionalWith(Schema.String, { default: () => "" }),
   instructions: Schema.String,
@@ -129,5 +153,85 @@ export class Agent extends Schema.Class<Agent>("troupe/Agent")({
   /** Approval mode and timeout of this agent's turns (a run's own settings win). */
   approvals: Schema.optional(ApprovalSettings),
   /** How many tool calls marked `parallel` of one reply run at once (default 4). */
-  maxParallelTools: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 64)))
+  maxParallelTools: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 64))),
+  /** Most handoffs in one turn (counted over every agent of the turn); one more fails it with `max_handoffs`. */
+  maxHandoffs: Schema.optionalWith(Schema.Number.pipe(Schema.int(), Schema.between(0, 100)), { default: () => 10 }),
+  /** Names of the host's guardrails (`Guardrails.layer`) checked on a turn's message before its first model call. */
+  inputGuardrails: Schema.optionalWith(Schema.Array(Name), { default: () => [] }),
+  /** Names of the host's guardrails checked on the final output this agent gives. */
+  outputGuardrails: Schema.optionalWith(Schema.Array(Name), { default: () => [] }),
+  /** The schema the final output must match (`outputOf`); absent: free text. */
+  output: Schema.optional(OutputSpec)
+}
+
+/** An agent as stored (the encoded side of `Agent`). */
+export interface AgentEncoded extends Schema.Struct.Encoded<typeof agentFields> {
+  readonly handoffs?: ReadonlyArray<AgentEncoded> | undefined
+}
+
+/** A frozen agent definition. */
+export class Agent extends Schema.Class<Agent>("troupe/Agent")({
+  ...agentFields,
+  /**
+   * Agents this one may hand the turn to: the model gets a
+   * `transfer_to_<name>` tool for each, and control moves to the target (its
+   * instructions, model, settings and tools) within the same turn.
+   */
+  handoffs: Schema.optionalWith(Schema.Array(Schema.suspend((): Schema.Schema<Agent, AgentEncoded> => Agent).annotations({ identifier: "Agent" })), {
+    default: () => []
+  })
 }) {}
+
+/**
+ * `agent` as a tool of another agent: calling it (`{ input }`) runs `agent`
+ * as a child session of the caller (counted against the tree's subagent
+ * policy) and returns the child's final output as the tool's result.
+ */
+export const asTool = (agent: Agent, options: { readonly name: string; readonly description: string }): ToolSpec =>
+  new ToolSpec({
+    name: options.name,
+    description: options.description,
+    parameters: {
+      type: "object",
+      properties: { input: { type: "string", description: "The task for the agent." } },
+      required: ["input"],
+      additionalProperties: false
+    },
+    sideEffect: "external",
+    // A call run again after a crash finds the child it spawned, and waits for it.
+    idempotency: "supported",
+    client: false,
+    agent
+  })
+
+/** Declares that an agent's final output must decode with `schema` (its JSON Schema goes into the agent). */
+export const outputOf = <A, I>(
+  schema: Schema.Schema<A, I>,
+  options: { readonly name?: string | undefined; readonly maxRetries?: number | undefined } = {}
+): OutputSpec => {
+  const { $schema: _, ...jsonSchema } = JSONSchema.make(schema) as unknown as Record<string, unknown>
+  return new OutputSpec({
+    name: options.name ?? "output",
+    schema: jsonSchema,
+    ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries })
+  })
+}
+
+/**
+ * Every agent `agent` may run as a child: its subagents' names, and the agents
+ * of its agent tools, its handoff targets' included (what the tree's policy
+ * allows by default).
+ */
+export const childAgentNames = (agent: Agent): ReadonlyArray<string> => {
+  const names = new Set<string>()
+  const seen = new Set<Agent>()
+  const walk = (a: Agent) => {
+    if (seen.has(a)) return
+    seen.add(a)
+    for (const ref of a.subagents) names.add(ref.name)
+    for (const tool of a.tools) if (tool.agent !== undefined) names.add(tool.agent.name)
+    for (const target of a.handoffs) walk(target)
+  }
+  walk(agent)
+  return [...names]
+}

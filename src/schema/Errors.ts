@@ -116,6 +116,21 @@ export class TurnFailed extends Schema.TaggedError<TurnFailed>()("TurnFailed", {
   }
 }
 
+/**
+ * A completed turn's output did not decode with the schema the caller gave
+ * `awaitOutput` (not JSON, or a value the schema refuses: a refinement the
+ * agent's JSON Schema could not say).
+ */
+export class InvalidOutput extends Schema.TaggedError<InvalidOutput>()("InvalidOutput", {
+  sessionId: SessionId,
+  turnId: TurnId,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `turn ${this.turnId}: the output does not decode: ${this.reason}`
+  }
+}
+
 /** A turn ended because it was interrupted. */
 export class TurnInterrupted extends Schema.TaggedError<TurnInterrupted>()("TurnInterrupted", {
   sessionId: SessionId,

@@ -45,7 +45,10 @@ export const TurnFailure = Schema.Union(
     toolName: Schema.optional(Schema.String)
   }),
   Schema.TaggedStruct("MaxCycles", { maxCycles: Schema.Number }),
-  Schema.TaggedStruct("ModelError", { reason: Schema.String, retryable: Schema.Boolean })
+  Schema.TaggedStruct("ModelError", { reason: Schema.String, retryable: Schema.Boolean }),
+  Schema.TaggedStruct("MaxHandoffs", { maxHandoffs: Schema.Number, agentName: Schema.String }),
+  Schema.TaggedStruct("GuardrailBlocked", { guardrail: Schema.String, stage: Schema.Literal("input", "output"), reason: Schema.String }),
+  Schema.TaggedStruct("InvalidOutput", { problems: Schema.String, attempts: Schema.Number })
 )
 /** @since 0.1.0 */
 export type TurnFailure = typeof TurnFailure.Type
@@ -154,6 +157,46 @@ export class CallbackResolved extends Schema.TaggedClass<CallbackResolved>("trou
   }
 ) {}
 
+/**
+ * Control of the turn moved from agent `from` to agent `to` (a
+ * `transfer_to_<to>` call, `operationId`, of `from`'s model). The target's
+ * definition is embedded in the session's agent, so a resumed turn hands off
+ * again as it replays its receipts.
+ */
+export class HandoffRecorded extends Schema.TaggedClass<HandoffRecorded>("troupe/Record/Handoff")("handoff", {
+  turnId: TurnId,
+  operationId: OperationId,
+  from: Schema.String,
+  to: Schema.String,
+  reason: Schema.optional(Schema.String)
+}) {}
+
+/** A guardrail of the turn checked its message (`input`) or its final output (`output`). */
+export class GuardrailChecked extends Schema.TaggedClass<GuardrailChecked>("troupe/Record/GuardrailChecked")(
+  "guardrail_checked",
+  {
+    turnId: TurnId,
+    stage: Schema.Literal("input", "output"),
+    guardrail: Schema.String,
+    allowed: Schema.Boolean,
+    reason: Schema.optional(Schema.String)
+  }
+) {}
+
+/**
+ * A final output that did not match the agent's output schema, sent back to
+ * the model (after the reply of `operationId`) with the problems found.
+ */
+export class OutputRejected extends Schema.TaggedClass<OutputRejected>("troupe/Record/OutputRejected")(
+  "output_rejected",
+  {
+    turnId: TurnId,
+    operationId: OperationId,
+    attempt: Schema.Number,
+    problems: Schema.String
+  }
+) {}
+
 /** A child session was spawned. */
 export class ChildSpawned extends Schema.TaggedClass<ChildSpawned>("troupe/Record/ChildSpawned")("child_spawned", {
   childSessionId: SessionId,
@@ -209,7 +252,10 @@ export const RecordBody = Schema.Union(
   Renamed,
   Archived,
   Closed,
-  ContextCompacted
+  ContextCompacted,
+  HandoffRecorded,
+  GuardrailChecked,
+  OutputRejected
 )
 /** @since 0.1.0 */
 export type RecordBody = typeof RecordBody.Type
@@ -263,7 +309,10 @@ const revivers: { readonly [K in RecordBody["_tag"]]: (json: any) => RecordBody 
   renamed: (json) => new Renamed(json, true),
   archived: (json) => new Archived(json, true),
   closed: (json) => new Closed(json, true),
-  context_compacted: (json) => new ContextCompacted(json, true)
+  context_compacted: (json) => new ContextCompacted(json, true),
+  handoff: (json) => new HandoffRecorded(json, true),
+  guardrail_checked: (json) => new GuardrailChecked(json, true),
+  output_rejected: (json) => new OutputRejected(json, true)
 }
 
 const decodeBody = Schema.decodeUnknownSync(RecordBody)

@@ -6,12 +6,12 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { ModelSettings, Permission, PermissionLayer, PermissionRules } from "./Agent.js"
+import { ModelSettings, NoToolPolicy, Permission, PermissionLayer, PermissionRules } from "./Agent.js"
 import { Budgets } from "./Budget.js"
 import { CompactionSettings } from "./Compaction.js"
 import { ApprovalSettings } from "./Policy.js"
 
-/** Options of one turn: a permission layer, approval settings, model settings and budgets (and layers inherited from a parent). */
+/** Options of one turn: a permission layer, approval settings, model settings, budgets, compaction, the no-tool policy and the cycle bound (and layers inherited from a parent). */
 export class RunOptions extends Schema.Class<RunOptions>("troupe/RunOptions")({
   /**
    * One more permission layer over the host's, the agent's and the parent's:
@@ -31,7 +31,11 @@ export class RunOptions extends Schema.Class<RunOptions>("troupe/RunOptions")({
   /** Dimension by dimension over the session's budgets, which are over the agent's. */
   budgets: Schema.optional(Budgets),
   /** Field by field over the agent's compaction settings. */
-  compaction: Schema.optional(CompactionSettings)
+  compaction: Schema.optional(CompactionSettings),
+  /** Over the agent's `noToolPolicy` (every agent of the turn, handoff targets included). */
+  noToolPolicy: Schema.optional(NoToolPolicy),
+  /** Over the agent's `maxCycles` (every agent of the turn, handoff targets included). */
+  maxCycles: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 1000)))
 }) {}
 
 const decode = Schema.decodeUnknownSync(RunOptions)

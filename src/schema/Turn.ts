@@ -22,7 +22,10 @@ export const FailureCode = Schema.Literal(
   "model_error",
   "tool_error",
   "session_closed",
-  "internal"
+  "internal",
+  "max_handoffs",
+  "guardrail_blocked",
+  "invalid_output"
 )
 /** @since 0.1.0 */
 export type FailureCode = typeof FailureCode.Type

@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { Context, Data, type Effect, type Stream } from "effect"
-import type { ModelSettings, ToolSpec } from "../schema/Agent.js"
+import type { ModelSettings, OutputSpec, ToolSpec } from "../schema/Agent.js"
 import type { ModelError } from "../schema/Errors.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 
@@ -39,6 +39,8 @@ export interface Request {
   readonly agentName: string
   /** `summary` for the call that summarizes the conversation (context compaction); absent for a turn's own calls. */
   readonly purpose?: "summary" | undefined
+  /** The JSON Schema the reply's text must match (an agent's structured output), for providers that take one. */
+  readonly output?: OutputSpec | undefined
 }
 
 /** Why the model stopped. */

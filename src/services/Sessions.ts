@@ -22,6 +22,7 @@ import {
   ChildControlForbidden,
   type Conflict,
   InvalidInput,
+  InvalidOutput,
   SessionBusy,
   SessionClosed,
   SessionNotFound,
@@ -151,6 +152,18 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
       turnId: TurnId,
       options?: { readonly after?: number | undefined }
     ) => Effect.Effect<TurnResult, Lookup | TurnNotFound | TurnFailed | TurnInterrupted | BudgetExhausted>
+    /**
+     * `awaitTurn` for an agent with an output schema (`Agent.outputOf`): the
+     * turn's output decoded with `schema`, typed. An output that does not
+     * decode is `InvalidOutput` (the turn itself completed).
+     */
+    readonly awaitOutput: <A, I>(
+      principal: Principal,
+      sessionId: SessionId,
+      turnId: TurnId,
+      schema: Schema.Schema<A, I>,
+      options?: { readonly after?: number | undefined }
+    ) => Effect.Effect<A, Lookup | TurnNotFound | TurnFailed | TurnInterrupted | BudgetExhausted | InvalidOutput>
     /** Interrupts exactly `expectedTurnId`; any other turn is `TurnMismatch`. */
     readonly interrupt: (
       principal: Principal,
@@ -518,6 +531,20 @@ export const make = Effect.gen(function*() {
       return yield* store.get(sessionId)
     })
 
+  const awaitTurn: Sessions["Type"]["awaitTurn"] = (principal, sessionId, turnId, options = {}) =>
+    Effect.gen(function*() {
+      let after = options.after
+      if (after === undefined) {
+        // A running turn's end is still ahead of the head; otherwise it is somewhere in the log.
+        const session = yield* owned(principal, sessionId)
+        after = session.activeTurnId === turnId ? session.headSeq : 0
+      } else {
+        yield* authorize(principal, sessionId)
+      }
+      const ended = yield* findTurnEnd(sessionId, turnId, after)
+      return yield* resultOf(sessionId, ended)
+    })
+
   return Sessions.of({
     create: (principal, options) =>
       Effect.gen(function*() {
@@ -579,19 +606,13 @@ export const make = Effect.gen(function*() {
             return new Accepted({ sessionId, inputId, disposition: "admitted" }, true)
         }
       }),
-    awaitTurn: (principal, sessionId, turnId, options = {}) =>
-      Effect.gen(function*() {
-        let after = options.after
-        if (after === undefined) {
-          // A running turn's end is still ahead of the head; otherwise it is somewhere in the log.
-          const session = yield* owned(principal, sessionId)
-          after = session.activeTurnId === turnId ? session.headSeq : 0
-        } else {
-          yield* authorize(principal, sessionId)
-        }
-        const ended = yield* findTurnEnd(sessionId, turnId, after)
-        return yield* resultOf(sessionId, ended)
-      }),
+    awaitTurn,
+    awaitOutput: (principal, sessionId, turnId, schema, options) =>
+      Effect.flatMap(awaitTurn(principal, sessionId, turnId, options), (result) =>
+        Effect.try({ try: () => JSON.parse(result.output) as unknown, catch: (error) => String(error) }).pipe(
+          Effect.flatMap((json) => Effect.mapError(Schema.decodeUnknown(schema)(json), (error) => error.message)),
+          Effect.mapError((reason) => new InvalidOutput({ sessionId, turnId, reason }))
+        )),
     interrupt: (principal, sessionId, expectedTurnId, reason) =>
       Effect.gen(function*() {
         yield* open(principal, sessionId)

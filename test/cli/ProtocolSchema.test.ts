@@ -4,7 +4,7 @@
  * running `troupe serve` over its socket (every request sent and every frame
  * received: the handshake's `core.ready`, answers, a stream of events and its
  * end, an error), with a small validator for the subset `JSONSchema.make`
- * writes (test/support/jsonSchema.ts, which refuses keywords it does not
+ * writes (src/schema/JsonSchemaValidator.ts, which refuses keywords it does not
  * know). A frame made wrong on purpose must fail. The TypeScript declarations
  * compile under `strict` and type a payload as the schema does.
  */
@@ -18,7 +18,7 @@ import * as Main from "../../src/cli/Main.js"
 import * as AgentClient from "../../src/client/AgentClient.js"
 import * as Envelope from "../../src/protocol/Envelope.js"
 import * as Frame from "../../src/protocol/Frame.js"
-import { show, validate } from "../support/jsonSchema.js"
+import { show, validate } from "../../src/schema/JsonSchemaValidator.js"
 import { envFor, serve, tempDir } from "./harness.js"
 
 const repo = fileURLToPath(new URL("../..", import.meta.url))

@@ -8,10 +8,16 @@
  * `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`. A keyword
  * outside that subset fails validation loudly (`unsupported keyword`), so a
  * schema this cannot check is never passed by accident. No npm validator is
- * installed in this project; this one is for tests only.
+ * installed in this project. It checks an agent's structured output against
+ * the JSON Schema its agent declares (the runtime holds only the JSON Schema:
+ * the agent definition is frozen as data), and the protocol schema test uses
+ * it too.
+ *
+ * @since 0.1.0
  */
 
-type Schema = boolean | { readonly [key: string]: unknown }
+/** A JSON Schema: an object of keywords, or `true` (anything) / `false` (nothing). */
+export type Schema = boolean | { readonly [key: string]: unknown }
 
 const KNOWN = new Set([
   "$schema", "$id", "$defs", "$ref", "$comment", "title", "description", "default", "examples", "format", "identifier",
@@ -51,12 +57,12 @@ const equal = (a: unknown, b: unknown): boolean => show(a) === show(b)
 
 /** The `$defs` entry a `$ref` names (a JSON Pointer: `~1` is `/`, `~0` is `~`). */
 const resolve = (root: Schema, ref: string): Schema => {
-  if (!ref.startsWith("#/$defs/")) throw new Error(`unsupported $ref ${ref}`)
+  if (!ref.startsWith("#/$defs/")) return { not: ref }
   const key = decodeURIComponent(ref.slice("#/$defs/".length)).replace(/~1/g, "/").replace(/~0/g, "~")
   const defs = (typeof root === "object" ? root["$defs"] : undefined) as Record<string, Schema> | undefined
   const found = defs?.[key]
-  if (found === undefined) throw new Error(`$ref ${ref} is not in $defs`)
-  return found
+  // An unknown keyword: validation fails loudly rather than passing what it cannot check.
+  return found ?? { unresolved: ref }
 }
 
 /** The problems of `value` against `schema` (none: it is valid), each as `path: what`. */
