@@ -216,6 +216,26 @@ const compileTypeLiteral = (ast: AST.TypeLiteral): Node => {
   }
 }
 
+/** An array of one element type (`Schema.Array`): a fresh array of the decoded elements, as `ParseResult` builds. */
+const compileTupleType = (ast: AST.TupleType): Node => {
+  if (ast.elements.length > 0 || ast.rest.length !== 1) return giveUp
+  const element = compile(ast.rest[0]!.type).run
+  return {
+    run: (u) => {
+      if (!Array.isArray(u)) return Miss
+      const out: Array<unknown> = new Array(u.length)
+      for (let i = 0; i < u.length; i++) {
+        const value = element(u[i])
+        if (value === Miss) return Miss
+        out[i] = value
+      }
+      return out
+    },
+    kinds: new Set(["array"]),
+    identity: false
+  }
+}
+
 /** A synchronous step of a transformation: its value, or `Miss` when it fails or is not synchronous. */
 const transformation = (ast: AST.Transformation): ((a: unknown, i: unknown) => unknown) | undefined => {
   const t = ast.transformation
@@ -398,6 +418,8 @@ const compileNode = (ast: AST.AST): Node => {
       return compileUnion(ast)
     case "TypeLiteral":
       return compileTypeLiteral(ast)
+    case "TupleType":
+      return compileTupleType(ast)
     case "Refinement":
       return compileRefinement(ast)
     case "Transformation":

@@ -850,7 +850,18 @@ describe("SessionRoutes", () => {
           new Record.ChildResultRecorded({ childSessionId: sessionId, turnId, outcome: "completed", output: "done" }),
           new Record.Renamed({ title: "new" }),
           new Record.Archived({ archived: true }),
-          new Record.Closed({})
+          new Record.Closed({}),
+          new Record.ContextCompacted({
+            turnId,
+            mode: "micro",
+            messagesBefore: 9,
+            tokensBefore: 900,
+            tokensAfter: 300,
+            archived: [{ index: 2, callId: "c1", toolName: "echo", artifactId: operationId, turnId, seq: 7, chars: 4000, marker: "<archived_tool_result>" }]
+          }),
+          new Record.HandoffRecorded({ turnId, operationId, from: "triage", to: "billing", reason: "a refund" }),
+          new Record.GuardrailChecked({ turnId, stage: "output", guardrail: "no_secrets", allowed: false, reason: "a key" }),
+          new Record.OutputRejected({ turnId, operationId, attempt: 1, problems: "$.total: missing" })
         ]
         assert.strictEqual(new Set(bodies.map((body) => body._tag)).size, RecordBody.members.length)
         const events: ReadonlyArray<SessionEvent> = [
