@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, HashMap, HashSet, Schema } from "effect"
 import fc from "fast-check"
 import { readFileSync } from "node:fs"
-import * as AppendOnlyList from "../src/actors/AppendOnlyList.js"
+import * as IdSet from "../src/actors/IdSet.js"
 import * as SessionState from "../src/actors/SessionState.js"
 import * as Transcript from "../src/actors/Transcript.js"
 import { Usage } from "../src/schema/Budget.js"
@@ -155,8 +155,10 @@ const plain = (state: SessionState.SessionState) => ({
   head: state.head,
   closed: state.closed,
   transcript: Transcript.toArray(state.transcript),
-  ended: AppendOnlyList.toArray(state.ended),
+  ended: IdSet.toArray(state.ended),
   callbacks: [...HashMap.entries(state.callbacks)].sort(([a], [b]) => a.localeCompare(b)),
+  answered: IdSet.toArray(state.pastCallbacks.answered).sort(),
+  cancelled: IdSet.toArray(state.pastCallbacks.cancelled).sort(),
   approvals: [...HashSet.values(state.approvals)].sort(),
   active: state.active
 })
