@@ -5,7 +5,7 @@
  * GC comes back)?
  *
  *   node --import tsx bench/soak.ts [--turns 2000] [--connections 5000] [--abusers 500]
- *                                   [--requests 2000] [--abuse-seconds 10]
+ *                                   [--requests 2000] [--abuse-seconds 10] [--actor-idle 30]
  *   node --import tsx bench/soak.ts --full      # 50,000 turns, 20,000 connections
  *
  * The daemon runs in a child process (started with --expose-gc) as
@@ -14,9 +14,12 @@
  * On request it forces a full GC and reports its heap and RSS. The drivers
  * run in this process:
  *
- * 1. warm-up (200 turns, 500 connections), then the baseline;
+ * 1. warm-up (200 turns, 500 connections), then the baseline, with the
+ *    session's actor live and again once it passivated;
  * 2. `--turns` sequential turns on ONE session through `SessionClient`
- *    (send, then follow the session's events until that turn ends);
+ *    (send, then follow the session's events until that turn ends), with the
+ *    heap after GC while its actor is live and once it passivated (the host's
+ *    idle timeout, `--actor-idle` seconds, 30 as `troupe serve` has it);
  * 3. `--connections` TCP connections opened and closed (16 at a time; half
  *    leave with `core.shutdown`, half hang up), as connections accepted per
  *    second;
@@ -30,7 +33,8 @@
  *
  * Each phase prints the daemon's heap after GC and RSS at its start and end.
  * `--snapshots DIR` also writes heap snapshots after the baseline, the turns
- * and the connections (compare them in Chrome DevTools' Memory tab).
+ * (live and passivated) and the connections (compare them with
+ * `bench/heapdiff.ts`, or in Chrome DevTools' Memory tab).
  */
 import { Context, Effect, Exit, Layer, Option, Scope, Stream } from "effect"
 import { fork } from "node:child_process"
@@ -46,6 +50,7 @@ import * as Envelope from "../src/protocol/Envelope.js"
 import * as Frame from "../src/protocol/Frame.js"
 import * as Handshake from "../src/protocol/Handshake.js"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
+import { SessionHost } from "../src/services/SessionHost.js"
 import type { SessionId } from "../src/schema/Ids.js"
 import { Principal } from "../src/schema/Principal.js"
 import * as AgentCatalog from "../src/services/AgentCatalog.js"
@@ -61,6 +66,7 @@ const connections = Number(arg("connections", full ? "20000" : "5000"))
 const abusers = Number(arg("abusers", "500"))
 const requests = Number(arg("requests", "2000"))
 const abuseSeconds = Number(arg("abuse-seconds", "10"))
+const actorIdle = Number(arg("actor-idle", "30"))
 
 const TOKEN = "soak-token"
 const local = new Principal({
@@ -82,7 +88,8 @@ interface Memory {
 const serve = (dir: string) => {
   setFlagsFromString("--expose-gc")
   const gc = runInNewContext("gc") as () => void
-  const runtime = Troupe.layerSqlite({ filename: join(dir, "soak.db") })
+  const runtime = Troupe.layerSqlite({ filename: join(dir, "soak.db") }, { host: { idleTimeout: `${actorIdle} seconds` } })
+  let host: SessionHost["Type"] | undefined
   const routes = SessionRoutes.layer.pipe(Layer.provide(AgentCatalog.layer([agent])))
   const auth = Authenticator.layerTrustedLocal(local, Authenticator.layerStatic({ [TOKEN]: local }))
   const server = Server.layer({ unix: join(dir, "agent.sock"), tcp: { host: "127.0.0.1", port: 0 } })
@@ -91,6 +98,11 @@ const serve = (dir: string) => {
       gc()
       gc()
       process.send!({ written: writeHeapSnapshot(String(message.snapshot)) })
+      return
+    }
+    if (message === "running") {
+      // How many actors are live: 0 once the session's actor passivated.
+      void Effect.runPromise(host!.running).then((running) => process.send!({ running: running.length }))
       return
     }
     if (message !== "gc") return
@@ -104,6 +116,7 @@ const serve = (dir: string) => {
     Layer.provideMerge(server, Layer.provideMerge(Layer.merge(routes, auth), runtime)).pipe(
       Layer.tap((context) =>
         Effect.sync(() => {
+          host = Context.get(context, SessionHost)
           const tcp = Context.get(context, Server.Server).tcp
           process.send!({ port: Option.getOrThrow(tcp).port })
         })
@@ -142,6 +155,20 @@ const memoryOf = (child: ReturnType<typeof fork>) =>
     child.once("message", (memory) => resolve(memory as Memory))
     child.send("gc")
   })
+
+/** Waits until the daemon has no live actor (the session's passivated after `--actor-idle` seconds); how long it took. */
+const passivated = async (child: ReturnType<typeof fork>) => {
+  const started = performance.now()
+  for (;;) {
+    const running = await new Promise<number>((resolve) => {
+      child.once("message", (answer) => resolve((answer as { running: number }).running))
+      child.send("running")
+    })
+    if (running === 0) return (performance.now() - started) / 1000
+    if (performance.now() - started > (actorIdle + 60) * 1000) throw new Error(`the actor did not passivate within ${actorIdle + 60} s`)
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+}
 
 const report = (label: string, before: Memory, after: Memory) => {
   const growth = ((after.heapUsed / before.heapUsed - 1) * 100).toFixed(1)
@@ -318,7 +345,10 @@ const main = async () => {
     const baseline = await memoryOf(child)
     await snapshot(child, "baseline")
     console.log(`\nbaseline (after 200 turns and 500 connections of warm-up)`)
-    report("baseline", baseline, baseline)
+    report("baseline, the actor live", baseline, baseline)
+    const idleBaselineAfter = await passivated(child)
+    const idleBaseline = await memoryOf(child)
+    report(`baseline, the actor passivated (after ${idleBaselineAfter.toFixed(1)} s)`, baseline, idleBaseline)
 
     // In five slices, with the heap after GC after each: a leak grows with every slice, a warming heap levels off.
     const sliced = async (total: number, what: string, unit: string, step: (n: number) => Promise<number>) => {
@@ -327,7 +357,10 @@ const main = async () => {
       const slice = Math.ceil(total / 5)
       for (let done = 0; done < total; done += slice) {
         rates.push(await step(Math.min(slice, total - done)))
-        heaps.push(mib((await memoryOf(child)).heapUsed))
+        const memory = await memoryOf(child)
+        heaps.push(mib(memory.heapUsed))
+        // As it goes: a long run shows its trend before it ends.
+        console.log(`  … ${Math.min(done + slice, total)} ${what}: heap after GC ${mib(memory.heapUsed)}, RSS ${mib(memory.rss)}, ${rates.at(-1)!.toFixed(0)} ${unit}`)
       }
       const after = await memoryOf(child)
       console.log(`\n${total} ${what}: ${median(rates).toFixed(0)} ${unit} (median of ${rates.length} slices)`)
@@ -336,12 +369,16 @@ const main = async () => {
     }
     const afterTurns = await sliced(turns, "turns on one session", "turns/s", (n) => run(runTurns(socket, session.id, n)))
     await snapshot(child, "turns")
-    report("turns", baseline, afterTurns)
+    report("turns, the actor live", baseline, afterTurns)
+    const idleAfter = await passivated(child)
+    const afterTurnsIdle = await memoryOf(child)
+    await snapshot(child, "turns-passivated")
+    report(`turns, the actor passivated (after ${idleAfter.toFixed(1)} s), from the passivated baseline`, idleBaseline, afterTurnsIdle)
 
     const afterConnections = await sliced(connections, "connections opened and closed", "accepted/s", (n) => churn(port, n))
     await snapshot(child, "connections")
-    report("connections", afterTurns, afterConnections)
-    report("connections, from the baseline", baseline, afterConnections)
+    report("connections", afterTurnsIdle, afterConnections)
+    report("connections, from the passivated baseline", idleBaseline, afterConnections)
 
     const scope = Effect.runSync(Scope.make())
     const clients = await run(Scope.extend(goodClients(socket, port), scope))
@@ -371,7 +408,7 @@ const main = async () => {
     await Effect.runPromise(Scope.close(scope, Exit.void))
     report("during abuse", afterConnections, duringMemory)
     report("after abuse", afterConnections, afterAbuse)
-    report("whole run", baseline, afterAbuse)
+    report("whole run, from the passivated baseline", idleBaseline, afterAbuse)
     console.log(`\nload average at end: ${loadAverage()}`)
   } finally {
     child.kill()

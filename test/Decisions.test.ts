@@ -212,6 +212,18 @@ describe("Decisions.decide", () => {
       const cancelled = SessionState.applyCommit(states.waiting, states.waiting.head + 1, 0, Decisions.interruptRecords(states.waiting, running, "x", Usage.zero))
       assert.strictEqual(staleReason(Decisions.decide(cancelled, answer(), { busyPolicy: "queue", waitingForUser: false, nextTurnId: next })), "cancelled")
     })
+    it("a callback of a turn that ended since: stale with how it closed, or not_open if it never did", () => {
+      const end = new TurnEnded({ turnId: running, outcome: "failed", failureCode: "internal", usage: Usage.zero })
+      const after = (records: ReadonlyArray<RecordBody>) =>
+        Decisions.decide(SessionState.applyCommit(states.waiting, states.waiting.head + 1, 0, [...records, end]), answer(), {
+          busyPolicy: "queue",
+          waitingForUser: false,
+          nextTurnId: next
+        })
+      assert.strictEqual(staleReason(after([new CallbackResolved({ callbackId, turnId: running, resolution: "answered", result: {} })])), "answered")
+      assert.strictEqual(staleReason(after([new CallbackResolved({ callbackId, turnId: running, resolution: "expired" })])), "cancelled")
+      assert.strictEqual(staleReason(after([])), "not_open")
+    })
     it("idle or running, a callback never opened: stale (not_open)", () => {
       assert.strictEqual(staleReason(decide("idle", answer())), "not_open")
       assert.strictEqual(staleReason(decide("running", answer())), "not_open")

@@ -9,12 +9,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, HashMap, HashSet, Schema } from "effect"
 import fc from "fast-check"
 import { readFileSync } from "node:fs"
-import * as AppendOnlyList from "../src/actors/AppendOnlyList.js"
+import * as IdSet from "../src/actors/IdSet.js"
 import * as SessionState from "../src/actors/SessionState.js"
 import * as Transcript from "../src/actors/Transcript.js"
 import { Usage } from "../src/schema/Budget.js"
 import { ApprovalRequest, ClientToolRequest } from "../src/schema/Callback.js"
-import { type CommitId, makeCallbackId, makeCommitId, makeInputId, makeOperationId, makeSessionId, makeTurnId } from "../src/schema/Ids.js"
+import { type CommitId, makeCallbackId, makeCommitId, makeInputId, makeOperationId, makeSessionId, makeTurnId, type TurnId } from "../src/schema/Ids.js"
 import {
   CallbackOpened,
   CallbackResolved,
@@ -155,8 +155,10 @@ const plain = (state: SessionState.SessionState) => ({
   head: state.head,
   closed: state.closed,
   transcript: Transcript.toArray(state.transcript),
-  ended: AppendOnlyList.toArray(state.ended),
+  ended: IdSet.toArray(state.ended),
   callbacks: [...HashMap.entries(state.callbacks)].sort(([a], [b]) => a.localeCompare(b)),
+  answered: IdSet.toArray(state.pastCallbacks.answered).sort(),
+  cancelled: IdSet.toArray(state.pastCallbacks.cancelled).sort(),
   approvals: [...HashSet.values(state.approvals)].sort(),
   active: state.active
 })
@@ -186,6 +188,13 @@ describe("SessionState", () => {
           assert.strictEqual(whole.head, log.length)
           assert.isTrue(whole.closed)
           assert.isUndefined(whole.active)
+          // Every turn ended: of its callbacks only the ids of those answered and those cancelled are kept.
+          assert.strictEqual(HashMap.size(whole.callbacks), 0)
+          const resolved = (resolution: string) =>
+            log.flatMap((r) => (r.body._tag === "callback_resolved" && r.body.resolution === resolution ? [r.body.callbackId] : [])).sort()
+          assert.deepStrictEqual(IdSet.toArray(whole.pastCallbacks.answered).sort(), resolved("answered"))
+          assert.deepStrictEqual(IdSet.toArray(whole.pastCallbacks.cancelled).sort(), resolved("cancelled"))
+          assert.deepStrictEqual(IdSet.toArray(whole.ended), log.flatMap((r) => (r.body._tag === "turn_ended" ? [r.body.turnId] : [])))
           // Every tool call in the transcript is answered, right after the reply that asked for it.
           const messages = Transcript.toArray(whole.transcript)
           messages.forEach((message, i) => {
@@ -223,6 +232,49 @@ describe("SessionState", () => {
     const state = SessionState.applyCommit(SessionState.empty(sessionId), 1, 0, records)
     assert.deepStrictEqual(Transcript.toArray(state.transcript).map((m) => m.content), ["hi", "early", "one", "late", "two"])
     assert.strictEqual(SessionState.waitingInputs(SessionState.applyCommit(SessionState.empty(sessionId), 1, 0, records.slice(0, 3)), [records[3]!]), 1)
+  })
+
+  it("a turn's end keeps of its callbacks only how they closed; the running turn's stay whole", () => {
+    /** A tool call of `turnId` with a callback that is answered, cancelled, or left open. */
+    const callback = (turnId: TurnId, resolution: "answered" | "cancelled" | "open") => {
+      const operationId = mint(makeOperationId)
+      const callbackId = mint(makeCallbackId)
+      const request = new ClientToolRequest({ toolName: "t", callId: "c", arguments: "{}" })
+      const input = { callId: "c", arguments: "{}", requestedBy: operationId }
+      const records: Array<RecordBody> = [
+        new OperationStarted({ operationId, turnId, kind: "tool", name: "t", input }),
+        new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request })
+      ]
+      if (resolution !== "open") records.push(new CallbackResolved({ callbackId, turnId, resolution, result: { output: "x".repeat(1000) } }))
+      return { callbackId, records }
+    }
+    const first = mint(makeTurnId)
+    const answered = callback(first, "answered")
+    const cancelled = callback(first, "cancelled")
+    const open = callback(first, "open")
+    const second = mint(makeTurnId)
+    const current = callback(second, "answered")
+    const state = SessionState.applyCommit(SessionState.empty(sessionId), 1, 0, [
+      new TurnStarted({ turnId: first, inputId: mint(makeInputId), text: "one" }),
+      ...answered.records,
+      ...cancelled.records,
+      ...open.records,
+      new TurnEnded({ turnId: first, outcome: "failed", failureCode: "internal", usage: Usage.zero }),
+      new TurnStarted({ turnId: second, inputId: mint(makeInputId), text: "two" }),
+      ...current.records
+    ])
+    // The ended turn's entries are gone, with their requests and answers; how each closed is kept.
+    assert.deepStrictEqual([...HashMap.keys(state.callbacks)], [current.callbackId])
+    assert.strictEqual(SessionState.pastResolution(state, answered.callbackId), "answered")
+    assert.strictEqual(SessionState.pastResolution(state, cancelled.callbackId), "cancelled")
+    assert.isUndefined(SessionState.pastResolution(state, open.callbackId))
+    assert.isUndefined(SessionState.pastResolution(state, current.callbackId))
+    assert.deepStrictEqual(IdSet.toArray(state.ended), [first])
+    // The running turn's callbacks keep their answers: a resumed turn reads them.
+    assert.deepStrictEqual(
+      SessionState.callbacksOf(state, second).map((entry) => [entry.status, entry.result]),
+      [["answered", { output: "x".repeat(1000) }]]
+    )
   })
 
   it("a transcript branch that appends what the newest version holds shares it, and one that differs copies", () => {

@@ -25,7 +25,7 @@ import {
   TurnStarted
 } from "../schema/Record.js"
 import type { Usage } from "../schema/Budget.js"
-import * as AppendOnlyList from "./AppendOnlyList.js"
+import * as IdSet from "./IdSet.js"
 import * as SessionState from "./SessionState.js"
 
 /** What the sender of a command is told; `E` is what it may be refused with. */
@@ -132,7 +132,7 @@ const interrupt = (state: SessionState.SessionState, command: Interrupt): Outcom
       reply: { _tag: "Interrupted", turnId: expected, outcome: "interrupted" }
     }
   }
-  const raced = AppendOnlyList.includes(state.ended, expected)
+  const raced = IdSet.has(state.ended, expected)
   return {
     records: [applied(command.inputId, "interrupt", expected, { outcome: raced ? "already_ended" : "turn_mismatch" })],
     consumes: [command.inputId],
@@ -155,7 +155,7 @@ const staleReason = (
   command: CallbackAnswer
 ): StaleCallback["reason"] | undefined => {
   const known = HashMap.get(state.callbacks, command.callbackId)
-  if (known._tag === "None") return "not_open"
+  if (known._tag === "None") return SessionState.pastResolution(state, command.callbackId) ?? "not_open"
   const entry = known.value
   switch (entry.status) {
     case "answered":

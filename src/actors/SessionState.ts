@@ -1,9 +1,14 @@
 /**
  * What a session's log says, as one immutable value: the transcript the next
- * model call is given, the turns that ended, every callback (open or closed,
- * with its resolution), the tools approved for the session, and the active
- * turn with its operations (the receipts a resumed turn reuses) and the steers
- * it has not taken yet.
+ * model call is given, the turns that ended, the callbacks of the turns that
+ * have not ended (open or closed, with their resolutions and answers) and of
+ * those that have only which were answered or cancelled, the tools approved
+ * for the session, and the active turn with its operations (the receipts a
+ * resumed turn reuses) and the steers it has not taken yet.
+ *
+ * A live actor keeps this value for as long as it lives, so apart from the
+ * transcript (the conversation itself) nothing in it grows with every turn
+ * by more than a packed id (decision 0014).
  *
  * `apply` folds one record onto a state; folding a log in one pass, in pages
  * of any size, or commit by commit gives the same value. The actor keeps the
@@ -26,10 +31,10 @@ import { type OperationKind, OperationReceipt } from "../schema/Operation.js"
 import type { LogRecord, ModelCallInput, RecordBody, ToolCallInput, TurnEnded, TurnStarted } from "../schema/Record.js"
 import type * as Model from "../services/Model.js"
 import { errorOutcome } from "../services/Tool.js"
-import * as AppendOnlyList from "./AppendOnlyList.js"
 import * as Compaction from "./Compaction.js"
 import type { Reported } from "./ContextEstimate.js"
 import * as StructuredOutput from "./StructuredOutput.js"
+import * as IdSet from "./IdSet.js"
 import * as Transcript from "./Transcript.js"
 import { FINISH } from "./TurnPlan.js"
 
@@ -79,9 +84,12 @@ export interface SessionState {
   readonly head: number
   readonly closed: boolean
   readonly transcript: Transcript.Transcript
-  /** Every turn that ended, oldest first (asked only when an interrupt names a turn that is not running). */
-  readonly ended: AppendOnlyList.AppendOnlyList<TurnId>
+  /** Every turn that ended (asked only when an interrupt names a turn that is not running). */
+  readonly ended: IdSet.IdSet<TurnId>
+  /** The callbacks of the turns that have not ended; a turn's end leaves of its own only `pastCallbacks`. */
   readonly callbacks: HashMap.HashMap<CallbackId, CallbackEntry>
+  /** The callbacks of ended turns that were answered, and those that were cancelled or expired (what a late answer is told). */
+  readonly pastCallbacks: PastCallbacks
   /** Tools approved "for the session" by an approval answer: not asked about again. */
   readonly approvals: HashSet.HashSet<string>
   readonly active: ActiveTurn | undefined
@@ -93,6 +101,12 @@ export interface SessionState {
   readonly artifacts: HashMap.HashMap<string, ArchivedResult>
   /** What the model reported for the newest model call, unless the conversation was compacted since. */
   readonly reported: Reported | null
+}
+
+/** What is kept of the callbacks of ended turns: which were answered and which were cancelled (or expired). */
+export interface PastCallbacks {
+  readonly answered: IdSet.IdSet<CallbackId>
+  readonly cancelled: IdSet.IdSet<CallbackId>
 }
 
 /** A child this session spawned, as its log tells it. */
@@ -136,8 +150,9 @@ export const empty = (sessionId: SessionId): SessionState => ({
   head: 0,
   closed: false,
   transcript: Transcript.empty(),
-  ended: AppendOnlyList.empty(),
+  ended: IdSet.empty("turn_"),
   callbacks: HashMap.empty(),
+  pastCallbacks: { answered: IdSet.empty("cb_"), cancelled: IdSet.empty("cb_") },
   approvals: HashSet.empty(),
   active: undefined,
   children: HashMap.empty(),
@@ -220,8 +235,9 @@ const replyOf = (output: unknown): { readonly text: string; readonly toolCalls: 
 interface Change {
   readonly closed?: boolean
   readonly transcript?: Transcript.Transcript
-  readonly ended?: AppendOnlyList.AppendOnlyList<TurnId>
+  readonly ended?: IdSet.IdSet<TurnId>
   readonly callbacks?: HashMap.HashMap<CallbackId, CallbackEntry>
+  readonly pastCallbacks?: PastCallbacks
   readonly approvals?: HashSet.HashSet<string>
   readonly children?: HashMap.HashMap<SessionId, ChildEntry>
   readonly lastEnd?: TurnEnded
@@ -237,6 +253,7 @@ const next = (state: SessionState, head: number, active: ActiveTurn | undefined,
   transcript: change?.transcript ?? state.transcript,
   ended: change?.ended ?? state.ended,
   callbacks: change?.callbacks ?? state.callbacks,
+  pastCallbacks: change?.pastCallbacks ?? state.pastCallbacks,
   approvals: change?.approvals ?? state.approvals,
   active,
   children: change?.children ?? state.children,
@@ -274,6 +291,23 @@ const waitedTurns = (output: unknown): ReadonlySet<string> => {
     }
   }
   return turns
+}
+
+/**
+ * The callbacks of `state` once `turnId` ended: its own leave `callbacks`,
+ * and those answered or cancelled (or expired) are kept as ids only; one
+ * left open can take no answer any more, as a callback never opened.
+ */
+const pastTurn = (state: SessionState, turnId: TurnId): Pick<Change, "callbacks" | "pastCallbacks"> => {
+  let { callbacks } = state
+  let { answered, cancelled } = state.pastCallbacks
+  for (const entry of HashMap.values(state.callbacks)) {
+    if (entry.opened.turnId !== turnId) continue
+    callbacks = HashMap.remove(callbacks, entry.opened.callbackId)
+    if (entry.status === "answered") answered = IdSet.add(answered, entry.opened.callbackId)
+    else if (entry.status !== "open") cancelled = IdSet.add(cancelled, entry.opened.callbackId)
+  }
+  return callbacks === state.callbacks ? {} : { callbacks, pastCallbacks: { answered, cancelled } }
 }
 
 /** Folds one record, stored at `seq` by a commit at `at`, onto `state`. */
@@ -381,10 +415,12 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
           transcript = Transcript.append(transcript, { role: "user", content: childResultText(result, aliasOf(state, result.childSessionId)) })
         }
       }
+      const { callbacks, pastCallbacks } = pastTurn(state, body.turnId)
       return next(state, seq, active?.started.turnId === body.turnId ? undefined : active, {
         transcript,
-        ended: AppendOnlyList.append(state.ended, body.turnId),
-        lastEnd: body
+        ended: IdSet.add(state.ended, body.turnId),
+        lastEnd: body,
+        ...(callbacks === undefined ? {} : { callbacks, pastCallbacks })
       })
     }
     case "child_spawned":
@@ -431,6 +467,7 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
         })
       })
     case "callback_resolved": {
+      // Only a running turn's callbacks are resolved (an answer, or the turn's interrupt before its end).
       const known = HashMap.get(state.callbacks, body.callbackId)
       if (known._tag === "None") return next(state, seq, state.active)
       const entry = known.value
@@ -521,6 +558,14 @@ export const waitingInputs = (state: SessionState, pending: ReadonlyArray<Record
   }
   return Math.max(0, steers) + Math.max(0, results)
 }
+
+/** How a callback of an ended turn was closed, when it was answered or cancelled (or expired). */
+export const pastResolution = (state: SessionState, callbackId: CallbackId): "answered" | "cancelled" | undefined =>
+  IdSet.has(state.pastCallbacks.answered, callbackId)
+    ? "answered"
+    : IdSet.has(state.pastCallbacks.cancelled, callbackId)
+    ? "cancelled"
+    : undefined
 
 /** The callbacks of `turnId` that are still open, in the order they opened. */
 export const openCallbacksOf = (state: SessionState, turnId: TurnId): ReadonlyArray<CallbackEntry> => {
