@@ -404,6 +404,73 @@ const createdStep = (session: Session, at: Clock): Step => ({
   params: [session.id, ...at.params, `commit_${session.id.slice(4)}`, toJsonText(createdRecord(session))]
 })
 
+/** The session of `tenant` under the idempotency `key`: none, the one made with the same request, or a `Conflict`. */
+function* keyed(tenant: string, key: string, print: string): Generator<Step, Either.Either<Session, Conflict> | undefined, ReadonlyArray<never>> {
+  const rows: ReadonlyArray<SessionRow> = yield {
+    text: `SELECT ${sessionColumns} FROM troupe_sessions WHERE tenant = ? AND idempotency_key = ?`,
+    params: [tenant, key]
+  }
+  if (rows.length === 0) return undefined
+  if (rows[0]!.fingerprint !== print) {
+    return Either.left(new Conflict({ entity: "session", key, reason: "idempotency key reused with a different request" }))
+  }
+  return Either.right(sessionOf(rows[0]!))
+}
+
+/**
+ * The statements of `create`: the replay of an idempotency key, the parent
+ * (of the caller's tenancy) and its aliases, then the new row (`id`, unless a
+ * concurrent create of the same key or alias got there first) and its
+ * `session_created` record, at the store clock read inside the transaction.
+ */
+export function* createSteps(input: CreateSession, id: SessionId, clock: Clock): Steps<Session, Conflict | SessionNotFound> {
+  const tenant = tenantOf(input.principal)
+  const print = fingerprint(input)
+  if (input.idempotencyKey !== undefined) {
+    const found = yield* keyed(tenant, input.idempotencyKey, print)
+    if (found !== undefined) return found
+  }
+  let parent: { session: Session; path: string } | undefined
+  if (input.parentId !== undefined) {
+    const rows: ReadonlyArray<SessionRow & { readonly path: string }> = yield {
+      text: `SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ? AND tenant = ?`,
+      params: [input.parentId, tenant]
+    }
+    if (rows.length === 0) return Either.left(new SessionNotFound({ sessionId: input.parentId }))
+    parent = { session: sessionOf(rows[0]!), path: rows[0]!.path }
+    if (input.alias !== undefined) {
+      const taken: ReadonlyArray<unknown> = yield {
+        text: `SELECT id FROM troupe_sessions WHERE parent_id = ? AND alias = ?`,
+        params: [input.parentId, input.alias]
+      }
+      if (taken.length > 0) return Either.left(new Conflict({ entity: "alias", key: input.alias, reason: "alias already taken" }))
+    }
+  }
+  const now: ReadonlyArray<{ now: number | string }> = yield { text: `SELECT ${clock.text} AS now`, params: clock.params }
+  const at = Number(now[0]!.now)
+  const session = draft(id, input, parent?.session, at)
+  const inserted: ReadonlyArray<unknown> = yield insertSession({
+    session,
+    tenant,
+    path: `${parent?.path ?? "/"}${id}/`,
+    idempotencyKey: input.idempotencyKey ?? null,
+    fingerprint: print,
+    at: { text: "?", params: [at] },
+    spawnCommit: null,
+    inbox: 0
+  })
+  if (inserted.length === 0) {
+    // A concurrent create with the same key (or alias) committed first.
+    if (input.idempotencyKey !== undefined) {
+      const found = yield* keyed(tenant, input.idempotencyKey, print)
+      if (found !== undefined) return found
+    }
+    return Either.left(new Conflict({ entity: "alias", key: input.alias ?? id, reason: "alias already taken" }))
+  }
+  yield createdStep(session, { text: "?", params: [at] })
+  return Either.right(session)
+}
+
 /** The session row of `sessionId` locked, with its lease, path and the store clock, when it belongs to `tenant`. */
 interface LockedRow extends SessionRow {
   readonly lease_owner: string | null
@@ -852,74 +919,10 @@ export const make = (dialect: Dialect) =>
         ? dialect.transact(steps)
         : dialect.transaction(Effect.flatMap(dialect.clock, (clock) => drive(steps(clock))))
 
+    // One write transaction of statements (`createSteps`): on SQLite one synchronous transaction, like a commit.
     const create = Effect.fnUntraced(function*(input: CreateSession) {
-      const tenant = tenantOf(input.principal)
-      const print = fingerprint(input)
-      const existing = (key: string) =>
-        Effect.gen(function*() {
-          const rows = yield* query<SessionRow>(
-            `SELECT ${sessionColumns} FROM troupe_sessions WHERE tenant = ? AND idempotency_key = ?`,
-            [tenant, key]
-          )
-          if (rows.length === 0) return Option.none<Session>()
-          if (rows[0]!.fingerprint !== print) {
-            return yield* new Conflict({
-              entity: "session",
-              key,
-              reason: "idempotency key reused with a different request"
-            })
-          }
-          return Option.some(yield* toSession(rows[0]!))
-        })
-      return yield* dialect.transaction(Effect.gen(function*() {
-        if (input.idempotencyKey !== undefined) {
-          const found = yield* existing(input.idempotencyKey)
-          if (Option.isSome(found)) return found.value
-        }
-        let parent: { session: Session; path: string } | undefined
-        if (input.parentId !== undefined) {
-          const rows = yield* query<SessionRow & { readonly path: string }>(
-            `SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ? AND tenant = ?`,
-            [input.parentId, tenant]
-          )
-          if (rows.length === 0) return yield* new SessionNotFound({ sessionId: input.parentId })
-          parent = { session: yield* toSession(rows[0]!), path: rows[0]!.path }
-          if (input.alias !== undefined) {
-            const taken = yield* query(`SELECT id FROM troupe_sessions WHERE parent_id = ? AND alias = ?`, [
-              input.parentId,
-              input.alias
-            ])
-            if (taken.length > 0) {
-              return yield* new Conflict({ entity: "alias", key: input.alias, reason: "alias already taken" })
-            }
-          }
-        }
-        const at = yield* readClock
-        const id = input.sessionId ?? (yield* makeSessionId)
-        const session = draft(id, input, parent?.session, at)
-        const insert = insertSession({
-          session,
-          tenant,
-          path: `${parent?.path ?? "/"}${id}/`,
-          idempotencyKey: input.idempotencyKey ?? null,
-          fingerprint: print,
-          at: { text: "?", params: [at] },
-          spawnCommit: null,
-          inbox: 0
-        })
-        const inserted = yield* query(insert.text, insert.params)
-        if (inserted.length === 0) {
-          // A concurrent create with the same key (or alias) committed first.
-          if (input.idempotencyKey !== undefined) {
-            const found = yield* existing(input.idempotencyKey)
-            if (Option.isSome(found)) return found.value
-          }
-          return yield* new Conflict({ entity: "alias", key: input.alias ?? id, reason: "alias already taken" })
-        }
-        const first = createdStep(session, { text: "?", params: [at] })
-        yield* query(first.text, first.params)
-        return session
-      }))
+      const id = input.sessionId ?? (yield* makeSessionId)
+      return yield* transact((clock) => createSteps(input, id, clock))
     }, unavailable("create"))
 
     const get = Effect.fnUntraced(function*(sessionId: SessionId) {
