@@ -11,7 +11,10 @@
  * from the file the commits per session (`troupe_commits` rows). Rounds run
  * in fresh processes' worth of state (a fresh store each), after a warm-up.
  *
- *   npx tsx bench/fanout.ts [--sessions 500] [--rounds 5] [--warmup 200] [--only sqlite|memory]
+ * `--group on` turns the SQLite store's group commit on (it is off by
+ * default) and reports the sizes of its batches.
+ *
+ *   npx tsx bench/fanout.ts [--sessions 500] [--rounds 5] [--warmup 200] [--only sqlite|memory] [--group off|on]
  */
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
@@ -26,12 +29,16 @@ import { SessionStore } from "../src/services/SessionStore.js"
 import { Sessions } from "../src/services/Sessions.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
-import { arg, benchPrincipal as principal, cpuMicros, echo, loadAverage, upperMedian } from "./support.js"
+import { arg, benchPrincipal as principal, cpuMicros, echo, loadAverage, percentile, upperMedian } from "./support.js"
 
 const sessionCount = Number(arg("sessions", "500"))
 const rounds = Number(arg("rounds", "5"))
 const warmup = Number(arg("warmup", "200"))
 const only = arg("only", "all")
+// `--group on` runs the SQLite store with group commit (off by default; an A/B in one checkout).
+const group = arg("group", "off") === "on"
+/** Sizes of the group-commit batches of the current round (SQLite). */
+let batches: Array<number> = []
 
 const askForTool: ScriptedReply = { toolCalls: [{ id: "call_1", name: "echo", arguments: "{\"text\":\"hi\"}" }] }
 const answer = "The tool said hi."
@@ -76,6 +83,8 @@ interface Round {
   readonly wallMs: number
   readonly cpuMsPerSession: number
   readonly counts: Counts
+  /** Sizes of the group-commit batches (transactions that waited for company). */
+  readonly batches: ReadonlyArray<number>
   readonly load: string
 }
 
@@ -97,13 +106,15 @@ const fanout = (count: number) =>
 const round = (kind: "sqlite" | "memory", filename: string, count: number) =>
   Effect.gen(function*() {
     const counts: Counts = {}
-    const store = kind === "sqlite" ? SqliteSessionStore.layer({ filename }) : MemorySessionStore.layer
+    batches = []
+    const groupCommit = group ? { onBatch: (size: number) => void batches.push(size) } : false
+    const store = kind === "sqlite" ? SqliteSessionStore.layer({ filename, groupCommit }) : MemorySessionStore.layer
     const measured = yield* fanout(count).pipe(
       // Let the actors passivate (idle 200 ms), so the counts include the lease releases.
       Effect.tap(() => Effect.sleep("600 millis")),
       Effect.provide(runtime(store, counts))
     )
-    return { ...measured, counts, load: loadAverage() } satisfies Round
+    return { ...measured, counts, batches, load: loadAverage() } satisfies Round
   })
 
 const commitsPerSession = (filename: string) => {
@@ -130,7 +141,17 @@ const report = (kind: string, results: ReadonlyArray<Round>, count: number) => {
   console.log(`  store writes per session ${perSession(written.reduce((a, [, n]) => a + n, 0))}: ${written.map(([name, n]) => `${name} ${perSession(n)}`).join(", ")}`)
   const read = Object.entries(counts).filter(([name]) => !writes.has(name))
   console.log(`  store reads per session  ${read.map(([name, n]) => `${name} ${perSession(n)}`).join(", ")}`)
-  console.log(`  load average at the end  ${results[results.length - 1]!.load}`)
+  const last = results[results.length - 1]!
+  if (last.batches.length > 0) {
+    const sorted = [...last.batches].sort((a, b) => a - b)
+    const grouped = sorted.reduce((a, b) => a + b, 0)
+    const writeCount = written.reduce((a, [, n]) => a + n, 0)
+    console.log(
+      `  group commit (last round): ${sorted.length} batches of ${grouped} transactions (${fixed((grouped / writeCount) * 100, 0)}% of the writes); ` +
+        `batch size median ${percentile(sorted, 0.5)}, p90 ${percentile(sorted, 0.9)}, max ${sorted[sorted.length - 1]}`
+    )
+  }
+  console.log(`  load average at the end  ${last.load}`)
 }
 
 const main = async () => {

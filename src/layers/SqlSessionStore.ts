@@ -79,9 +79,12 @@ export interface Dialect {
   /**
    * Runs the statements of a write transaction (`Steps`) its own way, giving
    * them the store clock (SQLite: all at once, synchronously). By default each
-   * statement is one Effect inside `transaction`.
+   * statement is one Effect inside `transaction`. `session` names the session
+   * the transaction writes (SQLite groups several sessions' transactions).
    */
-  readonly transact?: (<A, E>(steps: (clock: Clock) => Steps<A, E>) => Effect.Effect<A, E | SqlError>) | undefined
+  readonly transact?:
+    | (<A, E>(steps: (clock: Clock) => Steps<A, E>, session: string | undefined) => Effect.Effect<A, E | SqlError>)
+    | undefined
 }
 
 /** What `append` fails with besides the driver's `SqlError`. */
@@ -914,15 +917,15 @@ export const make = (dialect: Dialect) =>
     }
 
     /** Runs the statements of a write transaction, the dialect's way or one Effect each; a refusal rolls it back. */
-    const transact = <A, E>(steps: (clock: Clock) => Steps<A, E>): Effect.Effect<A, E | SqlError> =>
+    const transact = <A, E>(steps: (clock: Clock) => Steps<A, E>, session?: string): Effect.Effect<A, E | SqlError> =>
       dialect.transact !== undefined
-        ? dialect.transact(steps)
+        ? dialect.transact(steps, session)
         : dialect.transaction(Effect.flatMap(dialect.clock, (clock) => drive(steps(clock))))
 
     // One write transaction of statements (`createSteps`): on SQLite one synchronous transaction, like a commit.
     const create = Effect.fnUntraced(function*(input: CreateSession) {
       const id = input.sessionId ?? (yield* makeSessionId)
-      return yield* transact((clock) => createSteps(input, id, clock))
+      return yield* transact((clock) => createSteps(input, id, clock), id)
     }, unavailable("create"))
 
     const get = Effect.fnUntraced(function*(sessionId: SessionId) {
@@ -1065,11 +1068,11 @@ export const make = (dialect: Dialect) =>
 
     const spawn = Effect.fnUntraced(function*(input: SpawnChild) {
       const childId = input.sessionId ?? (yield* makeSessionId)
-      return yield* transact((clock) => spawnSteps(input, childId, clock, dialect.lockRow))
+      return yield* transact((clock) => spawnSteps(input, childId, clock, dialect.lockRow), input.commit.sessionId)
     }, unavailable("spawn"))
 
     const admitChildTurn = Effect.fnUntraced(function*(input: AdmitChildTurn) {
-      return yield* transact((clock) => childTurnSteps(input, clock, dialect.lockRow))
+      return yield* transact((clock) => childTurnSteps(input, clock, dialect.lockRow), input.childId)
     }, unavailable("admitChildTurn"))
 
     const push = Effect.fnUntraced(function*(sessionId: SessionId, command: Pushable) {
@@ -1077,7 +1080,7 @@ export const make = (dialect: Dialect) =>
         return yield* new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" })
       }
       const print = canonical(encodeCommand(command))
-      return yield* transact((clock) => pushSteps(sessionId, command.inputId, print, clock, dialect.lockRow))
+      return yield* transact((clock) => pushSteps(sessionId, command.inputId, print, clock, dialect.lockRow), sessionId)
     }, unavailable("push"))
 
     const readInbox = Effect.fnUntraced(
@@ -1145,7 +1148,7 @@ export const make = (dialect: Dialect) =>
       )
     }, unavailable("release"))
 
-    const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow))
+    const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow), commit.sessionId)
 
     const commitWith = dialect.append === undefined ? inTransaction : dialect.append({ query, inTransaction })
     const append = (commit: Commit) => unavailable("append")(commitWith(commit))
@@ -1180,7 +1183,7 @@ export const make = (dialect: Dialect) =>
     const admitAnswer = Effect.fnUntraced(function*(sessionId: SessionId, answer: CallbackAnswer) {
       const print = canonical(encodeCommand(answer))
       return yield* Effect.catchIf(
-        transact((clock) => answerSteps(sessionId, answer, print, clock, dialect.lockRow)),
+        transact((clock) => answerSteps(sessionId, answer, print, clock, dialect.lockRow), sessionId),
         (refusal): refusal is "closed" => refusal === "closed",
         // Closing is final: the log read after the refusing transaction tells how.
         () =>
