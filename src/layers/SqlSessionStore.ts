@@ -906,7 +906,14 @@ export const make = (dialect: Dialect) =>
     const sessionById = (sessionId: string) =>
       query<SessionRow>(`SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ?`, [sessionId])
 
-    /** Runs steps one statement at a time, feeding each statement's rows back. */
+    // The three ways SQL is run (docs/store.md, "How the store runs SQL: three paths"):
+    // 1. `drive`: a write's `Steps`, one Effect per statement, inside `dialect.transaction`
+    //    (PostgreSQL's writes; every write over a caller's SqlClient);
+    // 2. `dialect.transact`: the same `Steps` in one synchronous SQLite transaction (SqliteSessionStore.layer);
+    // 3. `dialect.append`: PostgreSQL's one-statement append (PgAppend), derived from `project`.
+    // Reads and the one-statement writes (acquire, renew, release, updateMetadata) go through `query`.
+
+    /** Path 1: runs steps one statement at a time, feeding each statement's rows back. */
     const drive = <A, E>(steps: Steps<A, E>): Effect.Effect<A, E | SqlError> => {
       const resume = (rows: ReadonlyArray<unknown> | undefined): Effect.Effect<A, E | SqlError> => {
         const next = steps.next(rows as ReadonlyArray<never>)
@@ -916,7 +923,7 @@ export const make = (dialect: Dialect) =>
       return Effect.suspend(() => resume(undefined))
     }
 
-    /** Runs the statements of a write transaction, the dialect's way or one Effect each; a refusal rolls it back. */
+    /** Runs the statements of a write transaction, the dialect's way (path 2) or one Effect each (path 1); a refusal rolls it back. */
     const transact = <A, E>(steps: (clock: Clock) => Steps<A, E>, session?: string): Effect.Effect<A, E | SqlError> =>
       dialect.transact !== undefined
         ? dialect.transact(steps, session)
@@ -1150,6 +1157,7 @@ export const make = (dialect: Dialect) =>
 
     const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow), commit.sessionId)
 
+    // Path 3 when the dialect has one (PostgreSQL), falling back on `inTransaction` (path 1); else path 1 or 2.
     const commitWith = dialect.append === undefined ? inTransaction : dialect.append({ query, inTransaction })
     const append = (commit: Commit) => unavailable("append")(commitWith(commit))
 

@@ -7,7 +7,7 @@
  * `layer` opens the database itself and runs each commit as one synchronous
  * better-sqlite3 transaction (docs/decisions/0006-sqlite-sync-commit.md);
  * `make` runs the same store over any SQLite `SqlClient` in context, one
- * statement at a time.
+ * statement at a time (the store's paths 2 and 1: docs/store.md, "three paths").
  *
  * @since 0.1.0
  */
