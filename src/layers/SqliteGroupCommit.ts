@@ -88,10 +88,14 @@ export const make = (driver: Driver, options: Options = {}) => {
     } catch (error) {
       for (const item of pending) item.outcome = { ok: false, error }
     }
-    options.onBatch?.(pending.length)
     for (const item of pending) {
       item.done = true
       for (const resume of item.resume) resume()
+    }
+    try {
+      options.onBatch?.(pending.length)
+    } catch {
+      // An observer's failure is not the writers'.
     }
   }
 
