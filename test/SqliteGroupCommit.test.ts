@@ -17,9 +17,12 @@ import { agent, commit, inputId, principal, turnBatch } from "./support/fixtures
 
 const file = () => join(mkdtempSync(join(tmpdir(), "troupe-group-")), "store.db")
 
+// Company is assumed whenever another session wrote last (however long ago), so a loaded machine cannot space the writes out of a batch.
 const open = (batches: Array<number>, maxBatch?: number) =>
   Effect.map(
-    Layer.build(SqliteSessionStore.layer({ filename: file(), groupCommit: { onBatch: (n) => void batches.push(n), maxBatch } })),
+    Layer.build(
+      SqliteSessionStore.layer({ filename: file(), groupCommit: { onBatch: (n) => void batches.push(n), maxBatch, recentMicros: 1e12 } })
+    ),
     Context.get(SessionStore)
   )
 
