@@ -22,6 +22,8 @@ export * as Callback from "./schema/Callback.js"
 export * as CallbackBroker from "./services/CallbackBroker.js"
 /** The CBOR profile of the wire: what troupe writes and what it agrees to read. */
 export * as Cbor from "./protocol/Cbor.js"
+/** Context compaction settings (per agent and per run) and the `context_compacted` record. */
+export * as Compaction from "./schema/Compaction.js"
 /** Serves one connection over a `Transport`: handshake, framing, `core.*`, `auth.hello`. */
 export * as Connection from "./server/Connection.js"
 /** Prices model calls for the `costMicros` budget and the usage every turn reports. */

@@ -23,6 +23,20 @@ const reply = (model: Model.Model["Type"], req: Model.Request) =>
   Stream.runFold(model.stream(req), Model.emptyReply, Model.gather)
 
 describe("ScriptedModel", () => {
+  it.effect("summary calls get the summarizer's answer (by default the text's head and tail) and never advance a script", () =>
+    Effect.gen(function*() {
+      const sessionId = yield* makeSessionId
+      const summaryOf = (req: Model.Request): Model.Request => ({ ...req, purpose: "summary" })
+      const model = yield* ScriptedModel.make({ sessions: { [sessionId]: ["s1", "s2"] } })
+      const long = `${"a".repeat(300)}${"z".repeat(300)}`
+      const summary = yield* reply(model, summaryOf(yield* request(sessionId, "helper", long)))
+      assert.strictEqual(summary.text, `Summary: ${"a".repeat(200)} … ${"z".repeat(200)}`)
+      assert.strictEqual((yield* reply(model, yield* request(sessionId, "helper", "hi"))).text, "s1", "the script did not move")
+      const own = yield* ScriptedModel.make({ summarize: () => ({ fail: "no summaries today" }) })
+      const failed = yield* Effect.either(reply(own, summaryOf(yield* request(sessionId, "helper", "x"))))
+      assert.isTrue(failed._tag === "Left" && failed.left.reason === "no summaries today")
+    }))
+
   it.effect("session scripts win over agent scripts, which win over the echo; each advances per call and its last reply repeats", () =>
     Effect.gen(function*() {
       const scripted = yield* makeSessionId

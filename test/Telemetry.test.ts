@@ -187,14 +187,20 @@ describe("ProductEvent", () => {
       "scripted",
       "openai_compatible",
       "effect_ai",
-      "custom"
+      "custom",
+      "micro",
+      "summary",
+      "compacted",
+      "rejected"
     ])
     const freeText = fc.string().filter((s) => !literals.has(s))
     const valid: ReadonlyArray<ProductEvent.ProductEvent> = [
       ProductEvent.sessionStarted("root"),
       turnEnded,
       ProductEvent.daemonStarted({ listeners: { unix: true, tcp: false, stdio: false }, store: "sqlite", model: "scripted" }),
-      ProductEvent.failure("session.failed", "conflict")
+      ProductEvent.failure("session.failed", "conflict"),
+      ProductEvent.compactionStarted("micro", 5_000),
+      ProductEvent.compactionCompleted("summary", "rejected", { tokensBefore: 5_000, tokensAfter: 5_100, archived: 0 })
     ]
     const stringFields = (event: Record<string, unknown>): Array<ReadonlyArray<string>> =>
       Object.entries(event).flatMap(([key, value]) =>

@@ -747,7 +747,14 @@ describe("agent loop", () => {
     const countAgent = (runs: Ref.Ref<number>, permissions: PermissionPolicy) =>
       agentWith({ tools: [shout.spec, counter(runs).spec], permissions })
 
-    it.effect("deny: the call is recorded as the tool error \"denied by permission policy\" and never runs", () =>
+    const notAllowed = (tool: string, layer: string, rule: string) => ({
+      error: `tool_not_allowed: ${tool} is denied by the ${layer} policy (${rule})`,
+      code: "tool_not_allowed",
+      layer,
+      rule
+    })
+
+    it.effect("deny: the call is recorded as the tool error tool_not_allowed and never runs", () =>
       Effect.gen(function*() {
         const runs = yield* Ref.make(0)
         yield* Effect.gen(function*() {
@@ -760,7 +767,7 @@ describe("agent loop", () => {
           const result = yield* sessions.awaitTurn(who, session.id, turnId)
           assert.strictEqual(result.output, "ok")
           assert.deepStrictEqual(toolOutcomes(yield* logOf(session.id)), [
-            ["count", { error: "denied by permission policy" }, true],
+            ["count", notAllowed("count", "agent", "name"), true],
             ["shout", "Y", false]
           ])
           assert.strictEqual(yield* Ref.get(runs), 0)
@@ -781,14 +788,15 @@ describe("agent loop", () => {
           const turnId = yield* start(who, session.id, "go")
           yield* sessions.awaitTurn(who, session.id, turnId)
           assert.deepStrictEqual(toolOutcomes(yield* logOf(session.id)), [
-            ["count", { error: "denied by permission policy" }, true],
+            ["count", notAllowed("count", "agent", "default"), true],
             ["shout", "Y", false]
           ])
           assert.strictEqual(yield* Ref.get(runs), 0)
         }).pipe(Effect.provide(countingRuntime(runs, [calls(call("c1", "count"), call("c2", "shout", { text: "y" })), "ok"])))
       }))
 
-    it.effect("a run's rule beats the agent's rule, for that turn only", () =>
+    // Deliberately changed with decision 0017: a run's `allow` used to lift the agent's `deny` here.
+    it.effect("a run's allow cannot lift the agent's deny; a run's deny binds that turn only", () =>
       Effect.gen(function*() {
         const runs = yield* Ref.make(0)
         yield* Effect.gen(function*() {
@@ -797,23 +805,30 @@ describe("agent loop", () => {
           const session = yield* sessions.create(who, {
             agent: countAgent(runs, new PermissionPolicy({ rules: { count: "deny" } }))
           })
-          const first = yield* start(who, session.id, "go", { permissions: { rules: { count: "allow" } } })
+          const first = yield* start(who, session.id, "go", { permissions: { default: "allow", rules: { count: "allow" } } })
           yield* sessions.awaitTurn(who, session.id, first)
-          assert.strictEqual(yield* Ref.get(runs), 1)
-          assert.deepStrictEqual(toolOutcomes(yield* logOf(session.id)), [["count", 1, false]])
-          // The next turn has no override: the agent's rule is back.
-          const second = yield* start(who, session.id, "again")
+          assert.strictEqual(yield* Ref.get(runs), 0)
+          assert.deepStrictEqual(toolOutcomes(yield* logOf(session.id)), [["count", notAllowed("count", "agent", "name"), true]])
+          // A run adds a denial of its own (shout), for its turn only.
+          const second = yield* start(who, session.id, "again", { permissions: { rules: { shout: "deny" } } })
           yield* sessions.awaitTurn(who, session.id, second)
-          assert.strictEqual(yield* Ref.get(runs), 1)
-          assert.deepStrictEqual(toolOutcomes(yield* logOf(session.id)).at(-1), [
-            "count",
-            { error: "denied by permission policy" },
-            true
+          const third = yield* start(who, session.id, "once more")
+          yield* sessions.awaitTurn(who, session.id, third)
+          assert.deepStrictEqual(toolOutcomes(yield* logOf(session.id)).slice(1), [
+            ["shout", notAllowed("shout", "run", "name"), true],
+            ["shout", "Y", false]
           ])
-        }).pipe(Effect.provide(countingRuntime(runs, [calls(call("c1", "count")), "ok", calls(call("c2", "count")), "ok"])))
+        }).pipe(Effect.provide(countingRuntime(runs, [
+          calls(call("c1", "count")),
+          "ok",
+          calls(call("c2", "shout", { text: "y" })),
+          "ok",
+          calls(call("c3", "shout", { text: "y" })),
+          "ok"
+        ])))
       }))
 
-    it.effect("resolution order: run rule, agent rule, run default, agent default", () =>
+    it.effect("layers add up: the strictest of the agent's and the run's wins, by rule or by default", () =>
       Effect.gen(function*() {
         const runs = yield* Ref.make(0)
         yield* Effect.gen(function*() {
@@ -826,18 +841,16 @@ describe("agent loop", () => {
           const turnId = yield* start(who, session.id, "go", { permissions: { default: "allow", rules: { shout: "deny" } } })
           yield* sessions.awaitTurn(who, session.id, turnId)
           assert.deepStrictEqual(toolOutcomes(yield* logOf(session.id)), [
-            // the agent's rule beats the run's default
-            ["count", { error: "denied by permission policy" }, true],
-            // the run's rule beats the agent's default
-            ["shout", { error: "denied by permission policy" }, true]
+            ["count", notAllowed("count", "agent", "name"), true],
+            ["shout", notAllowed("shout", "run", "name"), true]
           ])
-          // A run default beats the agent's default for tools no rule names.
+          // A run's default deny binds tools the agent allows by default.
           const other = yield* sessions.create(who, { agent: countAgent(runs, new PermissionPolicy({})) })
           const denied = yield* start(who, other.id, "go", { permissions: { default: "deny" } })
           yield* sessions.awaitTurn(who, other.id, denied)
           assert.deepStrictEqual(toolOutcomes(yield* logOf(other.id)), [
-            ["count", { error: "denied by permission policy" }, true],
-            ["shout", { error: "denied by permission policy" }, true]
+            ["count", notAllowed("count", "run", "default"), true],
+            ["shout", notAllowed("shout", "run", "default"), true]
           ])
           assert.strictEqual(yield* Ref.get(runs), 0)
         }).pipe(Effect.provide(countingRuntime(runs, [calls(call("c1", "count"), call("c2", "shout", { text: "y" })), "ok"])))

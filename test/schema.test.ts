@@ -297,7 +297,25 @@ describe("record JSON", () => {
         new Record.ChildResultRecorded({ childSessionId: sessionId, turnId, outcome: "completed", output: "done" }),
         new Record.Renamed({ title: "new" }),
         new Record.Archived({ archived: true }),
-        new Record.Closed({})
+        new Record.Closed({}),
+        new Record.ContextCompacted({
+          turnId,
+          mode: "micro",
+          messagesBefore: 9,
+          tokensBefore: 900,
+          tokensAfter: 300,
+          archived: [{ index: 2, callId: "c1", toolName: "echo", artifactId: operationId, turnId, seq: 7, chars: 4000, marker: "<archived_tool_result …>" }]
+        }),
+        new Record.ContextCompacted({
+          turnId,
+          mode: "summary",
+          messagesBefore: 9,
+          tokensBefore: 900,
+          tokensAfter: 100,
+          replaced: 6,
+          summary: "<conversation_summary>…</conversation_summary>",
+          operationId
+        })
       ]
       assert.strictEqual(new Set(bodies.map((body) => body._tag)).size, RecordBody.members.length)
       for (const body of bodies) {

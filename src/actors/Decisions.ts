@@ -190,7 +190,8 @@ const answer = (state: SessionState.SessionState, command: CallbackAnswer): Outc
       new CallbackResolved({
         callbackId: command.callbackId,
         turnId: command.turnId,
-        resolution: "answered",
+        // The turn's own answer at an approval's deadline, admitted before any other.
+        resolution: command.expired === true ? "expired" : "answered",
         result: command.result
       }, true),
       applied(command.inputId, "callback_answer", command.turnId)

@@ -27,9 +27,10 @@ import * as Telemetry from "../services/Telemetry.js"
 import { Decision, type Expectation, type Refusal, type Refusals, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as LiveEvents from "./LiveEvents.js"
-import * as Lock from "./Lock.js"
+import * as Lock from "../internal/Lock.js"
 import * as SessionActor from "./SessionActor.js"
-import { type Cell, complete, makeCell, register } from "./Waiters.js"
+import type * as ToolPolicy from "./ToolPolicy.js"
+import { type Cell, complete, makeCell, register } from "../internal/Waiters.js"
 
 /** Host tuning; every field has a default. */
 export interface Options {
@@ -53,6 +54,11 @@ export interface Options {
   readonly maxBusyActors?: number | undefined
   /** Default model settings, under each agent's and each run's. */
   readonly modelSettings?: ModelSettings | undefined
+  /**
+   * The host's permission layer (by name, side effect, capability, cost, terminal): under every
+   * agent's and run's, which can deny or ask about more but never lift its denials.
+   */
+  readonly toolPolicy?: ToolPolicy.Rules | undefined
 }
 
 type Waiter = Cell<Decision, Refusal>
@@ -70,7 +76,8 @@ export const make = (options: Options = {}) =>
       leaseTtl,
       idleTimeout: Duration.decode(options.idleTimeout ?? "30 seconds"),
       inboxPoll: options.inboxPoll === undefined ? undefined : Duration.decode(options.inboxPoll),
-      modelSettings: options.modelSettings
+      modelSettings: options.modelSettings,
+      toolPolicy: options.toolPolicy
     }
     const liveBuffer = options.liveBuffer ?? 256
     const actors = yield* FiberSet.make<void>()

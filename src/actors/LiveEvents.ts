@@ -11,7 +11,7 @@ import { Durable, type SessionEvent } from "../schema/Event.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { RecordBody, TurnEnded } from "../schema/Record.js"
 import type { Interest } from "../services/SessionHost.js"
-import { type Cell, complete, makeCell, register } from "./Waiters.js"
+import { type Cell, complete, makeCell, register } from "../internal/Waiters.js"
 
 /** A host's live events. */
 export interface LiveEvents {

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, type Fiber, FiberSet, HashSet, Queue } from "effect"
+import { Clock, Deferred, Effect, type Fiber, FiberSet, HashMap, HashSet, Queue } from "effect"
 import type { Agent, ModelSettings } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
@@ -18,9 +18,11 @@ import type { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
 import type { BusySlot } from "./BusySlot.js"
 import type { Session } from "../schema/Session.js"
+import * as ApprovalTimeout from "./ApprovalTimeout.js"
 import * as SessionState from "./SessionState.js"
 import * as SubagentTools from "./SubagentTools.js"
 import * as Transcript from "./Transcript.js"
+import * as ToolPolicy from "./ToolPolicy.js"
 import * as TurnMeter from "./TurnMeter.js"
 import * as TurnPlan from "./TurnPlan.js"
 import * as TurnRunner from "./TurnRunner.js"
@@ -43,6 +45,8 @@ export interface Host {
   readonly agent: Agent
   readonly sessionBudgets: Budgets | null
   readonly hostSettings: ModelSettings | undefined
+  /** The host's permission layer, under every other. */
+  readonly toolPolicy?: ToolPolicy.Rules | undefined
   readonly epoch: number
   /** The actor's newest state. */
   readonly state: () => SessionState.SessionState
@@ -64,11 +68,20 @@ export interface Host {
 
 /** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers and child results. */
 const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): TurnRunner.Prompt => {
-  const view = pending.length === 0 ? state : SessionState.applyCommit(state, state.head + 1, 0, pending)
+  const view = viewOf(state, pending)
   const messages = Transcript.toArray(view.transcript)
   messages.push(...SessionState.waitingMessages(view))
-  return { messages, steers: view.active?.steers.length ?? 0, results: view.active?.results.length ?? 0 }
+  return {
+    messages,
+    steers: view.active?.steers.length ?? 0,
+    results: view.active?.results.length ?? 0,
+    archived: HashMap.size(view.artifacts)
+  }
 }
+
+/** `state` with `pending` (records not committed yet) folded on. */
+const viewOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): SessionState.SessionState =>
+  pending.length === 0 ? state : SessionState.applyCommit(state, state.head + 1, 0, pending)
 
 /** Starts `started` as a turn of the actor (`resumed`: a turn a previous owner left active). */
 export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
@@ -88,12 +101,22 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     const inputs = yield* Queue.sliding<void>(1)
     let waitingForUser = false
 
-    const openCallback = (operationId: OperationId, request: CallbackRequest, records: ReadonlyArray<RecordBody>) =>
+    const expiry = (callbackId: CallbackId, operationId: OperationId, expiresAt: number | undefined) =>
+      expiresAt === undefined
+        ? undefined
+        : ApprovalTimeout.expireAt({ sessionId, callbackId, turnId, operationId, expiresAt }, host.subagents.store, host.wake)
+
+    const openCallback = (
+      operationId: OperationId,
+      request: CallbackRequest,
+      records: ReadonlyArray<RecordBody>,
+      expiresAt?: number | undefined
+    ) =>
       Effect.gen(function*() {
         const callbackId = yield* makeCallbackId
         // Waited on before the commit, so an answer applied right after it finds the turn parked.
         const answer = host.answers(callbackId)
-        const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request }, true)
+        const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request, expiresAt }, true)
         const receipt = yield* host.commit([...records, opened])
         yield* host.broker.dispatch(
           new OpenCallback({
@@ -107,7 +130,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
             openedAt: receipt.at
           }, true)
         )
-        return yield* slot.park(Deferred.await(answer))
+        return yield* slot.park(ApprovalTimeout.awaitAnswer(Deferred.await(answer), expiry(callbackId, operationId, expiresAt)))
       })
 
     const awaitSteers = slot.park(Effect.gen(function*() {
@@ -118,26 +141,32 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     })).pipe(Effect.ensuring(Effect.sync(() => (waitingForUser = false))))
 
     const builtins = SubagentTools.specsFor(host.session)
+    const plan = TurnPlan.resolve({
+      agent: host.agent,
+      run: started.run,
+      sessionBudgets: host.sessionBudgets,
+      hostSettings: host.hostSettings,
+      builtins,
+      hostPolicy: host.toolPolicy
+    })
     const subagents = builtins.length === 0 ? undefined : SubagentTools.make({
       ...host.subagents,
       session: host.session,
       turnId,
       state: host.state,
-      awaitResult: slot.park(Queue.take(inputs))
+      awaitResult: slot.park(Queue.take(inputs)),
+      childRun: ToolPolicy.childRun(plan.layers, started.run)
     })
     const body = TurnRunner.run({
       sessionId,
       turnId,
+      principal: host.session.principal,
+      agentPath: host.session.agentPath,
       epoch: host.epoch,
       agent: host.agent,
-      plan: TurnPlan.resolve({
-        agent: host.agent,
-        run: started.run,
-        sessionBudgets: host.sessionBudgets,
-        hostSettings: host.hostSettings,
-        builtins
-      }),
+      plan,
       prompt: (pending) => promptOf(host.state(), pending),
+      view: (pending) => viewOf(host.state(), pending),
       waitingSteers: (pending) => SessionState.waitingInputs(host.state(), pending),
       receipts: resumed ? SessionState.receiptsOf(state) : [],
       callbacks: callbacks.map((entry) => ({
@@ -145,7 +174,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
         operationId: entry.opened.operationId,
         kind: entry.opened.kind,
         status: entry.status,
-        result: entry.result
+        result: entry.result,
+        expiresAt: entry.expiresAt
       })),
       meter,
       approved: (toolName) => HashSet.has(host.state().approvals, toolName),
@@ -153,10 +183,19 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       publish: host.broadcast,
       awaitSteers,
       openCallback,
-      awaitCallback: (callbackId) => slot.park(Deferred.await(host.answers(callbackId))),
+      awaitCallback: (callbackId) => {
+        const opened = callbacks.find((entry) => entry.opened.callbackId === callbackId)
+        const answer = Deferred.await(host.answers(callbackId))
+        return slot.park(ApprovalTimeout.awaitAnswer(
+          answer,
+          opened === undefined ? undefined : expiry(callbackId, opened.opened.operationId, opened.expiresAt)
+        ))
+      },
       subagents
     }).pipe(
       Telemetry.withTurnSpan({ sessionId, turnId, epoch: host.epoch }, { "troupe.resumed": resumed }),
+      // The events a turn emits (compaction, refused spawns) are excluded when its sender asked so.
+      Telemetry.withExcluded(started.excludeFromAnalytics === true),
       Effect.ensuring(host.wake),
       Effect.catchAllDefect(host.die)
     )

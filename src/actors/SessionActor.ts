@@ -35,10 +35,11 @@ import type { Toolkit } from "../services/Toolkit.js"
 import * as BusySlot from "./BusySlot.js"
 import * as Decisions from "./Decisions.js"
 import * as LeaseKeeper from "./LeaseKeeper.js"
-import * as Lock from "./Lock.js"
+import * as Lock from "../internal/Lock.js"
 import * as RunningTurn from "./RunningTurn.js"
 import * as SessionState from "./SessionState.js"
 import * as SessionWriter from "./SessionWriter.js"
+import type * as ToolPolicy from "./ToolPolicy.js"
 
 /** How an actor is tuned. */
 export interface Options {
@@ -50,6 +51,8 @@ export interface Options {
   readonly inboxPoll?: Duration.Duration | undefined
   /** The host's default model settings, under the agent's and the run's. */
   readonly modelSettings?: ModelSettings | undefined
+  /** The host's permission layer: no agent or run lifts its denials. */
+  readonly toolPolicy?: ToolPolicy.Rules | undefined
 }
 
 /** The services an actor and its turns use. */
@@ -198,6 +201,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       agent: actor.session.agent,
       sessionBudgets: actor.session.budgets,
       hostSettings: options.modelSettings,
+      toolPolicy: options.toolPolicy,
       epoch: acquired.value.epoch,
       state: () => actor.state,
       commit: (records) => exclusive(writer.append(records, [])).pipe(Effect.catchAll(() => Effect.interrupt)),

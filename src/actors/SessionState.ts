@@ -19,13 +19,16 @@
 import { HashMap, HashSet } from "effect"
 import type { CallbackResolution } from "../schema/Callback.js"
 import { OpenCallback } from "../schema/Callback.js"
+import type { ArchivedResult } from "../schema/Compaction.js"
 import type { CallbackId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
 import type { ChildResultRecorded } from "../schema/Record.js"
-import { OperationReceipt } from "../schema/Operation.js"
+import { type OperationKind, OperationReceipt } from "../schema/Operation.js"
 import type { LogRecord, ModelCallInput, RecordBody, ToolCallInput, TurnEnded, TurnStarted } from "../schema/Record.js"
 import type * as Model from "../services/Model.js"
 import { errorOutcome } from "../services/Tool.js"
 import * as AppendOnlyList from "./AppendOnlyList.js"
+import * as Compaction from "./Compaction.js"
+import type { Reported } from "./ContextEstimate.js"
 import * as Transcript from "./Transcript.js"
 import { FINISH } from "./TurnPlan.js"
 
@@ -37,12 +40,14 @@ export interface CallbackEntry {
   readonly status: "open" | CallbackResolution
   /** The answer, once answered. */
   readonly result?: unknown
+  /** When it expires unanswered (an approval with a timeout). */
+  readonly expiresAt?: number | undefined
 }
 
 /** One operation of the active turn. */
 export interface OperationEntry {
   readonly operationId: OperationId
-  readonly kind: "model" | "tool"
+  readonly kind: OperationKind
   readonly name: string
   readonly input: ModelCallInput | ToolCallInput
   readonly status: "started" | "completed" | "unknown"
@@ -83,6 +88,10 @@ export interface SessionState {
   readonly children: HashMap.HashMap<SessionId, ChildEntry>
   /** The end of the last turn that ended. */
   readonly lastEnd: TurnEnded | undefined
+  /** Tool results context compaction archived, by artifact id (`read_artifact` reads them back). */
+  readonly artifacts: HashMap.HashMap<string, ArchivedResult>
+  /** What the model reported for the newest model call, unless the conversation was compacted since. */
+  readonly reported: Reported | null
 }
 
 /** A child this session spawned, as its log tells it. */
@@ -115,7 +124,7 @@ export const unknownOutcome = errorOutcome(
 )
 
 /** A tool output as the model reads it: text as it is, anything else as JSON. */
-const renderOutput = (output: unknown): string =>
+export const renderOutput = (output: unknown): string =>
   typeof output === "string" ? output : JSON.stringify(output ?? null)
 
 /** The state of a session whose log is empty. */
@@ -129,7 +138,9 @@ export const empty = (sessionId: SessionId): SessionState => ({
   approvals: HashSet.empty(),
   active: undefined,
   children: HashMap.empty(),
-  lastEnd: undefined
+  lastEnd: undefined,
+  artifacts: HashMap.empty(),
+  reported: null
 })
 
 const isSessionApproval = (result: unknown) =>
@@ -140,6 +151,27 @@ const toolMessage = (toolCallId: string, output: unknown): Model.Message => ({
   toolCallId,
   content: renderOutput(output)
 })
+
+// Where each tool result of a transcript came from, for compaction to name its artifact. Kept beside the
+// messages rather than in them: messages are what providers are sent, and they stay plain.
+const origins = new WeakMap<Model.Message, Compaction.Origin>()
+
+/** The operation (and its receipt's record) a tool message of a transcript came from. */
+export const originOf = (message: Model.Message): Compaction.Origin | undefined => origins.get(message)
+
+/** `transcript` with a tool call's result appended, its origin noted (on the message the list keeps, which may be a shared one). */
+const appendResult = (transcript: Transcript.Transcript, message: Model.Message, origin: Compaction.Origin) => {
+  const next = Transcript.append(transcript, message)
+  origins.set(next.items[next.length - 1]!, origin)
+  return next
+}
+
+const reportOf = (entry: OperationEntry, output: unknown): Reported | undefined => {
+  const tokens = (output as { readonly inputTokens?: unknown } | undefined)?.inputTokens
+  return typeof tokens === "number" && tokens > 0 && "messages" in entry.input
+    ? { tokens, messages: entry.input.messages }
+    : undefined
+}
 
 /** What a tool call with no result is given when its turn ends, so every call in the transcript has an answer. */
 const closingResult = (call: Model.ToolCall, end: TurnEnded): unknown =>
@@ -190,6 +222,8 @@ interface Change {
   readonly approvals?: HashSet.HashSet<string>
   readonly children?: HashMap.HashMap<SessionId, ChildEntry>
   readonly lastEnd?: TurnEnded
+  readonly artifacts?: HashMap.HashMap<string, ArchivedResult>
+  readonly reported?: Reported | null | undefined
 }
 
 /** `state` at `head`, with `change`, and `active` as the active turn. */
@@ -203,7 +237,9 @@ const next = (state: SessionState, head: number, active: ActiveTurn | undefined,
   approvals: change?.approvals ?? state.approvals,
   active,
   children: change?.children ?? state.children,
-  lastEnd: change?.lastEnd ?? state.lastEnd
+  lastEnd: change?.lastEnd ?? state.lastEnd,
+  artifacts: change?.artifacts ?? state.artifacts,
+  reported: change?.reported !== undefined ? change.reported : state.reported
 })
 
 const activeWith = (
@@ -295,8 +331,10 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
       if (entry === undefined) return next(state, seq, active)
       let transcript = state.transcript
       let unanswered = active.unanswered
+      let reported: Reported | undefined
       if (entry.kind === "model") {
         if (completed && !entry.isError) {
+          reported = reportOf(entry, entry.output)
           const reply = replyOf(entry.output)
           transcript = Transcript.append(transcript, {
             role: "assistant",
@@ -306,9 +344,10 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
           unanswered = reply.toolCalls
         }
       } else if ("callId" in entry.input) {
-        transcript = Transcript.append(
+        transcript = appendResult(
           transcript,
-          toolMessage(entry.input.callId, completed ? entry.output : unknownOutcome.output)
+          toolMessage(entry.input.callId, completed ? entry.output : unknownOutcome.output),
+          { operationId: entry.operationId, turnId: active.started.turnId, seq, toolName: entry.name }
         )
         unanswered = withoutCall(unanswered, entry.input.callId)
       }
@@ -318,7 +357,7 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
         const waited = waitedTurns(entry.output)
         results = results.filter((result) => !waited.has(result.turnId))
       }
-      return next(state, seq, activeWith(active, operations, active.steers, unanswered, results), { transcript })
+      return next(state, seq, activeWith(active, operations, active.steers, unanswered, results), { transcript, reported })
     }
     case "turn_ended": {
       const active = state.active
@@ -375,7 +414,8 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
             openedAt: at
           }, true),
           toolName: body.request.toolName,
-          status: "open"
+          status: "open",
+          expiresAt: body.expiresAt
         })
       })
     case "callback_resolved": {
@@ -387,7 +427,8 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
           opened: entry.opened,
           toolName: entry.toolName,
           status: body.resolution,
-          result: body.result
+          result: body.result,
+          expiresAt: entry.expiresAt
         }),
         approvals: entry.opened.kind === "approval" && body.resolution === "answered" && isSessionApproval(body.result)
           ? HashSet.add(state.approvals, entry.toolName)
@@ -396,6 +437,14 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
     }
     case "closed":
       return next(state, seq, state.active, { closed: true })
+    case "context_compacted": {
+      const transcript = Compaction.applyRecord(state.transcript, body)
+      // Planned on another conversation than this one: nothing of it applies.
+      if (transcript === state.transcript) return next(state, seq, state.active)
+      let artifacts = state.artifacts
+      for (const entry of body.archived ?? []) artifacts = HashMap.set(artifacts, entry.artifactId, entry)
+      return next(state, seq, state.active, { transcript, artifacts, reported: null })
+    }
     default:
       return next(state, seq, state.active)
   }

@@ -20,6 +20,7 @@ import type { Conflict, SpawnRefused } from "../schema/Errors.js"
 import { type InputId, makeInputId, makeSessionId, type OperationId, type SessionId, TurnId } from "../schema/Ids.js"
 import { Interrupt, Message } from "../schema/Inbox.js"
 import type { ChildResultRecorded, RecordBody } from "../schema/Record.js"
+import type { RunOptions } from "../schema/Run.js"
 import type { Session } from "../schema/Session.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import type { AgentCatalog } from "../services/AgentCatalog.js"
@@ -103,6 +104,8 @@ export interface Env {
   ) => Effect.Effect<Spawned, SpawnRefused | Conflict>
   /** Parks the turn (its busy slot goes to others) until a child result may have arrived. */
   readonly awaitResult: Effect.Effect<void>
+  /** The run options of the messages sent to children: the parent turn's permission layers bind them (`ToolPolicy.childRun`). */
+  readonly childRun?: RunOptions | undefined
 }
 
 const SpawnArgs = Schema.Struct({ agent: Schema.String, message: Schema.String, title: Schema.optional(Schema.String) })
@@ -200,7 +203,7 @@ export const make = (env: Env) => {
         principal,
         parentId: session.id,
         childId: found.id,
-        message: new Message({ inputId, text: message }, true)
+        message: new Message({ inputId, text: message, run: env.childRun }, true)
       }).pipe(Effect.mapError((error) => error._tag === "SpawnRefused" ? refusalOutcome(error) : errorOutcome(error.message))))
       if (decided._tag === "Left") return ok({ sessionId: found.id, busy: true })
       const decision = Option.getOrUndefined(decided.right)
@@ -274,7 +277,7 @@ export const make = (env: Env) => {
       const outcome = ok({ sessionId, alias })
       const spawned = yield* env.commitSpawn({
         agent,
-        message: new Message({ inputId: yield* makeInputId, text: parsed.message }, true),
+        message: new Message({ inputId: yield* makeInputId, text: parsed.message, run: env.childRun }, true),
         sessionId,
         alias,
         title: parsed.title,

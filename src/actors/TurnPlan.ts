@@ -2,15 +2,18 @@
  * What a turn runs under, resolved once when it starts: the model settings
  * (run, then agent, then host default, field by field), the budgets (run, then
  * session, then agent, dimension by dimension), the permission of each tool
- * (run rules, agent rules, run default, agent default) and the tools offered
+ * (the strictest of the host's, the parent's, the agent's and the run's
+ * layers: `ToolPolicy`), the approval settings (run, then agent) and the tools offered
  * to the model (the agent's, plus the built-in `finish` tool when a reply
  * without tool calls does not end the turn by itself).
  *
  * @since 0.1.0
  */
-import { type Agent, ModelSettings, type Permission, ToolSpec } from "../schema/Agent.js"
+import { type Agent, ModelSettings, ToolSpec } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
 import type { RunOptions } from "../schema/Run.js"
+import * as Compaction from "./Compaction.js"
+import * as ToolPolicy from "./ToolPolicy.js"
 
 /** The name of the built-in tool that ends a turn. */
 export const FINISH = "finish"
@@ -37,8 +40,19 @@ export interface TurnPlan {
   readonly tools: ReadonlyArray<ToolSpec>
   /** True when the model ends the turn by calling `finish`. */
   readonly finishes: boolean
-  readonly permission: (toolName: string) => Permission
+  /** The permission of a call of `toolName`, with the layer and rule that decided it. */
+  readonly permission: (toolName: string) => ToolPolicy.Decision
   readonly tool: (toolName: string) => ToolSpec | undefined
+  /** When and how the context is compacted (run, then agent, then defaults). */
+  readonly compaction: Compaction.Settings
+  /** The permission layers, in order (a child's turn inherits them all). */
+  readonly layers: ReadonlyArray<ToolPolicy.Layer>
+  /** `never`: calls that would ask run without asking (denials still deny). */
+  readonly approvalMode: "ask" | "never"
+  /** How long an approval stays open before it expires; none when absent. */
+  readonly approvalTimeoutMs: number | undefined
+  /** How many `parallel` tool calls of one reply run at once. */
+  readonly maxParallelTools: number
 }
 
 const defined = <A extends object>(value: A | undefined): Partial<A> =>
@@ -52,6 +66,8 @@ export const resolve = (options: {
   readonly hostSettings?: ModelSettings | undefined
   /** Built-in tools the runtime runs for this session (the `agents.*` tools of a session that may spawn). */
   readonly builtins?: ReadonlyArray<ToolSpec> | undefined
+  /** The host's permission layer, under every other. */
+  readonly hostPolicy?: ToolPolicy.Rules | undefined
 }): TurnPlan => {
   const { agent, run } = options
   const merged = {
@@ -70,18 +86,26 @@ export const resolve = (options: {
   const builtins = (options.builtins ?? []).filter((b) => !own.some((t) => t.name === b.name))
   const tools = builtins.length === 0 ? own : [...own, ...builtins]
   const byName = new Map(tools.map((t) => [t.name, t]))
-  const runRules = run?.permissions?.rules ?? {}
-  const agentRules = agent.permissions.rules
+  const compaction = Compaction.resolve(agent.compaction, run?.compaction, settings?.maxOutputTokens)
+  // Offered only once something was archived (Compaction.offered), known all along.
+  if (compaction.enabled && !byName.has(Compaction.READ_ARTIFACT)) byName.set(Compaction.READ_ARTIFACT, Compaction.readArtifactSpec)
+  const layers = ToolPolicy.layersOf({
+    host: options.hostPolicy,
+    inherited: run?.inherited,
+    agent: agent.permissions,
+    run: run?.permissions
+  })
   return {
     settings,
     budgets,
     tools,
     finishes,
     tool: (name) => byName.get(name),
-    permission: (name) => {
-      if (Object.hasOwn(runRules, name)) return runRules[name]!
-      if (Object.hasOwn(agentRules, name)) return agentRules[name]!
-      return run?.permissions?.default ?? agent.permissions.default
-    }
+    compaction,
+    permission: (name) => ToolPolicy.decide(layers, byName.get(name) ?? { name }),
+    layers,
+    approvalMode: run?.approvals?.mode ?? agent.approvals?.mode ?? "ask",
+    approvalTimeoutMs: run?.approvals?.timeoutMs ?? agent.approvals?.timeoutMs,
+    maxParallelTools: agent.maxParallelTools ?? 4
   }
 }

@@ -6,6 +6,9 @@
  * the permission policy guards each tool call, and client tools and approvals
  * park the turn on a callback.
  *
+ * Before each model call it makes, the context is compacted when the request
+ * would be over its threshold (`Compactor`).
+ *
  * Everything a turn needs from its actor comes in `TurnContext`.
  *
  * Crash safety: a model call is recorded once it returns (a call cut off by a
@@ -25,12 +28,16 @@ import type { ModelError } from "../schema/Errors.js"
 import { AssistantDelta } from "../schema/Event.js"
 import { type CallbackId, makeOperationId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { OperationReceipt } from "../schema/Operation.js"
+import type { Principal } from "../schema/Principal.js"
 import { OperationCompleted, OperationStarted, type RecordBody, TurnEnded } from "../schema/Record.js"
 import { CostMeter } from "../services/CostMeter.js"
 import * as Model from "../services/Model.js"
 import * as Telemetry from "../services/Telemetry.js"
 import { Toolkit } from "../services/Toolkit.js"
 import * as TurnMeter from "./TurnMeter.js"
+import * as Compaction from "./Compaction.js"
+import * as Compactor from "./Compactor.js"
+import type { SessionState } from "./SessionState.js"
 import type { SubagentTools } from "./SubagentTools.js"
 import * as ToolCalls from "./ToolCalls.js"
 import { FINISH, type TurnPlan } from "./TurnPlan.js"
@@ -42,6 +49,8 @@ export interface KnownCallback {
   readonly kind: CallbackKind
   readonly status: "open" | "answered" | "cancelled" | "expired"
   readonly result?: unknown
+  /** When it expires unanswered (an approval opened with a timeout). */
+  readonly expiresAt?: number | undefined
 }
 
 /** A model request's conversation, and how many waiting steers and child results it takes. */
@@ -49,12 +58,17 @@ export interface Prompt {
   readonly messages: ReadonlyArray<Model.Message>
   readonly steers: number
   readonly results: number
+  /** How many tool results the session has archived (`read_artifact` is offered once there is one). */
+  readonly archived: number
 }
 
 /** What a turn is given by the actor that runs it. */
 export interface TurnContext {
   readonly sessionId: SessionId
   readonly turnId: TurnId
+  /** Whose session it is, and the agent names from the root down (for tools' `ToolContext`). */
+  readonly principal: Principal
+  readonly agentPath: ReadonlyArray<string>
   /** The epoch of the lease the turn runs under (for spans). */
   readonly epoch: number
   readonly agent: Agent
@@ -65,6 +79,8 @@ export interface TurnContext {
    * records folded on, then every steer waiting for the turn.
    */
   readonly prompt: (pending: ReadonlyArray<RecordBody>) => Prompt
+  /** The session's state with `pending` records folded on: what context compaction plans on. */
+  readonly view: (pending: ReadonlyArray<RecordBody>) => SessionState
   /** How many steers wait for the turn's next model call, once `pending` records took theirs. */
   readonly waitingSteers: (pending: ReadonlyArray<RecordBody>) => number
   /** Receipts of operations this turn recorded before a crash. */
@@ -83,14 +99,16 @@ export interface TurnContext {
   readonly awaitSteers: Effect.Effect<void>
   /**
    * Commits `records` with a new `callback_opened` for `operationId`, offers it
-   * to providers, and parks until it is answered; returns the answer.
+   * to providers, and parks until it is answered; returns the answer. With
+   * `expiresAt`, an answer not admitted by then is the expiry (`ApprovalTimeout`).
    */
   readonly openCallback: (
     operationId: OperationId,
     request: CallbackRequest,
-    records: ReadonlyArray<RecordBody>
+    records: ReadonlyArray<RecordBody>,
+    expiresAt?: number | undefined
   ) => Effect.Effect<unknown>
-  /** Parks on a callback opened before a crash until it is answered. */
+  /** Parks on a callback opened before a crash until it is answered (or expires, at the deadline in its record). */
   readonly awaitCallback: (callbackId: CallbackId) => Effect.Effect<unknown>
   /** The `agents.*` tools, when the session may spawn subagents. */
   readonly subagents?: SubagentTools | undefined
@@ -119,18 +137,19 @@ const callModel = (
 ): Effect.Effect<Either.Either<Model.Reply, ModelError>> => {
   const { agent, plan, turnId } = ctx
   const prompt = ctx.prompt(pending.peek())
+  const tools = Compaction.offered(plan.tools, plan.compaction, prompt.archived)
   pending.add(new OperationStarted({
     operationId,
     turnId,
     kind: "model",
     name: agent.model.name,
-    input: { messages: prompt.messages.length, tools: plan.tools.length, steers: prompt.steers, results: prompt.results }
+    input: { messages: prompt.messages.length, tools: tools.length, steers: prompt.steers, results: prompt.results }
   }, true))
   const request: Model.Request = {
     model: agent.model.name,
     instructions: agent.instructions,
     messages: prompt.messages,
-    tools: plan.tools,
+    tools,
     settings: plan.settings,
     sessionId: ctx.sessionId,
     turnId,
@@ -188,7 +207,8 @@ export const run = (ctx: TurnContext) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => meter.addParked(now - from)))
         ))
 
-    const tools = ToolCalls.make(ctx, { toolkit, pending, parked, spanIds })
+    const compactor = yield* Compactor.make(ctx, { model, pending, meter, spanIds })
+    const tools = ToolCalls.make(ctx, { toolkit: compactor.toolkit(toolkit), pending, parked, spanIds })
 
     for (let call = 0;; call++) {
       const previous = reusable[call]
@@ -199,6 +219,7 @@ export const run = (ctx: TurnContext) =>
         const before = TurnMeter.checkBeforeModelCall(budgets, meter, now())
         if (before !== undefined) return yield* exhausted(before)
       }
+      if (previous === undefined) yield* compactor.beforeModelCall
       const operationId = previous !== undefined ? previous.operationId : yield* makeOperationId
       const outcome = previous !== undefined
         ? Either.right(previous.output as Model.Reply)
@@ -245,11 +266,11 @@ export const run = (ctx: TurnContext) =>
         const batch = TurnMeter.checkBeforeToolBatch(budgets, meter, work.map((c) => c.name), now())
         if (batch !== undefined) return yield* exhausted(batch)
       }
-      for (const toolCall of work) {
-        yield* tools.runCall(toolCall, operationId)
-        meter.addToolCall(toolCall.name)
-      }
+      const outcomes = yield* tools.runCalls(work, operationId)
+      for (const toolCall of work) meter.addToolCall(toolCall.name)
       if (finish !== undefined) return yield* complete(finishOutput(finish.arguments) ?? result.text)
+      const terminal = ToolCalls.terminalOutput(plan, work, outcomes)
+      if (terminal !== undefined) return yield* complete(terminal)
       const afterTools = TurnMeter.checkAfterResult(budgets, meter, now())
       if (afterTools !== undefined) return yield* exhausted(afterTools)
     }

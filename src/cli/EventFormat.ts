@@ -113,6 +113,10 @@ const describe = (record: RecordBody): string => {
       return record.archived ? "archived" : "unarchived"
     case "closed":
       return record.reason ?? ""
+    case "context_compacted":
+      return `${record.mode} ~${record.tokensBefore} → ~${record.tokensAfter} tokens${
+        record.mode === "micro" ? `, ${record.archived?.length ?? 0} archived` : `, ${record.replaced ?? 0} messages summarized`
+      }`
   }
 }
 

@@ -97,6 +97,8 @@ export const make = (out: Output.Output, watch: Watch, options: Options = {}): T
         }
         case "operation_started": {
           if (!ours(record.turnId)) return Option.none()
+          // A summary of the context (compaction) is not a reply of the turn.
+          if (record.kind === "compaction") return Option.none()
           if (record.kind !== "tool") {
             models.add(record.operationId)
             modelCallsStarted++

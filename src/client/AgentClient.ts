@@ -44,6 +44,7 @@ import * as Handshake from "../protocol/Handshake.js"
 import * as Messages from "../protocol/Messages.js"
 import * as Naming from "../protocol/Naming.js"
 import type { InvalidName } from "../protocol/ProtocolError.js"
+import * as NodeTransport from "../internal/NodeTransport.js"
 import * as Transport from "../protocol/Transport.js"
 
 /** Frame flag: the last frame for this id. */
@@ -227,13 +228,13 @@ const openSocket = (options: net.NetConnectOpts, address: string): Effect.Effect
     const socket = net.connect(options)
     const onError = (error: unknown) => {
       socket.destroy()
-      resume(Effect.fail(new ConnectError({ address, reason: Transport.errorCode(error) })))
+      resume(Effect.fail(new ConnectError({ address, reason: NodeTransport.errorCode(error) })))
     }
     socket.once("error", onError)
     socket.once("connect", () => {
       socket.off("error", onError)
       if ("port" in options) socket.setNoDelay(true)
-      resume(Effect.succeed(Transport.fromDuplex(socket)))
+      resume(Effect.succeed(NodeTransport.fromDuplex(socket)))
     })
     return Effect.sync(() => socket.destroy())
   })
@@ -300,6 +301,215 @@ type Entry =
     done: boolean
   }
 
+/** What the reader and the callers of one open connection share. */
+interface State {
+  readonly transport: Transport.Transport
+  /** The exchanges whose TERMINAL frame has not arrived, by id. */
+  readonly pending: Map<number, Entry>
+  readonly closedSignal: Deferred.Deferred<Closed>
+  /** The range's first usable id (never 0), and how many ids it has. */
+  readonly first: number
+  readonly size: number
+  readonly endExclusive: number
+  readonly streamBuffer: number
+  nextId: number
+  closedWith: Closed | undefined
+  closing: boolean
+  /** The last core.error the server sent on id 0: why it is about to hang up. */
+  serverError: string | undefined
+}
+
+// Plain callbacks rather than a Deferred: a Deferred per request is a measurable share of a pipelined client's CPU.
+const answerEntry = (entry: Extract<Entry, { _tag: "Request" }>, exit: Exit.Exit<RawFrame, ClientError>): void => {
+  entry.answered = true
+  if (entry.resume === undefined) entry.result = exit
+  else entry.resume(exit)
+}
+
+/** Marks the connection closed for `reason` (once): every pending call fails with the same `Closed`. */
+const shutdown = (state: State, reason: string): Closed => {
+  if (state.closedWith !== undefined) return state.closedWith
+  const error = new Closed({ reason })
+  state.closedWith = error
+  for (const entry of state.pending.values()) {
+    if (entry._tag === "Stream") Deferred.unsafeDone(entry.failure, Exit.fail(error))
+    else if (!entry.answered) answerEntry(entry, Exit.fail(error))
+  }
+  state.pending.clear()
+  Deferred.unsafeDone(state.closedSignal, Exit.succeed(error))
+  return error
+}
+
+// Routes a frame; an effect only when the reader must wait (a stream's buffer is full), so a chunk of
+// frames costs the reader fiber one step rather than one per frame.
+const dispatch = (state: State, frame: RawFrame): Effect.Effect<void> | undefined => {
+  if (frame.id === 0) {
+    const body = Envelope.decodeBody(frame.body)
+    if (Either.isRight(body) && body.right.t === Messages.Type.error) {
+      const payload = body.right.payload as { readonly kind?: unknown; readonly message?: unknown } | null
+      state.serverError = `server error (${String(payload?.kind)}): ${String(payload?.message)}`
+    }
+    return undefined
+  }
+  const entry = state.pending.get(frame.id)
+  if (entry === undefined) return undefined
+  if (Frame.hasFlag(frame.flags, Frame.FLAG_TERMINAL)) state.pending.delete(frame.id)
+  if (entry._tag === "Request") {
+    if (!entry.answered) answerEntry(entry, Exit.succeed(frame))
+    return undefined
+  }
+  // Straight in while there is room; only a full buffer makes the reader wait (backpressure).
+  if (entry.done || Queue.unsafeOffer(entry.frames, frame)) return undefined
+  return Queue.offer(entry.frames, frame)
+}
+
+const dispatchAll = (state: State, frames: ReadonlyArray<RawFrame>) =>
+  Effect.suspend(function loop(from = 0): Effect.Effect<void> {
+    for (let i = from; i < frames.length; i++) {
+      const wait = dispatch(state, frames[i]!)
+      if (wait !== undefined) return Effect.andThen(wait, () => loop(i + 1))
+    }
+    return Effect.void
+  })
+
+/** Reads and routes frames until the server hangs up or the stream fails; then closes the connection, saying why. */
+const reader = (state: State, decoder: Frame.Decoder, early: ReadonlyArray<RawFrame>): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    yield* dispatchAll(state, early)
+    for (;;) {
+      const chunk = yield* state.transport.read
+      if (Option.isNone(chunk)) return state.serverError ?? "the server closed the connection"
+      const decoded = decoder.push(chunk.value)
+      yield* dispatchAll(state, decoded.frames)
+      if (decoded.error !== undefined) return `framing error: ${decoded.error.message}`
+    }
+  }).pipe(
+    Effect.catchAll((error) => Effect.succeed(state.serverError ?? `transport ${error.reason}`)),
+    Effect.flatMap((reason) => Effect.andThen(Effect.sync(() => shutdown(state, reason)), state.transport.destroy))
+  )
+
+/** The next id of the range not in use, round the whole range; undefined when every one is. */
+const allocate = (state: State): number | undefined => {
+  if (state.pending.size >= state.size) return undefined
+  for (;;) {
+    const id = state.nextId
+    state.nextId = state.nextId + 1 >= state.endExclusive ? state.first : state.nextId + 1
+    if (!state.pending.has(id)) return id
+  }
+}
+
+const written = (state: State) => (error: Transport.TransportError) =>
+  state.closedWith ?? new Closed({ reason: `transport ${error.reason}` })
+
+/** Reserves an id, registers its entry and sends the opening frame; a send that never happened frees the id. */
+const begin = (state: State, flags: number, body: Uint8Array, entry: (id: number) => Entry) =>
+  Effect.suspend((): Effect.Effect<number, ClientError> => {
+    if (state.closedWith !== undefined) return Effect.fail(state.closedWith)
+    const id = allocate(state)
+    if (id === undefined) return Effect.fail(new IdRangeExhausted())
+    const bytes = Frame.encode({ id, flags, body })
+    if (Either.isLeft(bytes)) return Effect.fail(new InvalidFrame({ reason: bytes.left.message }))
+    state.pending.set(id, entry(id))
+    return state.transport.write(bytes.right).pipe(
+      Effect.mapError(written(state)),
+      Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => state.pending.delete(id))),
+      Effect.as(id)
+    )
+  })
+
+const request = (state: State, flags: number, body: Uint8Array): Effect.Effect<RawFrame, ClientError> =>
+  Effect.suspend(() => {
+    const entry: Extract<Entry, { _tag: "Request" }> = {
+      _tag: "Request",
+      result: undefined,
+      resume: undefined,
+      answered: false
+    }
+    const awaitAnswer = Effect.async<RawFrame, ClientError>((resume) => {
+      if (entry.result !== undefined) return resume(entry.result)
+      entry.resume = resume
+      // An interrupted caller stops waiting; the id stays reserved until the answer arrives.
+      return Effect.sync(() => {
+        entry.resume = undefined
+      })
+    })
+    return Effect.andThen(begin(state, flags, body, () => entry), awaitAnswer)
+  })
+
+const stream = (state: State, flags: number, body: Uint8Array): Effect.Effect<AgentStream, ClientError> =>
+  Effect.gen(function*() {
+    const entry = {
+      _tag: "Stream" as const,
+      frames: yield* Queue.bounded<RawFrame>(state.streamBuffer),
+      failure: yield* Deferred.make<never, ClientError>(),
+      done: false
+    }
+    const id = yield* begin(state, flags, body, () => entry)
+    const pull = Effect.suspend((): Effect.Effect<Option.Option<RawFrame>, ClientError> => {
+      if (entry.done) return Effect.succeed(Option.none())
+      return Queue.poll(entry.frames).pipe(
+        Effect.flatMap(Option.match({
+          onSome: (frame) => Effect.succeed(frame),
+          onNone: () => Effect.raceFirst(Queue.take(entry.frames), Deferred.await(entry.failure))
+        })),
+        Effect.map((frame) => {
+          if (Frame.hasFlag(frame.flags, Frame.FLAG_TERMINAL)) entry.done = true
+          return Option.some(frame)
+        })
+      )
+    })
+    const pullChunk = Effect.suspend((): Effect.Effect<Chunk.Chunk<RawFrame>, ClientError> => {
+      if (entry.done) return Effect.succeed(Chunk.empty())
+      return Queue.takeAll(entry.frames).pipe(
+        Effect.flatMap((chunk) =>
+          Chunk.isEmpty(chunk)
+            ? Effect.map(Effect.raceFirst(Queue.take(entry.frames), Deferred.await(entry.failure)), Chunk.of)
+            : Effect.succeed(chunk)
+        ),
+        Effect.map((chunk) => {
+          const end = Chunk.findFirstIndex(chunk, (frame) => Frame.hasFlag(frame.flags, Frame.FLAG_TERMINAL))
+          if (Option.isNone(end)) return chunk
+          entry.done = true
+          return Chunk.take(chunk, end.value + 1)
+        })
+      )
+    })
+    const cancel = Effect.suspend(() => {
+      entry.done = true
+      // Frees a reader waiting for room in this stream's buffer; later frames are dropped.
+      return Queue.takeAll(entry.frames)
+    })
+    return new AgentStream(id, pull, Effect.asVoid(cancel), pullChunk)
+  })
+
+const send = (state: State, id: number, flags: number, body: Uint8Array): Effect.Effect<void, ClientError> =>
+  Effect.suspend((): Effect.Effect<void, ClientError> => {
+    if (state.closedWith !== undefined) return Effect.fail(state.closedWith)
+    const bytes = Frame.encode({ id, flags, body })
+    if (Either.isLeft(bytes)) return Effect.fail(new InvalidFrame({ reason: bytes.left.message }))
+    return Effect.mapError(state.transport.write(bytes.right), written(state))
+  })
+
+/** Stops the reader, then says `core.shutdown` (unless the connection is already closed) and closes. Idempotent. */
+const close = (state: State, readerFiber: Fiber.RuntimeFiber<void>, closeTimeout: Duration.DurationInput): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (state.closing) return Effect.void
+    state.closing = true
+    const alreadyClosed = state.closedWith !== undefined
+    shutdown(state, "closed by the client")
+    return Fiber.interrupt(readerFiber).pipe(
+      Effect.andThen(
+        alreadyClosed
+          ? state.transport.destroy
+          : state.transport.write(SHUTDOWN_FRAME).pipe(
+            Effect.timeout(closeTimeout),
+            Effect.ignore,
+            Effect.andThen(state.transport.close(closeTimeout))
+          )
+      )
+    )
+  })
+
 /** Connects, completes the handshake, and starts reading, in the current scope. */
 const open = (
   connectTransport: Effect.Effect<Transport.Transport, ConnectError>,
@@ -309,7 +519,6 @@ const open = (
   Effect.gen(function*() {
     const timeout = options.timeout ?? options.timeoutMs ?? DEFAULT_TIMEOUT
     const closeTimeout = options.closeTimeout ?? DEFAULT_CLOSE_TIMEOUT
-    const streamBuffer = options.streamBuffer ?? DEFAULT_STREAM_BUFFER
     const scope = yield* Effect.scope
     const { shaken, transport } = yield* Effect.gen(function*() {
       // Connecting stays interruptible (a TCP connect can hang); the socket is owned by the scope once open.
@@ -324,212 +533,33 @@ const open = (
       })
     )
     const { decoder, early, range, readyBody } = shaken
-
-    const pending = new Map<number, Entry>()
-    const closedSignal = yield* Deferred.make<Closed>()
-    let closedWith: Closed | undefined
-    let closing = false
-    // The last core.error the server sent on id 0: why it is about to hang up.
-    let serverError: string | undefined
-
-    // Plain callbacks rather than a Deferred: a Deferred per request is a measurable share of a pipelined client's CPU.
-    const answer = (entry: Extract<Entry, { _tag: "Request" }>, exit: Exit.Exit<RawFrame, ClientError>): void => {
-      entry.answered = true
-      if (entry.resume === undefined) entry.result = exit
-      else entry.resume(exit)
-    }
-
-    const shutdown = (reason: string): Closed => {
-      if (closedWith !== undefined) return closedWith
-      const error = new Closed({ reason })
-      closedWith = error
-      for (const entry of pending.values()) {
-        if (entry._tag === "Stream") Deferred.unsafeDone(entry.failure, Exit.fail(error))
-        else if (!entry.answered) answer(entry, Exit.fail(error))
-      }
-      pending.clear()
-      Deferred.unsafeDone(closedSignal, Exit.succeed(error))
-      return error
-    }
-
-    // Routes a frame; an effect only when the reader must wait (a stream's buffer is full), so a chunk of
-    // frames costs the reader fiber one step rather than one per frame.
-    const dispatch = (frame: RawFrame): Effect.Effect<void> | undefined => {
-      if (frame.id === 0) {
-        const body = Envelope.decodeBody(frame.body)
-        if (Either.isRight(body) && body.right.t === Messages.Type.error) {
-          const payload = body.right.payload as { readonly kind?: unknown; readonly message?: unknown } | null
-          serverError = `server error (${String(payload?.kind)}): ${String(payload?.message)}`
-        }
-        return undefined
-      }
-      const entry = pending.get(frame.id)
-      if (entry === undefined) return undefined
-      if (Frame.hasFlag(frame.flags, Frame.FLAG_TERMINAL)) pending.delete(frame.id)
-      if (entry._tag === "Request") {
-        if (!entry.answered) answer(entry, Exit.succeed(frame))
-        return undefined
-      }
-      // Straight in while there is room; only a full buffer makes the reader wait (backpressure).
-      if (entry.done || Queue.unsafeOffer(entry.frames, frame)) return undefined
-      return Queue.offer(entry.frames, frame)
-    }
-
-    const dispatchAll = (frames: ReadonlyArray<RawFrame>) =>
-      Effect.suspend(function loop(from = 0): Effect.Effect<void> {
-        for (let i = from; i < frames.length; i++) {
-          const wait = dispatch(frames[i]!)
-          if (wait !== undefined) return Effect.andThen(wait, () => loop(i + 1))
-        }
-        return Effect.void
-      })
-
-    const reader = Effect.gen(function*() {
-      yield* dispatchAll(early)
-      for (;;) {
-        const chunk = yield* transport.read
-        if (Option.isNone(chunk)) return serverError ?? "the server closed the connection"
-        const decoded = decoder.push(chunk.value)
-        yield* dispatchAll(decoded.frames)
-        if (decoded.error !== undefined) return `framing error: ${decoded.error.message}`
-      }
-    }).pipe(
-      Effect.catchAll((error) => Effect.succeed(serverError ?? `transport ${error.reason}`)),
-      Effect.flatMap((reason) => Effect.andThen(Effect.sync(() => shutdown(reason)), transport.destroy))
-    )
-    const readerFiber = yield* Effect.forkIn(reader, scope)
-
     const first = Math.max(range.start, 1)
-    const size = range.endExclusive - first
-    let nextId = first
-    const allocate = (): number | undefined => {
-      if (pending.size >= size) return undefined
-      for (;;) {
-        const id = nextId
-        nextId = nextId + 1 >= range.endExclusive ? first : nextId + 1
-        if (!pending.has(id)) return id
-      }
+    const state: State = {
+      transport,
+      pending: new Map(),
+      closedSignal: yield* Deferred.make<Closed>(),
+      first,
+      size: range.endExclusive - first,
+      endExclusive: range.endExclusive,
+      streamBuffer: options.streamBuffer ?? DEFAULT_STREAM_BUFFER,
+      nextId: first,
+      closedWith: undefined,
+      closing: false,
+      serverError: undefined
     }
-
-    const written = (error: Transport.TransportError) => closedWith ?? new Closed({ reason: `transport ${error.reason}` })
-
-    // Reserves an id, registers its entry and sends the opening frame; a send that never happened frees the id.
-    const begin = (flags: number, body: Uint8Array, entry: (id: number) => Entry) =>
-      Effect.suspend((): Effect.Effect<number, ClientError> => {
-        if (closedWith !== undefined) return Effect.fail(closedWith)
-        const id = allocate()
-        if (id === undefined) return Effect.fail(new IdRangeExhausted())
-        const bytes = Frame.encode({ id, flags, body })
-        if (Either.isLeft(bytes)) return Effect.fail(new InvalidFrame({ reason: bytes.left.message }))
-        pending.set(id, entry(id))
-        return transport.write(bytes.right).pipe(
-          Effect.mapError(written),
-          Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => pending.delete(id))),
-          Effect.as(id)
-        )
-      })
-
-    const request = (flags: number, body: Uint8Array): Effect.Effect<RawFrame, ClientError> =>
-      Effect.suspend(() => {
-        const entry: Extract<Entry, { _tag: "Request" }> = {
-          _tag: "Request",
-          result: undefined,
-          resume: undefined,
-          answered: false
-        }
-        const awaitAnswer = Effect.async<RawFrame, ClientError>((resume) => {
-          if (entry.result !== undefined) return resume(entry.result)
-          entry.resume = resume
-          // An interrupted caller stops waiting; the id stays reserved until the answer arrives.
-          return Effect.sync(() => {
-            entry.resume = undefined
-          })
-        })
-        return Effect.andThen(begin(flags, body, () => entry), awaitAnswer)
-      })
-
-    const stream = (flags: number, body: Uint8Array): Effect.Effect<AgentStream, ClientError> =>
-      Effect.gen(function*() {
-        const entry = {
-          _tag: "Stream" as const,
-          frames: yield* Queue.bounded<RawFrame>(streamBuffer),
-          failure: yield* Deferred.make<never, ClientError>(),
-          done: false
-        }
-        const id = yield* begin(flags, body, () => entry)
-        const pull = Effect.suspend((): Effect.Effect<Option.Option<RawFrame>, ClientError> => {
-          if (entry.done) return Effect.succeed(Option.none())
-          return Queue.poll(entry.frames).pipe(
-            Effect.flatMap(Option.match({
-              onSome: (frame) => Effect.succeed(frame),
-              onNone: () => Effect.raceFirst(Queue.take(entry.frames), Deferred.await(entry.failure))
-            })),
-            Effect.map((frame) => {
-              if (Frame.hasFlag(frame.flags, Frame.FLAG_TERMINAL)) entry.done = true
-              return Option.some(frame)
-            })
-          )
-        })
-        const pullChunk = Effect.suspend((): Effect.Effect<Chunk.Chunk<RawFrame>, ClientError> => {
-          if (entry.done) return Effect.succeed(Chunk.empty())
-          return Queue.takeAll(entry.frames).pipe(
-            Effect.flatMap((chunk) =>
-              Chunk.isEmpty(chunk)
-                ? Effect.map(Effect.raceFirst(Queue.take(entry.frames), Deferred.await(entry.failure)), Chunk.of)
-                : Effect.succeed(chunk)
-            ),
-            Effect.map((chunk) => {
-              const end = Chunk.findFirstIndex(chunk, (frame) => Frame.hasFlag(frame.flags, Frame.FLAG_TERMINAL))
-              if (Option.isNone(end)) return chunk
-              entry.done = true
-              return Chunk.take(chunk, end.value + 1)
-            })
-          )
-        })
-        const cancel = Effect.suspend(() => {
-          entry.done = true
-          // Frees a reader waiting for room in this stream's buffer; later frames are dropped.
-          return Queue.takeAll(entry.frames)
-        })
-        return new AgentStream(id, pull, Effect.asVoid(cancel), pullChunk)
-      })
-
-    const send = (id: number, flags: number, body: Uint8Array): Effect.Effect<void, ClientError> =>
-      Effect.suspend((): Effect.Effect<void, ClientError> => {
-        if (closedWith !== undefined) return Effect.fail(closedWith)
-        const bytes = Frame.encode({ id, flags, body })
-        if (Either.isLeft(bytes)) return Effect.fail(new InvalidFrame({ reason: bytes.left.message }))
-        return Effect.mapError(transport.write(bytes.right), written)
-      })
-
-    const close: Effect.Effect<void> = Effect.suspend(() => {
-      if (closing) return Effect.void
-      closing = true
-      const alreadyClosed = closedWith !== undefined
-      shutdown("closed by the client")
-      return Fiber.interrupt(readerFiber).pipe(
-        Effect.andThen(
-          alreadyClosed
-            ? transport.destroy
-            : transport.write(SHUTDOWN_FRAME).pipe(
-              Effect.timeout(closeTimeout),
-              Effect.ignore,
-              Effect.andThen(transport.close(closeTimeout))
-            )
-        )
-      )
-    })
-    yield* Scope.addFinalizer(scope, close)
+    const readerFiber = yield* Effect.forkIn(reader(state, decoder, early), scope)
+    const closeIt = close(state, readerFiber, closeTimeout)
+    yield* Scope.addFinalizer(scope, closeIt)
 
     return {
       address,
       idRange: range,
       readyBytes: () => readyBody,
-      request,
-      stream,
-      send,
-      close,
-      closed: Deferred.await(closedSignal)
+      request: (flags, body) => request(state, flags, body),
+      stream: (flags, body) => stream(state, flags, body),
+      send: (id, flags, body) => send(state, id, flags, body),
+      close: closeIt,
+      closed: Deferred.await(state.closedSignal)
     } satisfies Connection
   })
 

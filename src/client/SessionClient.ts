@@ -330,284 +330,306 @@ class HandlerFailure<E> {
 
 const isClosed = (error: unknown): error is AgentClient.Closed => error instanceof AgentClient.Closed
 
-/** The typed API over a source of connections. */
-const build = (source: Source): SessionClient => {
-  /**
-   * One request. A `repeatable` one (reading, setting a value, or carrying an
-   * idempotency key) that fails because the connection dropped is sent once
-   * more on a new connection; any other fails with `Closed`, since it may or
-   * may not have taken effect.
-   */
-  const call = <A, I, B, J>(
-    type: string,
-    schema: Schema.Schema<A, I>,
-    value: A,
-    answerType: string,
-    answer: Schema.Schema<B, J>,
-    repeatable = true
-  ): Effect.Effect<B, SessionClientError> =>
-    bodyOf(type, schema, value).pipe(
-      Effect.flatMap((body) =>
-        Effect.flatMap(source.live, (link) =>
-          repeatable
-            ? link.connection.request(0, body).pipe(
-              Effect.catchIf(isClosed, (error) =>
-                Effect.flatMap(source.renew(link, error), (renewed) => renewed.connection.request(0, body)))
-            )
-            : link.connection.request(0, body))
-      ),
-      Effect.flatMap(answerAs(type, answerType, answer))
-    )
-
-  const summary = <A, I>(type: string, schema: Schema.Schema<A, I>, value: A, repeatable = true) =>
-    Effect.map(call(type, schema, value, Type.sessionSummary, Messages.SessionSummary, repeatable), (answer) => answer.session)
-
-  /**
-   * Opens a stream exchange on `connection` in the current scope; `pull` gives
-   * its next frame (`None` after the TERMINAL one), `pullChunk` every frame
-   * buffered (empty after the TERMINAL one). When the scope closes
-   * before the TERMINAL frame was pulled, `cancelType` is sent on its id. (A
-   * TERMINAL frame that arrived but was not pulled frees the id early; ids are
-   * handed out round the whole range, so it is not reused before the range wraps.)
-   */
-  const openStream = <A, I>(
-    connection: AgentClient.Connection,
-    type: string,
-    schema: Schema.Schema<A, I>,
-    value: A,
-    cancelType: string
-  ) =>
-    Effect.gen(function*() {
-      const body = yield* bodyOf(type, schema, value)
-      let ended = false
-      const stream = yield* Effect.acquireRelease(
-        connection.stream(Frame.FLAG_SESSION_START, body),
-        (stream) =>
-          Effect.andThen(
-            ended ? Effect.void : Effect.ignore(connection.send(stream.id, 0, Envelope.encodeBodyUnsafe(cancelType, {}))),
-            stream.cancel
+/**
+ * One request. A `repeatable` one (reading, setting a value, or carrying an
+ * idempotency key) that fails because the connection dropped is sent once
+ * more on a new connection; any other fails with `Closed`, since it may or
+ * may not have taken effect.
+ */
+const call = <A, I, B, J>(
+  source: Source,
+  type: string,
+  schema: Schema.Schema<A, I>,
+  value: A,
+  answerType: string,
+  answer: Schema.Schema<B, J>,
+  repeatable = true
+): Effect.Effect<B, SessionClientError> =>
+  bodyOf(type, schema, value).pipe(
+    Effect.flatMap((body) =>
+      Effect.flatMap(source.live, (link) =>
+        repeatable
+          ? link.connection.request(0, body).pipe(
+            Effect.catchIf(isClosed, (error) =>
+              Effect.flatMap(source.renew(link, error), (renewed) => renewed.connection.request(0, body)))
           )
-      )
-      return {
-        pull: Effect.tap(stream.pull, (frame) => {
-          if (Option.isSome(frame) && Frame.hasFlag(frame.value.flags, Frame.FLAG_TERMINAL)) ended = true
-        }),
-        pullChunk: Effect.tap(stream.pullChunk, (frames) => {
-          const lastFrame = Chunk.last(frames)
-          if (Option.isSome(lastFrame) && Frame.hasFlag(lastFrame.value.flags, Frame.FLAG_TERMINAL)) ended = true
-        })
-      }
-    })
+          : link.connection.request(0, body))
+    ),
+    Effect.flatMap(answerAs(type, answerType, answer))
+  )
 
-  /**
-   * One `session.events` exchange on `connection`: its events, a chunk at a
-   * time (events arrive by the thousand on a replay). It ends after
-   * `session.events.end`; a `slow_consumer` end, or the connection dropping,
-   * fails it with a `Resume` the caller acts on.
-   */
-  const subscription = (
-    connection: AgentClient.Connection,
-    request: typeof Messages.SessionEvents.Type
-  ): Stream.Stream<EventFrame, SessionClientError | Resume> =>
-    Stream.unwrapScoped(Effect.gen(function*() {
-      const stream = yield* openStream(connection, Type.sessionEvents, Messages.SessionEvents, request, Type.sessionEventsCancel)
-      let ended: Resume | "done" | undefined
-      const fail = (error: SessionClientError | Resume) => Effect.fail(Option.some(error))
-      const next = Effect.suspend((): Effect.Effect<Chunk.Chunk<EventFrame>, Option.Option<SessionClientError | Resume>> => {
-        if (ended === "done") return Effect.fail(Option.none())
-        if (ended !== undefined) return fail(ended)
-        return stream.pullChunk.pipe(
-          // Frames already received come first: the buffer is drained before the drop is reported.
-          Effect.mapError((error) => Option.some(isClosed(error) ? new Resume({ _tag: "dropped", error }) : error)),
-          Effect.flatMap((frames) => {
-            if (Chunk.isEmpty(frames)) return Effect.fail(Option.none())
-            const events: Array<EventFrame> = []
-            for (const frame of frames) {
-              const body = readEither(Type.sessionEvents, frame)
-              if (Either.isLeft(body)) return fail(body.left)
-              if (body.right.t === Type.sessionEvent) {
-                const event = decodeEventFrame(body.right.payload)
-                if (Either.isLeft(event)) return fail(unexpected(Type.sessionEvents, body.right.t, event.left))
-                events.push(event.right)
-                continue
-              }
-              if (body.right.t !== Type.sessionEventsEnd) {
-                return fail(new UnexpectedAnswer({ request: Type.sessionEvents, reason: `got ${body.right.t}` }))
-              }
-              const end = decodeEventsEnd(body.right.payload)
-              if (Either.isLeft(end)) return fail(unexpected(Type.sessionEvents, body.right.t, end.left))
-              ended = end.right.reason === "slow_consumer" ? new Resume({ _tag: "slow_consumer", cursor: end.right.cursor }) : "done"
-              break
-            }
-            return Effect.succeed(Chunk.unsafeFromArray(events))
-          })
+/** A request answered with a session's summary: the session. */
+const summary = <A, I>(source: Source, type: string, schema: Schema.Schema<A, I>, value: A, repeatable = true) =>
+  Effect.map(
+    call(source, type, schema, value, Type.sessionSummary, Messages.SessionSummary, repeatable),
+    (answer) => answer.session
+  )
+
+/**
+ * Opens a stream exchange on `connection` in the current scope; `pull` gives
+ * its next frame (`None` after the TERMINAL one), `pullChunk` every frame
+ * buffered (empty after the TERMINAL one). When the scope closes
+ * before the TERMINAL frame was pulled, `cancelType` is sent on its id. (A
+ * TERMINAL frame that arrived but was not pulled frees the id early; ids are
+ * handed out round the whole range, so it is not reused before the range wraps.)
+ */
+const openStream = <A, I>(
+  connection: AgentClient.Connection,
+  type: string,
+  schema: Schema.Schema<A, I>,
+  value: A,
+  cancelType: string
+) =>
+  Effect.gen(function*() {
+    const body = yield* bodyOf(type, schema, value)
+    let ended = false
+    const stream = yield* Effect.acquireRelease(
+      connection.stream(Frame.FLAG_SESSION_START, body),
+      (stream) =>
+        Effect.andThen(
+          ended ? Effect.void : Effect.ignore(connection.send(stream.id, 0, Envelope.encodeBodyUnsafe(cancelType, {}))),
+          stream.cancel
         )
-      })
-      return Stream.repeatEffectChunkOption(next)
-    }))
-
-  const events = (sessionId: SessionId, options: EventOptions = {}): Stream.Stream<EventFrame, SessionClientError> =>
-    Stream.suspend(() => {
-      // The cursor of the last durable event handed on: where a new subscription starts.
-      let last = options.after
-      const from = (after: number | undefined): Stream.Stream<EventFrame, SessionClientError> =>
-        Stream.unwrap(Effect.map(source.live, (link) =>
-          subscription(link.connection, { sessionId, after, volatile: options.volatile, follow: options.follow }).pipe(
-            Stream.mapChunks((chunk) => {
-              for (const frame of chunk) if (frame.cursor !== undefined) last = frame.cursor
-              return chunk
-            }),
-            Stream.catchAll((error): Stream.Stream<EventFrame, SessionClientError> => {
-              if (!(error instanceof Resume)) return Stream.fail(error)
-              const why = error.why
-              return why._tag === "slow_consumer"
-                ? from(why.cursor)
-                : Stream.unwrap(Effect.as(source.renew(link, why.error), Stream.suspend(() => from(last))))
-            })
-          )))
-      return from(options.after)
-    })
-
-  const answerCallback = (sessionId: SessionId, answer: AnswerOptions) =>
-    Effect.andThen(jsonTooDeep("callback.answer result", [answer.result]), () => Effect.asVoid(call(
-      Type.callbackAnswer,
-      Messages.CallbackAnswer,
-      { sessionId, ...answer },
-      Type.callbackAccepted,
-      Messages.Empty,
-      false
-    )))
-
-  /** Serves callbacks over one connection until the server ends the exchange. */
-  const provideOnce = <E>(
-    link: Link,
-    sessionId: SessionId,
-    kinds: ReadonlyArray<CallbackKind>,
-    handler: Handler<E>
-  ): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
-    Effect.scoped(Effect.gen(function*() {
-      const { pull } = yield* openStream(
-        link.connection,
-        Type.callbackProvide,
-        Messages.CallbackProvide,
-        { sessionId, kinds },
-        Type.callbackProvideCancel
-      )
-      for (;;) {
-        const next = yield* pull
-        if (Option.isNone(next)) return
-        const body = yield* read(Type.callbackProvide, next.value)
-        if (body.t === Type.callbackProvideEnd) return
-        if (body.t !== Type.callbackOpen) {
-          return yield* new UnexpectedAnswer({ request: Type.callbackProvide, reason: `got ${body.t}` })
-        }
-        const { callback } = yield* payloadAs(Type.callbackProvide, body, Messages.CallbackOpen)
-        const result = yield* Effect.mapError(handler(callback), (error) => new HandlerFailure(error))
-        if (Option.isNone(result)) continue
-        yield* answerCallback(callback.sessionId, {
-          callbackId: callback.callbackId,
-          result: result.value,
-          turnId: callback.turnId,
-          operationId: callback.operationId
-        }).pipe(
-          // Another provider or a manual answer came first, or the turn ended: the callback is no longer ours.
-          Effect.catchIf(
-            (error) => error._tag === "ServerError" && (error.kind === "stale_callback" || error.kind === "session_closed"),
-            () => Effect.void
-          )
-        )
-      }
-    }))
-
-  const provideCallbacks = <E>(sessionId: SessionId, kinds: ReadonlyArray<CallbackKind>, handler: Handler<E>) => {
-    // After a drop the provider registers again; the server offers it the callbacks still open.
-    const serve = (link: Link): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
-      provideOnce(link, sessionId, kinds, handler).pipe(
-        Effect.catchIf(isClosed, (error) => Effect.flatMap(source.renew(link, error), serve))
-      )
-    return Effect.flatMap(source.live, serve).pipe(
-      Effect.catchAll((error): Effect.Effect<never, E | SessionClientError> =>
-        Effect.fail(error instanceof HandlerFailure ? error.error as E : error as SessionClientError)
-      )
     )
-  }
-
-  return {
-    get connection() {
-      return source.current().connection
-    },
-    hello: (options = {}) =>
-      Effect.map(call(Type.hello, Messages.AuthHello, options, Type.welcome, Messages.AuthWelcome), (w) => w.principal),
-    ping: Effect.asVoid(call(Type.ping, Messages.Empty, {}, Type.pong, Messages.Empty)),
-    agents: Effect.map(call(Type.agentList, Messages.Empty, {}, Type.agentPage, Messages.AgentPage), (page) => page.items),
-    create: (options) =>
-      Effect.andThen(jsonTooDeep("session.create metadata", Object.values(options.metadata ?? {})), () => Effect.map(
-        call(
-          Type.sessionCreate,
-          Messages.SessionCreate,
-          options,
-          Type.sessionCreated,
-          Messages.SessionCreated,
-          options.idempotencyKey !== undefined
-        ),
-        (answer) => answer.session
-      )),
-    get: (sessionId) => summary(Type.sessionGet, Messages.SessionRef, { sessionId }),
-    list: (options = {}) => call(Type.sessionList, Messages.SessionList, options, Type.sessionPage, Messages.SessionPage),
-    send: (sessionId, options) =>
-      Effect.gen(function*() {
-        const inputId = options.inputId === undefined ? yield* makeInputId : InputId.make(options.inputId)
-        const { mode, source, text } = options
-        return yield* call(
-          Type.sessionSend,
-          Messages.SessionSend,
-          { sessionId, inputId, text, mode: mode ?? "queue", ...(source === undefined ? {} : { source }) },
-          Type.sessionAccepted,
-          Messages.SessionAccepted
-        )
+    return {
+      pull: Effect.tap(stream.pull, (frame) => {
+        if (Option.isSome(frame) && Frame.hasFlag(frame.value.flags, Frame.FLAG_TERMINAL)) ended = true
       }),
-    interrupt: (sessionId, expectedTurnId, reason) =>
-      call(
-        Type.sessionInterrupt,
-        Messages.SessionInterrupt,
-        { sessionId, expectedTurnId, ...(reason === undefined ? {} : { reason }) },
-        Type.sessionInterrupted,
-        Messages.SessionInterrupted,
-        false
-      ),
-    rename: (sessionId, title) => summary(Type.sessionRename, Messages.SessionRename, { sessionId, title }),
-    archive: (sessionId, archived) => summary(Type.sessionArchive, Messages.SessionArchive, { sessionId, archived }),
-    close: (sessionId) => summary(Type.sessionClose, Messages.SessionRef, { sessionId }, false),
-    children: (sessionId, options = {}) =>
-      call(
-        Type.sessionChildren,
-        Messages.SessionChildren,
-        {
-          sessionId,
-          ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
-          ...(options.limit === undefined ? {} : { limit: options.limit })
-        },
-        Type.sessionChildrenPage,
-        Messages.SessionChildrenPage
-      ),
-    tree: (sessionId, options = {}) =>
-      call(
-        Type.sessionTree,
-        Messages.SessionTreeRequest,
-        { sessionId, ...(options.includeArchived === undefined ? {} : { includeArchived: options.includeArchived }) },
-        Type.sessionTree,
-        Messages.SessionTree
-      ),
-    snapshot: (sessionId) =>
-      Effect.map(
-        call(Type.sessionSnapshot, Messages.SessionRef, { sessionId }, Type.sessionSnapshot, Messages.SessionSnapshot),
-        (answer) => answer.snapshot
-      ),
-    events,
-    answerCallback,
-    provideCallbacks
-  }
+      pullChunk: Effect.tap(stream.pullChunk, (frames) => {
+        const lastFrame = Chunk.last(frames)
+        if (Option.isSome(lastFrame) && Frame.hasFlag(lastFrame.value.flags, Frame.FLAG_TERMINAL)) ended = true
+      })
+    }
+  })
+
+/**
+ * One `session.events` exchange on `connection`: its events, a chunk at a
+ * time (events arrive by the thousand on a replay). It ends after
+ * `session.events.end`; a `slow_consumer` end, or the connection dropping,
+ * fails it with a `Resume` the caller acts on.
+ */
+const subscription = (
+  connection: AgentClient.Connection,
+  request: typeof Messages.SessionEvents.Type
+): Stream.Stream<EventFrame, SessionClientError | Resume> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    const stream = yield* openStream(connection, Type.sessionEvents, Messages.SessionEvents, request, Type.sessionEventsCancel)
+    let ended: Resume | "done" | undefined
+    const fail = (error: SessionClientError | Resume) => Effect.fail(Option.some(error))
+    const next = Effect.suspend((): Effect.Effect<Chunk.Chunk<EventFrame>, Option.Option<SessionClientError | Resume>> => {
+      if (ended === "done") return Effect.fail(Option.none())
+      if (ended !== undefined) return fail(ended)
+      return stream.pullChunk.pipe(
+        // Frames already received come first: the buffer is drained before the drop is reported.
+        Effect.mapError((error) => Option.some(isClosed(error) ? new Resume({ _tag: "dropped", error }) : error)),
+        Effect.flatMap((frames) => {
+          if (Chunk.isEmpty(frames)) return Effect.fail(Option.none())
+          const events: Array<EventFrame> = []
+          for (const frame of frames) {
+            const body = readEither(Type.sessionEvents, frame)
+            if (Either.isLeft(body)) return fail(body.left)
+            if (body.right.t === Type.sessionEvent) {
+              const event = decodeEventFrame(body.right.payload)
+              if (Either.isLeft(event)) return fail(unexpected(Type.sessionEvents, body.right.t, event.left))
+              events.push(event.right)
+              continue
+            }
+            if (body.right.t !== Type.sessionEventsEnd) {
+              return fail(new UnexpectedAnswer({ request: Type.sessionEvents, reason: `got ${body.right.t}` }))
+            }
+            const end = decodeEventsEnd(body.right.payload)
+            if (Either.isLeft(end)) return fail(unexpected(Type.sessionEvents, body.right.t, end.left))
+            ended = end.right.reason === "slow_consumer" ? new Resume({ _tag: "slow_consumer", cursor: end.right.cursor }) : "done"
+            break
+          }
+          return Effect.succeed(Chunk.unsafeFromArray(events))
+        })
+      )
+    })
+    return Stream.repeatEffectChunkOption(next)
+  }))
+
+/** The session's events from `options.after`, subscribing again after a `slow_consumer` end or a drop. */
+const events = (
+  source: Source,
+  sessionId: SessionId,
+  options: EventOptions = {}
+): Stream.Stream<EventFrame, SessionClientError> =>
+  Stream.suspend(() => {
+    // The cursor of the last durable event handed on: where a new subscription starts.
+    let last = options.after
+    const from = (after: number | undefined): Stream.Stream<EventFrame, SessionClientError> =>
+      Stream.unwrap(Effect.map(source.live, (link) =>
+        subscription(link.connection, { sessionId, after, volatile: options.volatile, follow: options.follow }).pipe(
+          Stream.mapChunks((chunk) => {
+            for (const frame of chunk) if (frame.cursor !== undefined) last = frame.cursor
+            return chunk
+          }),
+          Stream.catchAll((error): Stream.Stream<EventFrame, SessionClientError> => {
+            if (!(error instanceof Resume)) return Stream.fail(error)
+            const why = error.why
+            return why._tag === "slow_consumer"
+              ? from(why.cursor)
+              : Stream.unwrap(Effect.as(source.renew(link, why.error), Stream.suspend(() => from(last))))
+          })
+        )))
+    return from(options.after)
+  })
+
+/** `callback.answer`; not repeated after a drop, since it may have taken effect. */
+const answerCallback = (source: Source, sessionId: SessionId, answer: AnswerOptions) =>
+  Effect.andThen(jsonTooDeep("callback.answer result", [answer.result]), () => Effect.asVoid(call(
+    source,
+    Type.callbackAnswer,
+    Messages.CallbackAnswer,
+    { sessionId, ...answer },
+    Type.callbackAccepted,
+    Messages.Empty,
+    false
+  )))
+
+/** Serves callbacks over one connection until the server ends the exchange. */
+const provideOnce = <E>(
+  source: Source,
+  link: Link,
+  sessionId: SessionId,
+  kinds: ReadonlyArray<CallbackKind>,
+  handler: Handler<E>
+): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
+  Effect.scoped(Effect.gen(function*() {
+    const { pull } = yield* openStream(
+      link.connection,
+      Type.callbackProvide,
+      Messages.CallbackProvide,
+      { sessionId, kinds },
+      Type.callbackProvideCancel
+    )
+    for (;;) {
+      const next = yield* pull
+      if (Option.isNone(next)) return
+      const body = yield* read(Type.callbackProvide, next.value)
+      if (body.t === Type.callbackProvideEnd) return
+      if (body.t !== Type.callbackOpen) {
+        return yield* new UnexpectedAnswer({ request: Type.callbackProvide, reason: `got ${body.t}` })
+      }
+      const { callback } = yield* payloadAs(Type.callbackProvide, body, Messages.CallbackOpen)
+      const result = yield* Effect.mapError(handler(callback), (error) => new HandlerFailure(error))
+      if (Option.isNone(result)) continue
+      yield* answerCallback(source, callback.sessionId, {
+        callbackId: callback.callbackId,
+        result: result.value,
+        turnId: callback.turnId,
+        operationId: callback.operationId
+      }).pipe(
+        // Another provider or a manual answer came first, or the turn ended: the callback is no longer ours.
+        Effect.catchIf(
+          (error) => error._tag === "ServerError" && (error.kind === "stale_callback" || error.kind === "session_closed"),
+          () => Effect.void
+        )
+      )
+    }
+  }))
+
+/** Serves callbacks until interrupted, registering again on each new connection. */
+const provideCallbacks = <E>(
+  source: Source,
+  sessionId: SessionId,
+  kinds: ReadonlyArray<CallbackKind>,
+  handler: Handler<E>
+) => {
+  // After a drop the provider registers again; the server offers it the callbacks still open.
+  const serve = (link: Link): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
+    provideOnce(source, link, sessionId, kinds, handler).pipe(
+      Effect.catchIf(isClosed, (error) => Effect.flatMap(source.renew(link, error), serve))
+    )
+  return Effect.flatMap(source.live, serve).pipe(
+    Effect.catchAll((error): Effect.Effect<never, E | SessionClientError> =>
+      Effect.fail(error instanceof HandlerFailure ? error.error as E : error as SessionClientError)
+    )
+  )
 }
+
+/** The typed API over a source of connections. */
+const build = (source: Source): SessionClient => ({
+  get connection() {
+    return source.current().connection
+  },
+  hello: (options = {}) =>
+    Effect.map(call(source, Type.hello, Messages.AuthHello, options, Type.welcome, Messages.AuthWelcome), (w) => w.principal),
+  ping: Effect.asVoid(call(source, Type.ping, Messages.Empty, {}, Type.pong, Messages.Empty)),
+  agents: Effect.map(call(source, Type.agentList, Messages.Empty, {}, Type.agentPage, Messages.AgentPage), (page) => page.items),
+  create: (options) =>
+    Effect.andThen(jsonTooDeep("session.create metadata", Object.values(options.metadata ?? {})), () => Effect.map(
+      call(
+        source,
+        Type.sessionCreate,
+        Messages.SessionCreate,
+        options,
+        Type.sessionCreated,
+        Messages.SessionCreated,
+        options.idempotencyKey !== undefined
+      ),
+      (answer) => answer.session
+    )),
+  get: (sessionId) => summary(source, Type.sessionGet, Messages.SessionRef, { sessionId }),
+  list: (options = {}) => call(source, Type.sessionList, Messages.SessionList, options, Type.sessionPage, Messages.SessionPage),
+  send: (sessionId, options) =>
+    Effect.gen(function*() {
+      const inputId = options.inputId === undefined ? yield* makeInputId : InputId.make(options.inputId)
+      const { mode, source: origin, text } = options
+      return yield* call(
+        source,
+        Type.sessionSend,
+        Messages.SessionSend,
+        { sessionId, inputId, text, mode: mode ?? "queue", ...(origin === undefined ? {} : { source: origin }) },
+        Type.sessionAccepted,
+        Messages.SessionAccepted
+      )
+    }),
+  interrupt: (sessionId, expectedTurnId, reason) =>
+    call(
+      source,
+      Type.sessionInterrupt,
+      Messages.SessionInterrupt,
+      { sessionId, expectedTurnId, ...(reason === undefined ? {} : { reason }) },
+      Type.sessionInterrupted,
+      Messages.SessionInterrupted,
+      false
+    ),
+  rename: (sessionId, title) => summary(source, Type.sessionRename, Messages.SessionRename, { sessionId, title }),
+  archive: (sessionId, archived) => summary(source, Type.sessionArchive, Messages.SessionArchive, { sessionId, archived }),
+  close: (sessionId) => summary(source, Type.sessionClose, Messages.SessionRef, { sessionId }, false),
+  children: (sessionId, options = {}) =>
+    call(
+      source,
+      Type.sessionChildren,
+      Messages.SessionChildren,
+      {
+        sessionId,
+        ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
+        ...(options.limit === undefined ? {} : { limit: options.limit })
+      },
+      Type.sessionChildrenPage,
+      Messages.SessionChildrenPage
+    ),
+  tree: (sessionId, options = {}) =>
+    call(
+      source,
+      Type.sessionTree,
+      Messages.SessionTreeRequest,
+      { sessionId, ...(options.includeArchived === undefined ? {} : { includeArchived: options.includeArchived }) },
+      Type.sessionTree,
+      Messages.SessionTree
+    ),
+  snapshot: (sessionId) =>
+    Effect.map(
+      call(source, Type.sessionSnapshot, Messages.SessionRef, { sessionId }, Type.sessionSnapshot, Messages.SessionSnapshot),
+      (answer) => answer.snapshot
+    ),
+  events: (sessionId, options) => events(source, sessionId, options),
+  answerCallback: (sessionId, answer) => answerCallback(source, sessionId, answer),
+  provideCallbacks: (sessionId, kinds, handler) => provideCallbacks(source, sessionId, kinds, handler)
+})
 
 /** The typed API over an open connection. It never reconnects: the connection is the caller's. */
 export const make = (connection: AgentClient.Connection): SessionClient => build(fixedSource(fixedLink(connection)))

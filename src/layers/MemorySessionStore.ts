@@ -25,8 +25,8 @@ import { OperationReceipt } from "../schema/Operation.js"
 import type { Principal } from "../schema/Principal.js"
 import { LogPage, LogRecord } from "../schema/Record.js"
 import { ChildEntry, ChildPage, maxTreeNodes, Session, SessionPage, SessionTree, TreeNode } from "../schema/Session.js"
-import * as ListCursor from "../services/ListCursor.js"
-import { project, statusOf } from "../services/LogProjection.js"
+import * as ListCursor from "../internal/ListCursor.js"
+import { project, statusOf } from "../internal/LogProjection.js"
 import {
   aliasFor,
   childInput,
@@ -37,7 +37,7 @@ import {
   spawnRecord,
   spawnRefusal,
   tenantOf
-} from "../services/SessionDraft.js"
+} from "../internal/SessionDraft.js"
 import { answerRefusal, closedReason, type Pushable, SessionStore, type Spawned } from "../services/SessionStore.js"
 
 interface Entry {

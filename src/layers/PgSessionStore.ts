@@ -10,7 +10,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Effect, Layer, Redacted } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
-import * as PgAppend from "./PgAppend.js"
+import * as PgAppend from "../internal/PgAppend.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
 
 /** How to reach the database. */

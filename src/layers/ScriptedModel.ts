@@ -1,8 +1,9 @@
 /**
  * A deterministic `Model`: replies come from scripts keyed by session or by
  * agent name, in order, one per model call (the last reply repeats once a
- * script runs out). Text is streamed word by word; output usage is counted in
- * words, input usage as a quarter of the prompt's characters.
+ * script runs out); the summary calls of context compaction have an answer of
+ * their own. Text is streamed word by word; output usage is counted in words,
+ * input usage as a quarter of the prompt's characters.
  *
  * @since 0.1.0
  */
@@ -22,6 +23,16 @@ export interface Scripts {
   readonly agents?: Readonly<Record<string, ReadonlyArray<ScriptedReply>>>
   /** Used when no script names the call; by default echoes the last user message. */
   readonly fallback?: (request: Model.Request) => ScriptedReply
+  /**
+   * Answers the calls that summarize a conversation (`purpose: "summary"`);
+   * by default the head and tail of the text to summarize. Scripts never see them.
+   */
+  readonly summarize?: (request: Model.Request) => ScriptedReply
+}
+
+const summarizeByDefault = (request: Model.Request): ScriptedReply => {
+  const text = request.messages.map((m) => m.content).join("\n")
+  return text.length <= 400 ? `Summary: ${text}` : `Summary: ${text.slice(0, 200)} … ${text.slice(-200)}`
 }
 
 const echo = (request: Model.Request): ScriptedReply => {
@@ -44,6 +55,7 @@ export const make = (scripts: Scripts = {}) =>
       return script[Math.min(position, script.length - 1)]!
     }
     const pick = (request: Model.Request): ScriptedReply => {
+      if (request.purpose === "summary") return (scripts.summarize ?? summarizeByDefault)(request)
       const bySession = scripts.sessions?.[request.sessionId]
       if (bySession && bySession.length > 0) return next(`s:${request.sessionId}`, bySession)
       const byAgent = scripts.agents?.[request.agentName]

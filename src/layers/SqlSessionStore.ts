@@ -34,8 +34,8 @@ import { SubagentPolicy } from "../schema/Policy.js"
 import { Principal } from "../schema/Principal.js"
 import { fromJsonText, LogPage, LogRecord, toJsonText } from "../schema/Record.js"
 import { ChildEntry, ChildPage, maxTreeNodes, Session, SessionPage, SessionTree, TreeNode } from "../schema/Session.js"
-import * as ListCursor from "../services/ListCursor.js"
-import { type OperationChange, project, statusOf } from "../services/LogProjection.js"
+import * as ListCursor from "../internal/ListCursor.js"
+import { type OperationChange, project, statusOf } from "../internal/LogProjection.js"
 import {
   aliasFor,
   childInput,
@@ -46,7 +46,7 @@ import {
   spawnRecord,
   spawnRefusal,
   tenantOf
-} from "../services/SessionDraft.js"
+} from "../internal/SessionDraft.js"
 import {
   type AdmitChildTurn,
   answerRefusal,
@@ -61,7 +61,7 @@ import {
   type Spawned
 } from "../services/SessionStore.js"
 import * as Migrations from "./SessionStoreMigrations.js"
-import * as SqlStatements from "./SqlStatements.js"
+import * as SqlStatements from "../internal/SqlStatements.js"
 
 /** What differs between SQL databases. */
 export interface Dialect {

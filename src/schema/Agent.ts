@@ -5,6 +5,8 @@
  */
 import { Schema } from "effect"
 import { Budgets } from "./Budget.js"
+import { CompactionSettings } from "./Compaction.js"
+import { ApprovalSettings } from "./Policy.js"
 import { JsonObject } from "./Json.js"
 
 /** A name usable as an agent or tool name. */
@@ -47,7 +49,17 @@ export class ToolSpec extends Schema.Class<ToolSpec>("troupe/ToolSpec")({
   sideEffect: Schema.optionalWith(SideEffect, { default: () => "external" as const }),
   idempotency: Schema.optionalWith(Idempotency, { default: () => "unknown" as const }),
   /** Run by a client through a `client_tool` callback rather than by the host. */
-  client: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  client: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /** Its results must reach the model whole: context compaction never archives them. */
+  preserveResult: Schema.optional(Schema.Boolean),
+  /** Capability tags (`network`, `filesystem`, …) a permission policy can deny or ask about. */
+  capabilities: Schema.optional(Schema.Array(Name)),
+  /** Cost dimensions running it spends (`money`, `compute`, …), which a policy can deny or ask about. */
+  costs: Schema.optional(Schema.Array(Name)),
+  /** A successful call ends the turn; its output is the turn's answer. */
+  terminal: Schema.optional(Schema.Boolean),
+  /** Safe to run at the same time as the other calls of the same model reply. */
+  parallel: Schema.optional(Schema.Boolean)
 }) {}
 
 /** A permission decision for a tool call. */
@@ -55,10 +67,36 @@ export const Permission = Schema.Literal("allow", "ask", "deny")
 /** @since 0.1.0 */
 export type Permission = typeof Permission.Type
 
-/** Rules by tool name, with a default for tools no rule names. */
+/**
+ * The rules of one permission layer beside its default: by side effect, by
+ * capability tag, by cost dimension, and for terminal tools. Within a layer a
+ * rule naming the tool wins; otherwise the strictest of these that match.
+ */
+export const PermissionRules = {
+  sideEffects: Schema.optional(Schema.partial(Schema.Record({ key: SideEffect, value: Permission }))),
+  capabilities: Schema.optional(Schema.Record({ key: Schema.String, value: Permission })),
+  costs: Schema.optional(Schema.Record({ key: Schema.String, value: Permission })),
+  terminal: Schema.optional(Permission)
+}
+
+/**
+ * Rules by tool name (and by side effect, capability, cost, terminal), with a
+ * default for tools no rule matches. The agent's policy is one layer of the
+ * turn's: layers add up, none lifts another's denial (docs/agent-loop.md).
+ */
 export class PermissionPolicy extends Schema.Class<PermissionPolicy>("troupe/PermissionPolicy")({
   default: Schema.optionalWith(Permission, { default: () => "allow" as const }),
-  rules: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Permission }), { default: () => ({}) })
+  rules: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Permission }), { default: () => ({}) }),
+  ...PermissionRules
+}) {}
+
+/** A permission layer a child's turn inherits from its parent's turn: where it came from, and its rules. */
+export class PermissionLayer extends Schema.Class<PermissionLayer>("troupe/PermissionLayer")({
+  /** `host`, `agent`, `run`, or `parent` for one inherited from further up. */
+  source: Schema.String,
+  default: Schema.optional(Permission),
+  rules: Schema.optional(Schema.Record({ key: Schema.String, value: Permission })),
+  ...PermissionRules
 }) {}
 
 /** What a model reply without tool calls means. */
@@ -85,5 +123,11 @@ export class Agent extends Schema.Class<Agent>("troupe/Agent")({
     default: () => 16
   }),
   subagents: Schema.optionalWith(Schema.Array(SubagentRef), { default: () => [] }),
-  budgets: Schema.optional(Budgets)
+  budgets: Schema.optional(Budgets),
+  /** When and how the session's context is compacted (docs/agent-loop.md, "Context compaction"). */
+  compaction: Schema.optional(CompactionSettings),
+  /** Approval mode and timeout of this agent's turns (a run's own settings win). */
+  approvals: Schema.optional(ApprovalSettings),
+  /** How many tool calls marked `parallel` of one reply run at once (default 4). */
+  maxParallelTools: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 64)))
 }) {}

@@ -45,7 +45,9 @@ export class CallbackAnswer extends Schema.TaggedClass<CallbackAnswer>("troupe/I
     callbackId: CallbackId,
     turnId: TurnId,
     operationId: OperationId,
-    result: Json
+    result: Json,
+    /** The turn's own answer at the approval's deadline: it closes the callback as `expired`, if it is admitted first. */
+    expired: Schema.optional(Schema.Boolean)
   }
 ) {}
 

@@ -7,8 +7,8 @@ import { Schema } from "effect"
 import { OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
 
-/** A model call or a tool call. */
-export const OperationKind = Schema.Literal("model", "tool")
+/** A model call, a tool call, or the model call that summarizes a conversation (`compaction`). */
+export const OperationKind = Schema.Literal("model", "tool", "compaction")
 /** @since 0.1.0 */
 export type OperationKind = typeof OperationKind.Type
 

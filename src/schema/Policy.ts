@@ -1,6 +1,6 @@
 /**
- * Session policies: what happens to a message while a turn runs, and whether
- * and how a session may spawn subagents.
+ * Session policies: what happens to a message while a turn runs, whether
+ * and how a session may spawn subagents, and how approvals are asked.
  *
  * @since 0.1.0
  */
@@ -25,4 +25,15 @@ export class SubagentPolicy extends Schema.Class<SubagentPolicy>("troupe/Subagen
   maxChildTurns: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.positive())),
   /** Agent names that may be spawned; absent means the agent's declared subagents. */
   allowedAgents: Schema.optional(Schema.Array(Schema.String))
+}) {}
+
+/**
+ * How a turn asks for approvals: `ask` (default) opens an `approval` callback
+ * when the permission policy or the tool asks for one; `never` runs such calls
+ * without asking (a trusted run; denials still deny). An approval not answered
+ * within `timeoutMs` resolves as `expired`, which the model sees as a refusal.
+ */
+export class ApprovalSettings extends Schema.Class<ApprovalSettings>("troupe/ApprovalSettings")({
+  mode: Schema.optional(Schema.Literal("ask", "never")),
+  timeoutMs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 30 * 86_400_000)))
 }) {}

@@ -2,14 +2,15 @@
  * Product events: what `Telemetry` reports about the use of troupe.
  *
  * Every field is bounded. Dimensions are literals or booleans (safe as metric
- * labels); the only numbers are turn usage (measurements, never labels) and the
- * HTTP-like status of a failure (a literal). Nothing here can hold free text:
+ * labels); the only numbers are measurements under `usage` (a turn's, a
+ * compaction's: never labels) and the HTTP-like status of a failure (a literal). Nothing here can hold free text:
  * no messages, titles, agent, model or tool names, no ids, no server messages.
  * Ids belong in spans (`Telemetry.spanAttributes`), never in product events.
  *
  * @since 0.1.0
  */
 import { Either, Schema } from "effect"
+import { CompactionMode } from "./Compaction.js"
 import { SpawnLimit } from "./Errors.js"
 import { FailureCode, TurnOutcome } from "./Turn.js"
 
@@ -115,6 +116,35 @@ export const SubagentRefused = Schema.Struct({
 /** @since 0.1.0 */
 export type SubagentRefused = typeof SubagentRefused.Type
 
+/** How a compaction went: it shrank the context, its summary did not shrink it, or its summary call failed. */
+export const CompactionOutcome = Schema.Literal("compacted", "rejected", "failed")
+/** @since 0.1.0 */
+export type CompactionOutcome = typeof CompactionOutcome.Type
+
+/** The measurements of a compaction (estimates of the next request; never labels). */
+export const CompactionUsage = Schema.Struct({ tokensBefore: Count, tokensAfter: Count, archived: Count })
+/** @since 0.1.0 */
+export type CompactionUsage = typeof CompactionUsage.Type
+
+/** A compaction of a session's context began (`micro` archives tool results, `summary` summarizes). */
+export const CompactionStarted = Schema.Struct({
+  event: Schema.tag("compaction.started"),
+  mode: CompactionMode,
+  usage: CompactionUsage
+}).annotations({ identifier: "troupe/ProductEvent/CompactionStarted" })
+/** @since 0.1.0 */
+export type CompactionStarted = typeof CompactionStarted.Type
+
+/** A compaction ended. */
+export const CompactionCompleted = Schema.Struct({
+  event: Schema.tag("compaction.completed"),
+  mode: CompactionMode,
+  outcome: CompactionOutcome,
+  usage: CompactionUsage
+}).annotations({ identifier: "troupe/ProductEvent/CompactionCompleted" })
+/** @since 0.1.0 */
+export type CompactionCompleted = typeof CompactionCompleted.Type
+
 /** The names of the failure events. */
 export const FailedName = Schema.Literal("session.failed", "auth.failed", "provider.failed", "daemon.failed")
 /** @since 0.1.0 */
@@ -156,6 +186,8 @@ export const ProductEvent = Schema.Union(
   TurnEnded,
   DaemonStarted,
   SubagentRefused,
+  CompactionStarted,
+  CompactionCompleted,
   SessionFailed,
   AuthFailed,
   ProviderFailed,
@@ -173,6 +205,8 @@ export const eventNames: ReadonlyArray<EventName> = [
   "turn.ended",
   "daemon.started",
   "subagent.refused",
+  "compaction.started",
+  "compaction.completed",
   "session.failed",
   "auth.failed",
   "provider.failed",
@@ -204,6 +238,25 @@ export const sanitize = (event: unknown): typeof ProductEvent.Encoded | undefine
 
 /** `session.started` for a root or child session. */
 export const sessionStarted = (kind: Lineage): SessionStarted => SessionStarted.make({ kind })
+
+/** `compaction.started` before a compaction of `mode`. */
+export const compactionStarted = (mode: CompactionMode, tokensBefore: number): CompactionStarted => ({
+  event: "compaction.started",
+  mode,
+  usage: { tokensBefore, tokensAfter: tokensBefore, archived: 0 }
+})
+
+/** `compaction.completed` after a compaction of `mode`. */
+export const compactionCompleted = (
+  mode: CompactionMode,
+  outcome: CompactionOutcome,
+  usage: CompactionUsage
+): CompactionCompleted => ({
+  event: "compaction.completed",
+  mode,
+  outcome,
+  usage: { tokensBefore: usage.tokensBefore, tokensAfter: usage.tokensAfter, archived: usage.archived }
+})
 
 /** `subagent.refused` for a refusal of `limit`. */
 export const subagentRefused = (limit: SpawnLimit): SubagentRefused => SubagentRefused.make({ limit })

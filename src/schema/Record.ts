@@ -7,6 +7,7 @@
 import { Schema } from "effect"
 import { BudgetDimension, Usage } from "./Budget.js"
 import { ApprovalRequest, CallbackKind, CallbackRequest, CallbackResolution, ClientToolRequest } from "./Callback.js"
+import { ContextCompacted } from "./Compaction.js"
 import { CallbackId, CommitId, InputId, OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
 import { ModelCallInput, OperationInput, OperationKind, ToolCallInput } from "./Operation.js"
@@ -95,7 +96,7 @@ export class InputApplied extends Schema.TaggedClass<InputApplied>("troupe/Recor
 
 
 
-export { ModelCallInput, ToolCallInput }
+export { ContextCompacted, ModelCallInput, ToolCallInput }
 
 /** A model or tool call began. */
 export class OperationStarted extends Schema.TaggedClass<OperationStarted>("troupe/Record/OperationStarted")(
@@ -136,7 +137,9 @@ export class CallbackOpened extends Schema.TaggedClass<CallbackOpened>("troupe/R
     turnId: TurnId,
     operationId: OperationId,
     kind: CallbackKind,
-    request: CallbackRequest
+    request: CallbackRequest,
+    /** When an unanswered approval expires (epoch ms): in the log, so a restarted actor expires it at the same moment. */
+    expiresAt: Schema.optional(Schema.Number)
   }
 ) {}
 
@@ -205,7 +208,8 @@ export const RecordBody = Schema.Union(
   ChildResultRecorded,
   Renamed,
   Archived,
-  Closed
+  Closed,
+  ContextCompacted
 )
 /** @since 0.1.0 */
 export type RecordBody = typeof RecordBody.Type
@@ -258,7 +262,8 @@ const revivers: { readonly [K in RecordBody["_tag"]]: (json: any) => RecordBody 
     new ChildResultRecorded(json.usage === undefined ? json : { ...json, usage: new Usage(json.usage, true) }, true),
   renamed: (json) => new Renamed(json, true),
   archived: (json) => new Archived(json, true),
-  closed: (json) => new Closed(json, true)
+  closed: (json) => new Closed(json, true),
+  context_compacted: (json) => new ContextCompacted(json, true)
 }
 
 const decodeBody = Schema.decodeUnknownSync(RecordBody)

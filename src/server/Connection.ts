@@ -248,6 +248,358 @@ export const refuse = (
   )
 }
 
+/** What one connection holds while it is served: its parts, its peer, and its open exchanges. */
+interface State {
+  readonly transport: Transport
+  readonly accepted: Accepted
+  readonly limits: Resolved
+  readonly router: Router["Type"]
+  readonly authenticator: Authenticator["Type"]
+  /** Optional: a server without telemetry reports nothing. */
+  readonly telemetry: Option.Option<Telemetry.Telemetry["Type"]>
+  readonly fibers: FiberMap.FiberMap<number>
+  /** What a request's exchange sees as its follow-ups: nothing ever arrives there. */
+  readonly requestFollowUps: Queue.Queue<Outgoing>
+  readonly authPeer: AuthPeer
+  readonly decoder: Frame.Decoder
+  readonly exchanges: Map<number, Active>
+  readonly clock: Clock.Clock
+  readonly warnings: PeerWarnings
+  requests: number
+  streams: number
+  unauthenticatedFrames: number
+  principal: Option.Option<Principal>
+  excludeFromAnalytics: boolean
+  /** When the peer last sent something, or an exchange was last seen open: what the idle timeout counts from. */
+  lastActivity: number
+}
+
+const report = (state: State, event: ProductEvent.ProductEvent, excluded: boolean): Effect.Effect<void> =>
+  Option.isSome(state.telemetry) ? Telemetry.withExcluded(state.telemetry.value.emit(event), excluded) : Effect.void
+
+const authenticated = (state: State, who: Principal): void => {
+  state.principal = Option.some(who)
+  state.accepted.admission?.authenticated()
+}
+
+/** The handshake: a trusted-local peer is authenticated before its first frame; then the id range and `core.ready`. */
+const greet = (state: State): Effect.Effect<void, TransportError> =>
+  Effect.gen(function*() {
+    const { accepted, limits } = state
+    if (accepted.trustedLocal) {
+      const local = yield* Effect.either(state.authenticator.authenticate(undefined, state.authPeer))
+      if (Either.isRight(local)) authenticated(state, local.right)
+    }
+    const acceptedAt = yield* nowNs
+    const times = accepted.times ?? { bootTimeNs: acceptedAt, initTimeNs: acceptedAt, readyTimeNs: acceptedAt }
+    const ready = new Handshake.Ready({
+      boot_time_ns: times.bootTimeNs,
+      init_time_ns: times.initTimeNs,
+      ready_time_ns: times.readyTimeNs,
+      agent_version: limits.agentVersion,
+      protocol: Handshake.PROTOCOL,
+      auth: Option.isSome(state.principal) ? [] : ["token"]
+    })
+    yield* state.transport.write(handshakeBytes(limits.idRange, ready))
+  })
+
+const sendError = (state: State, id: number, payload: ProtocolError.ErrorPayload): Effect.Effect<Verdict, TransportError> =>
+  Effect.as(state.transport.write(errorFrame(id, payload)), "continue" as const)
+
+// One line, no cause, rate-limited: bad input is the peer's problem, and a flood of it must not flood the log.
+const warn = (state: State, payload: ProtocolError.ErrorPayload): Effect.Effect<void> => {
+  const line = state.warnings.admit(
+    state.clock.unsafeCurrentTimeMillis(),
+    `bad input from a ${state.accepted.listener} peer (${payload.kind}): ${ProtocolError.truncateUtf8(payload.message)}`
+  )
+  return line === undefined ? Effect.void : Effect.logWarning(line)
+}
+
+const fatal = (state: State, payload: ProtocolError.ErrorPayload): Effect.Effect<Verdict, TransportError> =>
+  Effect.andThen(warn(state, payload), () => Effect.as(state.transport.write(errorFrame(0, payload)), "close" as const))
+
+const invalidFlags = (state: State, id: number, type: string, role: Messages.Role) =>
+  sendError(state, id, {
+    kind: "invalid_flags",
+    message: `${type} is a ${role.replace("_", "-")} frame: its flags are 0x${Messages.roleFlags[role].toString(16)}`,
+    offending_type: type
+  })
+
+const unsupported = (state: State, id: number, type: string) =>
+  sendError(state, id, { kind: "unsupported_message_type", message: `unsupported message type ${type}`, offending_type: type })
+
+const release = (state: State, id: number, active: Active): void => {
+  if (active.released) return
+  active.released = true
+  if (active.kind === "stream") state.streams--
+  else state.requests--
+  if (state.exchanges.get(id) === active) state.exchanges.delete(id)
+}
+
+// Ends an exchange before its handler did: its fiber is interrupted (not awaited) and its id freed.
+const abort = (state: State, id: number, active: Active): void => {
+  release(state, id, active)
+  const fiber = FiberMap.unsafeGet(state.fibers, id)
+  if (Option.isSome(fiber)) fiber.value.unsafeInterruptAsFork(fiber.value.id())
+}
+
+const peerView = (state: State): Peer => ({
+  principal: state.principal,
+  excludeFromAnalytics: state.excludeFromAnalytics,
+  listener: state.accepted.listener
+})
+
+/** The TERMINAL frame of an exchange: its handler's answer, or `core.error`. The id is freed as the frame leaves. */
+const answer = (state: State, id: number, active: Active, type: string, exit: Exit.Exit<Outgoing, WireError>) => {
+  if (active.released) return Effect.void
+  const { transport } = state
+  const done = () => release(state, id, active)
+  if (Exit.isSuccess(exit)) {
+    const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, exit.value.type, exit.value.payload)
+    if (Either.isRight(bytes)) return transport.write(bytes.right, done)
+    return Effect.logError(`answer to ${type} cannot be encoded: ${bytes.left}`).pipe(
+      Effect.andThen(() => transport.write(errorFrame(id, internalPayload), done))
+    )
+  }
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure)) return transport.write(errorFrame(id, wirePayload(failure.value, type)), done)
+  const payload: ProtocolError.ErrorPayload = Cause.isInterruptedOnly(exit.cause)
+    ? { kind: "internal", message: "the exchange was interrupted" }
+    : internalPayload
+  return Effect.logError(`handler of ${type} failed`, exit.cause).pipe(
+    Effect.andThen(() => transport.write(errorFrame(id, payload), done))
+  )
+}
+
+/** Opens an exchange: its handler runs in a fiber of the connection's `FiberMap`, keyed by its id. */
+const start = (state: State, id: number, type: string, payload: unknown, route: Route) =>
+  Effect.gen(function*() {
+    const followUps = route.kind === "stream" ? yield* Queue.bounded<Outgoing>(state.limits.maxFollowUps) : undefined
+    const active: Active = { kind: route.kind, followUps, released: false }
+    state.exchanges.set(id, active)
+    if (route.kind === "stream") state.streams++
+    else state.requests++
+    const emit = route.kind === "stream"
+      ? (message: Outgoing): Effect.Effect<void> => {
+        if (active.released) return Effect.interrupt
+        const bytes = encodeMessage(id, 0, message.type, message.payload)
+        if (Either.isLeft(bytes)) return Effect.dieMessage(`${message.type} cannot be encoded: ${bytes.left}`)
+        return Effect.catchAll(state.transport.write(bytes.right), () => Effect.interrupt)
+      }
+      : (): Effect.Effect<void> => Effect.dieMessage(`${type} is a request: it cannot emit`)
+    const exchange: Exchange = {
+      id,
+      type,
+      payload,
+      peer: peerView(state),
+      emit,
+      followUps: followUps ?? state.requestFollowUps
+    }
+    const run = route.handler(exchange).pipe(
+      // Product events this exchange causes (and the commands it submits) carry the peer's preference.
+      Telemetry.withExcluded(exchange.peer.excludeFromAnalytics),
+      Effect.exit,
+      Effect.flatMap((exit) => answer(state, id, active, type, exit)),
+      // A write that fails means the connection is going away; the scope interrupts the rest.
+      Effect.ignore,
+      Effect.ensuring(Effect.sync(() => release(state, id, active)))
+    )
+    yield* FiberMap.run(state.fibers, id, run)
+    return "continue" as const
+  })
+
+/** A frame on the id of an open stream: queued for its handler, or the stream is ended with `core.error`. */
+const followUp = (state: State, id: number, active: Active, frame: Frame.RawFrame): Effect.Effect<Verdict, TransportError> => {
+  const decoded = Envelope.decodeBody(frame.body)
+  if (Either.isLeft(decoded)) {
+    abort(state, id, active)
+    const payload = ProtocolError.toErrorPayload(decoded.left)
+    return Effect.andThen(warn(state, payload), () => sendError(state, id, payload))
+  }
+  const role = Messages.usageOf(decoded.right.t)?.client
+  if (role === "follow_up" && frame.flags !== Messages.roleFlags.follow_up) {
+    abort(state, id, active)
+    return invalidFlags(state, id, decoded.right.t, role)
+  }
+  if (!Queue.unsafeOffer(active.followUps!, { type: decoded.right.t, payload: decoded.right.payload })) {
+    abort(state, id, active)
+    return sendError(state, id, { kind: "busy", message: `more than ${state.limits.maxFollowUps} unread follow-up frames` })
+  }
+  return CONTINUE
+}
+
+/** `auth.hello`: authenticates the connection, or answers why not (and reports `auth.failed`). */
+const hello = (state: State, id: number, payload: unknown): Effect.Effect<Verdict, TransportError> => {
+  const decoded = decodeHello(payload)
+  if (Either.isLeft(decoded)) {
+    return report(state, ProductEvent.failure("auth.failed", "invalid_input"), state.excludeFromAnalytics).pipe(
+      Effect.andThen(sendError(state, id, {
+        kind: "invalid_payload",
+        message: `invalid auth.hello payload: ${decoded.left.message}`,
+        offending_type: Messages.Type.hello
+      }))
+    )
+  }
+  return Effect.either(state.authenticator.authenticate(decoded.right.token, state.authPeer)).pipe(
+    Effect.flatMap((result) => {
+      if (Either.isLeft(result)) {
+        // A refused hello changes nothing; its report is excluded if it asks, or if the connection already is.
+        const excluded = (decoded.right.excludeFromAnalytics ?? false) || state.excludeFromAnalytics
+        return report(state, ProductEvent.failure("auth.failed", ProductEvent.categoryOf(result.left)), excluded).pipe(
+          Effect.andThen(() => sendError(state, id, wirePayload(result.left, Messages.Type.hello)))
+        )
+      }
+      authenticated(state, result.right)
+      state.excludeFromAnalytics = decoded.right.excludeFromAnalytics ?? false
+      const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, Messages.Type.welcome, encodeWelcome({ principal: result.right }))
+      return Either.isRight(bytes)
+        ? Effect.as(state.transport.write(bytes.right), "continue" as const)
+        : sendError(state, id, internalPayload)
+    })
+  )
+}
+
+/** A frame on a free id: `core.*` and `auth.hello` answered here, any other type started through the router. */
+const dispatch = (state: State, id: number, flags: number, body: Uint8Array): Effect.Effect<Verdict, TransportError> => {
+  if (Frame.hasFlag(flags, Frame.FLAG_SHUTDOWN)) {
+    return sendError(state, id, { kind: "invalid_flags", message: "SHUTDOWN is only valid on id 0" })
+  }
+  const decoded = Envelope.decodeBody(body)
+  if (Either.isLeft(decoded)) {
+    const payload = ProtocolError.toErrorPayload(decoded.left)
+    return Effect.andThen(warn(state, payload), () => sendError(state, id, payload))
+  }
+  const { payload, t: type } = decoded.right
+  // The table's role for what a client sends, when the type is one of the protocol's.
+  const role = Messages.usageOf(type)?.client
+  if (type.startsWith("core.") || type === Messages.Type.hello) {
+    if (role === undefined) return unsupported(state, id, type)
+    // core.shutdown belongs on id 0 (see `handle`): anywhere else its flags are wrong.
+    if (role === "shutdown" || flags !== Messages.roleFlags[role]) return invalidFlags(state, id, type, role)
+    return type === Messages.Type.hello
+      ? hello(state, id, payload)
+      : Effect.as(state.transport.write(Frame.encodeUnsafe({ id, flags: Frame.FLAG_TERMINAL, body: PONG_BODY })), "continue")
+  }
+  if (Option.isNone(state.principal)) {
+    return sendError(state, id, { kind: "unauthenticated", message: "authenticate with auth.hello first" })
+  }
+  const route = state.router.route(type)
+  // A follow-up type is only taken on the id of an open stream (see `handle`).
+  if (route === undefined || role === "follow_up") return unsupported(state, id, type)
+  const expected: Messages.Role = role ?? route.kind
+  if (flags !== Messages.roleFlags[expected]) return invalidFlags(state, id, type, expected)
+  const { limits } = state
+  if (route.kind === "stream" && state.streams >= limits.maxStreams) {
+    return sendError(state, id, { kind: "busy", message: `more than ${limits.maxStreams} open streams`, retryable: true })
+  }
+  if (route.kind === "request" && state.requests >= limits.maxInFlight) {
+    return sendError(state, id, { kind: "busy", message: `more than ${limits.maxInFlight} requests in flight`, retryable: true })
+  }
+  return start(state, id, type, payload, route)
+}
+
+/** One decoded frame: the limits and id checks, then a follow-up of an open stream or a new exchange. */
+const handle = (state: State, frame: Frame.RawFrame): Effect.Effect<Verdict, TransportError> => {
+  const { flags, id } = frame
+  const { limits } = state
+  if (Option.isNone(state.principal) && ++state.unauthenticatedFrames > limits.maxUnauthenticatedFrames) {
+    return fatal(state, {
+      kind: "unauthenticated",
+      message: `more than ${limits.maxUnauthenticatedFrames} frames without a successful auth.hello`
+    })
+  }
+  if (id === 0) {
+    if (Frame.hasFlag(flags, Frame.FLAG_SHUTDOWN)) return CLOSE
+    return fatal(state, { kind: "invalid_id", message: "id 0 is reserved for core.shutdown" })
+  }
+  const range = limits.idRange
+  if (!range.contains(id)) {
+    return fatal(state, { kind: "invalid_id", message: `id ${id} is outside [${range.start}, ${range.endExclusive})` })
+  }
+  if (Frame.ID_FLAGS_SIZE + frame.body.length > limits.maxFrameSize) {
+    return fatal(state, ProtocolError.toErrorPayload(
+      new ProtocolError.FrameTooLarge({ length: Frame.ID_FLAGS_SIZE + frame.body.length, max: limits.maxFrameSize })
+    ))
+  }
+  const active = state.exchanges.get(id)
+  if ((flags & ~Frame.KNOWN_FLAGS) !== 0) {
+    if (active !== undefined) abort(state, id, active)
+    return sendError(state, id, ProtocolError.toErrorPayload(new ProtocolError.InvalidFlags({ flags })))
+  }
+  if (active !== undefined) {
+    // Frames on an open stream are its follow-ups; anything else on a busy id ends what runs there.
+    if (active.kind === "stream" && (flags & (Frame.FLAG_SESSION_START | Frame.FLAG_SHUTDOWN)) === 0) {
+      return followUp(state, id, active, frame)
+    }
+    abort(state, id, active)
+    return sendError(state, id, { kind: "invalid_id", message: `id ${id} is already in use` })
+  }
+  return dispatch(state, id, flags, frame.body)
+}
+
+/** Reads, decodes and handles frames in order until EOF, `core.shutdown` or a fatal error. */
+const readLoop = (state: State): Effect.Effect<void, TransportError> =>
+  Effect.gen(function*() {
+    for (;;) {
+      const chunk = yield* state.transport.read
+      if (Option.isNone(chunk)) return
+      state.lastActivity = state.clock.unsafeCurrentTimeMillis()
+      const decoded = state.decoder.push(chunk.value)
+      for (const frame of decoded.frames) {
+        if ((yield* handle(state, frame)) === "close") return
+      }
+      if (decoded.error !== undefined) {
+        yield* fatal(state, ProtocolError.toErrorPayload(decoded.error))
+        return
+      }
+    }
+  })
+
+// Completes, after telling the peer why, once the connection must end on the server's initiative:
+// no successful auth.hello by the deadline, or no exchange for the idle timeout.
+const watchdog = (state: State): Effect.Effect<void, TransportError> =>
+  Effect.gen(function*() {
+    const { clock, limits, transport } = state
+    const authMillis = Duration.toMillis(limits.authTimeout)
+    if (Option.isNone(state.principal) && Number.isFinite(authMillis)) {
+      const deadline = clock.unsafeCurrentTimeMillis() + authMillis
+      while (Option.isNone(state.principal)) {
+        const left = deadline - clock.unsafeCurrentTimeMillis()
+        if (left <= 0) {
+          yield* transport.write(errorFrame(0, {
+            kind: "unauthenticated",
+            message: `no successful auth.hello within ${Duration.format(limits.authTimeout)}`
+          }))
+          return
+        }
+        yield* Effect.sleep(left)
+      }
+    }
+    const idleMillis = Duration.toMillis(limits.idleTimeout)
+    if (!Number.isFinite(idleMillis)) return yield* Effect.never
+    for (;;) {
+      const now = clock.unsafeCurrentTimeMillis()
+      if (state.exchanges.size > 0) state.lastActivity = now
+      const left = state.lastActivity + idleMillis - now
+      if (left <= 0) {
+        yield* transport.write(SHUTDOWN_FRAME)
+        return
+      }
+      yield* Effect.sleep(left)
+    }
+  })
+
+/** Completes, after telling the peer, when the listener wants this unauthenticated connection's place. */
+const evicted = (state: State): Effect.Effect<void, TransportError> =>
+  state.accepted.admission === undefined
+    ? Effect.never
+    : Effect.andThen(state.accepted.admission.evicted, () =>
+      state.transport.write(errorFrame(0, {
+        kind: "busy",
+        message: "too many connections are waiting to authenticate; this one waited longest",
+        retryable: true
+      })))
+
 /**
  * Serves one connection until the peer leaves (EOF or `core.shutdown`), a
  * fatal framing error, or interruption; then interrupts its exchanges and
@@ -260,316 +612,34 @@ export const serve = (
 ): Effect.Effect<void, never, Router | Authenticator> => {
   const limits = resolve(options)
   return Effect.gen(function*() {
-    const router = yield* Router
-    const authenticator = yield* Authenticator
-    // Optional: a server without telemetry reports nothing.
-    const telemetry = yield* Effect.serviceOption(Telemetry.Telemetry)
-    const report = (event: ProductEvent.ProductEvent, excluded: boolean): Effect.Effect<void> =>
-      Option.isSome(telemetry) ? Telemetry.withExcluded(telemetry.value.emit(event), excluded) : Effect.void
-    const fibers = yield* FiberMap.make<number>()
-    const requestFollowUps = yield* Queue.bounded<Outgoing>(1)
-    const authPeer: AuthPeer = { listener: accepted.listener, trustedLocal: accepted.trustedLocal }
-    const range = limits.idRange
-    const decoder = Frame.makeDecoder()
-    const exchanges = new Map<number, Active>()
-    let requests = 0
-    let streams = 0
-    let unauthenticatedFrames = 0
-    let principal: Option.Option<Principal> = Option.none()
-    let excludeFromAnalytics = false
     const clock = yield* Effect.clock
-    const warnings = limits.warnings ?? new PeerWarnings()
-    // When the peer last sent something, or an exchange was last seen open: what the idle timeout counts from.
-    let lastActivity = clock.unsafeCurrentTimeMillis()
-    const authenticated = (who: Principal) => {
-      principal = Option.some(who)
-      accepted.admission?.authenticated()
+    const state: State = {
+      transport,
+      accepted,
+      limits,
+      router: yield* Router,
+      authenticator: yield* Authenticator,
+      telemetry: yield* Effect.serviceOption(Telemetry.Telemetry),
+      fibers: yield* FiberMap.make<number>(),
+      requestFollowUps: yield* Queue.bounded<Outgoing>(1),
+      authPeer: { listener: accepted.listener, trustedLocal: accepted.trustedLocal },
+      decoder: Frame.makeDecoder(),
+      exchanges: new Map(),
+      clock,
+      warnings: limits.warnings ?? new PeerWarnings(),
+      requests: 0,
+      streams: 0,
+      unauthenticatedFrames: 0,
+      principal: Option.none(),
+      excludeFromAnalytics: false,
+      lastActivity: clock.unsafeCurrentTimeMillis()
     }
-
-    // Handshake: a trusted-local peer is authenticated before its first frame.
-    if (accepted.trustedLocal) {
-      const local = yield* Effect.either(authenticator.authenticate(undefined, authPeer))
-      if (Either.isRight(local)) authenticated(local.right)
-    }
-    const acceptedAt = yield* nowNs
-    const times = accepted.times ?? { bootTimeNs: acceptedAt, initTimeNs: acceptedAt, readyTimeNs: acceptedAt }
-    const ready = new Handshake.Ready({
-      boot_time_ns: times.bootTimeNs,
-      init_time_ns: times.initTimeNs,
-      ready_time_ns: times.readyTimeNs,
-      agent_version: limits.agentVersion,
-      protocol: Handshake.PROTOCOL,
-      auth: Option.isSome(principal) ? [] : ["token"]
-    })
-    yield* transport.write(handshakeBytes(range, ready))
-
-    const sendError = (id: number, payload: ProtocolError.ErrorPayload): Effect.Effect<Verdict, TransportError> =>
-      Effect.as(transport.write(errorFrame(id, payload)), "continue" as const)
-    // One line, no cause, rate-limited: bad input is the peer's problem, and a flood of it must not flood the log.
-    const warn = (payload: ProtocolError.ErrorPayload): Effect.Effect<void> => {
-      const line = warnings.admit(
-        clock.unsafeCurrentTimeMillis(),
-        `bad input from a ${accepted.listener} peer (${payload.kind}): ${ProtocolError.truncateUtf8(payload.message)}`
-      )
-      return line === undefined ? Effect.void : Effect.logWarning(line)
-    }
-    const fatal = (payload: ProtocolError.ErrorPayload): Effect.Effect<Verdict, TransportError> =>
-      Effect.andThen(warn(payload), () => Effect.as(transport.write(errorFrame(0, payload)), "close" as const))
-
-    const invalidFlags = (id: number, type: string, role: Messages.Role) =>
-      sendError(id, {
-        kind: "invalid_flags",
-        message: `${type} is a ${role.replace("_", "-")} frame: its flags are 0x${Messages.roleFlags[role].toString(16)}`,
-        offending_type: type
-      })
-    const unsupported = (id: number, type: string) =>
-      sendError(id, { kind: "unsupported_message_type", message: `unsupported message type ${type}`, offending_type: type })
-
-    const release = (id: number, active: Active): void => {
-      if (active.released) return
-      active.released = true
-      if (active.kind === "stream") streams--
-      else requests--
-      if (exchanges.get(id) === active) exchanges.delete(id)
-    }
-
-    // Ends an exchange before its handler did: its fiber is interrupted (not awaited) and its id freed.
-    const abort = (id: number, active: Active): void => {
-      release(id, active)
-      const fiber = FiberMap.unsafeGet(fibers, id)
-      if (Option.isSome(fiber)) fiber.value.unsafeInterruptAsFork(fiber.value.id())
-    }
-
-    const peerView = (): Peer => ({ principal, excludeFromAnalytics, listener: accepted.listener })
-
-    const answer = (id: number, active: Active, type: string, exit: Exit.Exit<Outgoing, WireError>) => {
-      if (active.released) return Effect.void
-      const done = () => release(id, active)
-      if (Exit.isSuccess(exit)) {
-        const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, exit.value.type, exit.value.payload)
-        if (Either.isRight(bytes)) return transport.write(bytes.right, done)
-        return Effect.logError(`answer to ${type} cannot be encoded: ${bytes.left}`).pipe(
-          Effect.andThen(() => transport.write(errorFrame(id, internalPayload), done))
-        )
-      }
-      const failure = Cause.failureOption(exit.cause)
-      if (Option.isSome(failure)) return transport.write(errorFrame(id, wirePayload(failure.value, type)), done)
-      const payload: ProtocolError.ErrorPayload = Cause.isInterruptedOnly(exit.cause)
-        ? { kind: "internal", message: "the exchange was interrupted" }
-        : internalPayload
-      return Effect.logError(`handler of ${type} failed`, exit.cause).pipe(
-        Effect.andThen(() => transport.write(errorFrame(id, payload), done))
-      )
-    }
-
-    const start = (id: number, type: string, payload: unknown, route: Route) =>
-      Effect.gen(function*() {
-        const followUps = route.kind === "stream" ? yield* Queue.bounded<Outgoing>(limits.maxFollowUps) : undefined
-        const active: Active = { kind: route.kind, followUps, released: false }
-        exchanges.set(id, active)
-        if (route.kind === "stream") streams++
-        else requests++
-        const emit = route.kind === "stream"
-          ? (message: Outgoing): Effect.Effect<void> => {
-            if (active.released) return Effect.interrupt
-            const bytes = encodeMessage(id, 0, message.type, message.payload)
-            if (Either.isLeft(bytes)) return Effect.dieMessage(`${message.type} cannot be encoded: ${bytes.left}`)
-            return Effect.catchAll(transport.write(bytes.right), () => Effect.interrupt)
-          }
-          : (): Effect.Effect<void> => Effect.dieMessage(`${type} is a request: it cannot emit`)
-        const exchange: Exchange = { id, type, payload, peer: peerView(), emit, followUps: followUps ?? requestFollowUps }
-        const run = route.handler(exchange).pipe(
-          // Product events this exchange causes (and the commands it submits) carry the peer's preference.
-          Telemetry.withExcluded(exchange.peer.excludeFromAnalytics),
-          Effect.exit,
-          Effect.flatMap((exit) => answer(id, active, type, exit)),
-          // A write that fails means the connection is going away; the scope interrupts the rest.
-          Effect.ignore,
-          Effect.ensuring(Effect.sync(() => release(id, active)))
-        )
-        yield* FiberMap.run(fibers, id, run)
-        return "continue" as const
-      })
-
-    const followUp = (id: number, active: Active, frame: Frame.RawFrame): Effect.Effect<Verdict, TransportError> => {
-      const decoded = Envelope.decodeBody(frame.body)
-      if (Either.isLeft(decoded)) {
-        abort(id, active)
-        const payload = ProtocolError.toErrorPayload(decoded.left)
-        return Effect.andThen(warn(payload), () => sendError(id, payload))
-      }
-      const role = Messages.usageOf(decoded.right.t)?.client
-      if (role === "follow_up" && frame.flags !== Messages.roleFlags.follow_up) {
-        abort(id, active)
-        return invalidFlags(id, decoded.right.t, role)
-      }
-      if (!Queue.unsafeOffer(active.followUps!, { type: decoded.right.t, payload: decoded.right.payload })) {
-        abort(id, active)
-        return sendError(id, { kind: "busy", message: `more than ${limits.maxFollowUps} unread follow-up frames` })
-      }
-      return CONTINUE
-    }
-
-    const hello = (id: number, payload: unknown): Effect.Effect<Verdict, TransportError> => {
-      const decoded = decodeHello(payload)
-      if (Either.isLeft(decoded)) {
-        return report(ProductEvent.failure("auth.failed", "invalid_input"), excludeFromAnalytics).pipe(
-          // A thunk: `transport.write` writes when called, and the report comes first.
-          Effect.andThen(() => sendError(id, {
-          kind: "invalid_payload",
-          message: `invalid auth.hello payload: ${decoded.left.message}`,
-          offending_type: Messages.Type.hello
-        }))
-        )
-      }
-      return Effect.either(authenticator.authenticate(decoded.right.token, authPeer)).pipe(
-        Effect.flatMap((result) => {
-          if (Either.isLeft(result)) {
-            // A refused hello changes nothing; its report is excluded if it asks, or if the connection already is.
-            const excluded = (decoded.right.excludeFromAnalytics ?? false) || excludeFromAnalytics
-            return report(ProductEvent.failure("auth.failed", ProductEvent.categoryOf(result.left)), excluded).pipe(
-              Effect.andThen(() => sendError(id, wirePayload(result.left, Messages.Type.hello)))
-            )
-          }
-          authenticated(result.right)
-          excludeFromAnalytics = decoded.right.excludeFromAnalytics ?? false
-          const bytes = encodeMessage(id, Frame.FLAG_TERMINAL, Messages.Type.welcome, encodeWelcome({ principal: result.right }))
-          return Either.isRight(bytes) ? Effect.as(transport.write(bytes.right), "continue" as const) : sendError(id, internalPayload)
-        })
-      )
-    }
-
-    const dispatch = (id: number, flags: number, body: Uint8Array): Effect.Effect<Verdict, TransportError> => {
-      if (Frame.hasFlag(flags, Frame.FLAG_SHUTDOWN)) {
-        return sendError(id, { kind: "invalid_flags", message: "SHUTDOWN is only valid on id 0" })
-      }
-      const decoded = Envelope.decodeBody(body)
-      if (Either.isLeft(decoded)) {
-        const payload = ProtocolError.toErrorPayload(decoded.left)
-        return Effect.andThen(warn(payload), () => sendError(id, payload))
-      }
-      const { payload, t: type } = decoded.right
-      // The table's role for what a client sends, when the type is one of the protocol's.
-      const role = Messages.usageOf(type)?.client
-      if (type.startsWith("core.") || type === Messages.Type.hello) {
-        if (role === undefined) return unsupported(id, type)
-        // core.shutdown belongs on id 0 (see `handle`): anywhere else its flags are wrong.
-        if (role === "shutdown" || flags !== Messages.roleFlags[role]) return invalidFlags(id, type, role)
-        return type === Messages.Type.hello
-          ? hello(id, payload)
-          : Effect.as(transport.write(Frame.encodeUnsafe({ id, flags: Frame.FLAG_TERMINAL, body: PONG_BODY })), "continue")
-      }
-      if (Option.isNone(principal)) {
-        return sendError(id, { kind: "unauthenticated", message: "authenticate with auth.hello first" })
-      }
-      const route = router.route(type)
-      // A follow-up type is only taken on the id of an open stream (see `handle`).
-      if (route === undefined || role === "follow_up") return unsupported(id, type)
-      const expected: Messages.Role = role ?? route.kind
-      if (flags !== Messages.roleFlags[expected]) return invalidFlags(id, type, expected)
-      if (route.kind === "stream" && streams >= limits.maxStreams) {
-        return sendError(id, { kind: "busy", message: `more than ${limits.maxStreams} open streams`, retryable: true })
-      }
-      if (route.kind === "request" && requests >= limits.maxInFlight) {
-        return sendError(id, { kind: "busy", message: `more than ${limits.maxInFlight} requests in flight`, retryable: true })
-      }
-      return start(id, type, payload, route)
-    }
-
-    const handle = (frame: Frame.RawFrame): Effect.Effect<Verdict, TransportError> => {
-      const { flags, id } = frame
-      if (Option.isNone(principal) && ++unauthenticatedFrames > limits.maxUnauthenticatedFrames) {
-        return fatal({
-          kind: "unauthenticated",
-          message: `more than ${limits.maxUnauthenticatedFrames} frames without a successful auth.hello`
-        })
-      }
-      if (id === 0) {
-        if (Frame.hasFlag(flags, Frame.FLAG_SHUTDOWN)) return CLOSE
-        return fatal({ kind: "invalid_id", message: "id 0 is reserved for core.shutdown" })
-      }
-      if (!range.contains(id)) {
-        return fatal({ kind: "invalid_id", message: `id ${id} is outside [${range.start}, ${range.endExclusive})` })
-      }
-      if (Frame.ID_FLAGS_SIZE + frame.body.length > limits.maxFrameSize) {
-        return fatal(ProtocolError.toErrorPayload(
-          new ProtocolError.FrameTooLarge({ length: Frame.ID_FLAGS_SIZE + frame.body.length, max: limits.maxFrameSize })
-        ))
-      }
-      const active = exchanges.get(id)
-      if ((flags & ~Frame.KNOWN_FLAGS) !== 0) {
-        if (active !== undefined) abort(id, active)
-        return sendError(id, ProtocolError.toErrorPayload(new ProtocolError.InvalidFlags({ flags })))
-      }
-      if (active !== undefined) {
-        // Frames on an open stream are its follow-ups; anything else on a busy id ends what runs there.
-        if (active.kind === "stream" && (flags & (Frame.FLAG_SESSION_START | Frame.FLAG_SHUTDOWN)) === 0) {
-          return followUp(id, active, frame)
-        }
-        abort(id, active)
-        return sendError(id, { kind: "invalid_id", message: `id ${id} is already in use` })
-      }
-      return dispatch(id, flags, frame.body)
-    }
-
-    const readLoop = Effect.gen(function*() {
-      for (;;) {
-        const chunk = yield* transport.read
-        if (Option.isNone(chunk)) return
-        lastActivity = clock.unsafeCurrentTimeMillis()
-        const decoded = decoder.push(chunk.value)
-        for (const frame of decoded.frames) {
-          if ((yield* handle(frame)) === "close") return
-        }
-        if (decoded.error !== undefined) {
-          yield* fatal(ProtocolError.toErrorPayload(decoded.error))
-          return
-        }
-      }
-    })
-
-    // Completes, after telling the peer why, once the connection must end on the server's initiative:
-    // no successful auth.hello by the deadline, or no exchange for the idle timeout.
-    const watchdog = Effect.gen(function*() {
-      const authMillis = Duration.toMillis(limits.authTimeout)
-      if (Option.isNone(principal) && Number.isFinite(authMillis)) {
-        const deadline = clock.unsafeCurrentTimeMillis() + authMillis
-        while (Option.isNone(principal)) {
-          const left = deadline - clock.unsafeCurrentTimeMillis()
-          if (left <= 0) {
-            yield* transport.write(errorFrame(0, {
-              kind: "unauthenticated",
-              message: `no successful auth.hello within ${Duration.format(limits.authTimeout)}`
-            }))
-            return
-          }
-          yield* Effect.sleep(left)
-        }
-      }
-      const idleMillis = Duration.toMillis(limits.idleTimeout)
-      if (!Number.isFinite(idleMillis)) return yield* Effect.never
-      for (;;) {
-        const now = clock.unsafeCurrentTimeMillis()
-        if (exchanges.size > 0) lastActivity = now
-        const left = lastActivity + idleMillis - now
-        if (left <= 0) {
-          yield* transport.write(SHUTDOWN_FRAME)
-          return
-        }
-        yield* Effect.sleep(left)
-      }
-    })
-    const evicted = accepted.admission === undefined
-      ? Effect.never
-      : Effect.andThen(accepted.admission.evicted, () =>
-        transport.write(errorFrame(0, {
-          kind: "busy",
-          message: "too many connections are waiting to authenticate; this one waited longest",
-          retryable: true
-        })))
+    yield* greet(state)
     const needsWatch = accepted.admission !== undefined ||
-      (Option.isNone(principal) && Duration.isFinite(limits.authTimeout)) || Duration.isFinite(limits.idleTimeout)
-    yield* needsWatch ? Effect.raceFirst(readLoop, Effect.raceFirst(watchdog, evicted)) : readLoop
+      (Option.isNone(state.principal) && Duration.isFinite(limits.authTimeout)) || Duration.isFinite(limits.idleTimeout)
+    yield* needsWatch
+      ? Effect.raceFirst(readLoop(state), Effect.raceFirst(watchdog(state), evicted(state)))
+      : readLoop(state)
   }).pipe(
     Effect.scoped,
     // A transport failure is the peer going away; anything else is a bug, logged, and only this connection ends.

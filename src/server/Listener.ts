@@ -32,6 +32,7 @@ import { chmod, lstat, mkdir, mkdtemp, rename, rm, unlink } from "node:fs/promis
 import * as net from "node:net"
 import { dirname, join, sep } from "node:path"
 import type { Readable, Writable } from "node:stream"
+import * as NodeTransport from "../internal/NodeTransport.js"
 import * as Transport from "../protocol/Transport.js"
 import type { Authenticator } from "./Authenticator.js"
 import * as Connection from "./Connection.js"
@@ -212,7 +213,7 @@ const listen = (server: net.Server, options: net.ListenOptions): Effect.Effect<v
   Effect.async<void, string>((resume) => {
     const onError = (error: unknown) => {
       server.off("listening", onListening)
-      resume(Effect.fail(Transport.errorCode(error)))
+      resume(Effect.fail(NodeTransport.errorCode(error)))
     }
     const onListening = () => {
       server.off("error", onError)
@@ -236,12 +237,12 @@ const acceptInto = (
     server.on("connection", (socket: net.Socket) => {
       if (noDelay) socket.setNoDelay(true)
       // The transport listens for errors from here on; an unheard socket error would be thrown.
-      const transport = Transport.fromDuplex(socket)
+      const transport = NodeTransport.fromDuplex(socket)
       run(serveLimited(transport, accepted, state))
     })
     server.on("error", (error) => {
       // Errors while binding are the bind's to report; later ones are only logged.
-      if (server.listening) run(Effect.logWarning(`listener error: ${Transport.errorCode(error)}`))
+      if (server.listening) run(Effect.logWarning(`listener error: ${NodeTransport.errorCode(error)}`))
     })
   })
 
@@ -261,7 +262,7 @@ const probe = (path: string): Effect.Effect<"absent" | "stale" | "live", ListenE
     })
     socket.once("error", (error) => {
       socket.destroy()
-      const code = Transport.errorCode(error)
+      const code = NodeTransport.errorCode(error)
       if (code === "ECONNREFUSED") resume(Effect.succeed("stale"))
       else if (code === "ENOENT") resume(Effect.succeed("absent"))
       // A full accept backlog: someone is listening.
@@ -294,7 +295,7 @@ const bindUnix = (server: net.Server, path: string): Effect.Effect<Identity, Lis
     }
     yield* Effect.tryPromise({
       try: () => mkdir(dir, { recursive: true, mode: 0o700 }),
-      catch: (error) => fail(`cannot create ${dir} (${Transport.errorCode(error)})`)
+      catch: (error) => fail(`cannot create ${dir} (${NodeTransport.errorCode(error)})`)
     })
     const dirMode = yield* Effect.promise(() => lstat(dir).then((s) => s.mode, () => 0))
     if ((dirMode & 0o077) !== 0) {
@@ -312,7 +313,7 @@ const bindUnix = (server: net.Server, path: string): Effect.Effect<Identity, Lis
     }
     const staging = yield* Effect.tryPromise({
       try: () => mkdtemp(`${dir}${sep}.`),
-      catch: (error) => fail(`cannot create a staging directory in ${dir} (${Transport.errorCode(error)})`)
+      catch: (error) => fail(`cannot create a staging directory in ${dir} (${NodeTransport.errorCode(error)})`)
     })
     const staged = join(staging, "s")
     return yield* Effect.gen(function*() {
@@ -324,7 +325,7 @@ const bindUnix = (server: net.Server, path: string): Effect.Effect<Identity, Lis
           const bound = await lstat(path)
           return { dev: bound.dev, ino: bound.ino }
         },
-        catch: (error) => fail(`cannot move the socket into place (${Transport.errorCode(error)})`)
+        catch: (error) => fail(`cannot move the socket into place (${NodeTransport.errorCode(error)})`)
       })
     }).pipe(
       Effect.tapError(() => closeServer(server)),
@@ -391,7 +392,7 @@ export const stdio = (
     const input = options.input ?? process.stdin
     const output = options.output ?? process.stdout
     // The process's own stdio outlives the connection; streams handed in are the connection's.
-    const transport = Transport.fromStreams(input, output, {
+    const transport = NodeTransport.fromStreams(input, output, {
       closeInput: input !== process.stdin,
       closeOutput: output !== process.stdout
     })

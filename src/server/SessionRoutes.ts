@@ -220,269 +220,283 @@ const watchCancel = <A>(exchange: Exchange, cancelType: string, stop: Deferred.D
     }
   }))
 
+/** What the routes act on. */
+interface Deps {
+  readonly sessions: Sessions["Type"]
+  readonly catalog: AgentCatalog["Type"]
+  /** Live events a `session.events` subscriber may fall behind by. */
+  readonly eventBuffer: number
+}
+
+/** What a route does with its decoded payload, on behalf of the peer's principal. */
+type Act<A> = (deps: Deps, principal: Principal, request: A, exchange: Exchange) => Effect.Effect<Outgoing, DomainError | WireError>
+
+/** One row of the table: a message type, how it is exchanged, and its route body once bound to the deps. */
+interface RouteSpec {
+  readonly type: string
+  readonly kind: Route["kind"]
+  readonly bind: (deps: Deps) => (exchange: Exchange) => Effect.Effect<Outgoing, DomainError | WireError>
+}
+
+/** A row: the peer must be authenticated, then the payload is decoded with `schema` and handed to `act`. */
+const route = <A, I>(type: string, kind: Route["kind"], schema: Schema.Schema<A, I>, act: Act<A>): RouteSpec => {
+  const decode = decoder(schema)
+  return {
+    type,
+    kind,
+    bind: (deps) => (exchange) =>
+      Effect.flatMap(principalOf(exchange), (principal) =>
+        Effect.flatMap(decode(exchange), (request) => act(deps, principal, request, exchange)))
+  }
+}
+
+// The answers, each encoded by its schema.
+const agentPage = answerer(Type.agentPage, Messages.AgentPage)
+const created = answerer(Type.sessionCreated, Messages.SessionCreated)
+const summary = answerer(Type.sessionSummary, Messages.SessionSummary)
+const page = answerer(Type.sessionPage, Messages.SessionPage)
+const accepted = answerer(Type.sessionAccepted, Messages.SessionAccepted)
+const interrupted = answerer(Type.sessionInterrupted, Messages.SessionInterrupted)
+const snapshot = answerer(Type.sessionSnapshot, Messages.SessionSnapshot)
+const eventsEnd = answerer(Type.sessionEventsEnd, Messages.SessionEventsEnd)
+const callbackOpen = answerer(Type.callbackOpen, Messages.CallbackOpen)
+const provideEnd = answerer(Type.callbackProvideEnd, Messages.CallbackProvideEnd)
+const callbackAccepted = answerer(Type.callbackAccepted, Messages.Empty)
+const childrenPage = answerer(Type.sessionChildrenPage, Messages.SessionChildrenPage)
+const treeAnswer = answerer(Type.sessionTree, Messages.SessionTree)
+
+/** A request whose payload names a session and whose answer is its summary. */
+const control = <A extends { readonly sessionId: SessionId }>(
+  act: (sessions: Sessions["Type"], principal: Principal, request: A) => ReturnType<Sessions["Type"]["close"]>
+): Act<A> =>
+(deps, principal, request) => Effect.flatMap(act(deps.sessions, principal, request), (session) => summary({ session }))
+
+const createSession: Act<typeof Messages.SessionCreate.Type> = ({ catalog, sessions }, principal, request) =>
+  Effect.gen(function*() {
+    const agent = yield* Option.match(catalog.get(request.agent), {
+      onNone: () => Effect.fail(wireError("not_found", `unknown agent ${request.agent}`)),
+      onSome: Effect.succeed
+    })
+    const session = yield* sessions.create(principal, {
+      agent,
+      title: request.title,
+      idempotencyKey: request.idempotencyKey,
+      budgets: request.budgets,
+      metadata: request.metadata
+    })
+    return yield* created({ session })
+  })
+
+const sessionTree: Act<typeof Messages.SessionTreeRequest.Type> = ({ sessions }, principal, request) =>
+  Effect.gen(function*() {
+    const tree = yield* sessions.tree(principal, request.sessionId, { includeArchived: request.includeArchived })
+    const answer = yield* treeAnswer(tree)
+    // Up to 10,000 nodes may not fit one frame: say so, rather than build a frame no peer can take.
+    const bytes = Cbor.encode(answer.payload)
+    if (Either.isLeft(bytes) || bytes.right.length > MAX_BODY_SIZE - 1024) {
+      return yield* Effect.fail(wireError(
+        "invalid_payload",
+        `the tree below ${request.sessionId} (${tree.nodes.length} sessions) does not fit one frame: page it with session.list { scope: { tree } }`
+      ))
+    }
+    return answer
+  })
+
+/**
+ * The producer of a `session.events` stream: reads the session's events into
+ * `items`, history first (at the client's pace), then live ones (which never
+ * wait: one that finds the buffer full sets `stop` to `slow_consumer`), and
+ * ends with an `end`, `failed` or `died` item.
+ */
+const produceEvents = (
+  { eventBuffer, sessions }: Deps,
+  principal: Principal,
+  request: typeof Messages.SessionEvents.Type,
+  items: Queue.Queue<Item>,
+  stop: Deferred.Deferred<Stop>
+): Effect.Effect<void> => {
+  const sessionId = request.sessionId
+  // The last durable cursor queued.
+  let produced = request.after ?? 0
+  const queue = (event: SessionEvent) => {
+    if (event._tag === "durable") produced = event.cursor
+    return Queue.offer(items, { _tag: "event", event })
+  }
+  // History waits for room: the client reads it at its own pace, holding nothing live meanwhile.
+  // A page of the log at a time: one offer per chunk, not per event.
+  const replay = Effect.suspend(() =>
+    Stream.runForEachChunk(
+      sessions.events(principal, sessionId, { after: produced, follow: false }),
+      (chunk) => {
+        const batch: Array<Item> = []
+        for (const event of chunk) {
+          if (event._tag === "durable") produced = event.cursor
+          batch.push({ _tag: "event", event })
+        }
+        return Queue.offerAll(items, batch)
+      }
+    )
+  )
+  let closed = false
+  // Live events never wait: one that finds the buffer full ends the subscriber.
+  const follow = Effect.suspend(() =>
+    Stream.runForEachWhile(
+      sessions.events(principal, sessionId, { after: produced, follow: true, volatile: request.volatile ?? false }),
+      (event) =>
+        Effect.gen(function*() {
+          if ((yield* Queue.size(items)) >= eventBuffer) {
+            yield* Deferred.succeed(stop, "slow_consumer")
+            return false
+          }
+          yield* queue(event)
+          closed = event._tag === "durable" && event.record._tag === "closed"
+          return !closed
+        })
+    )
+  )
+  return Effect.gen(function*() {
+    yield* replay
+    if (request.follow === false) return yield* Queue.offer(items, { _tag: "end", reason: "done" })
+    if ((yield* sessions.get(principal, sessionId)).status !== "closed") yield* follow
+    else closed = true
+    if (!closed) return
+    // A closed session writes nothing more, bar the records committed with or just after the close.
+    yield* replay
+    yield* Queue.offer(items, { _tag: "end", reason: "closed" })
+  }).pipe(
+    Effect.catchAll((error) => Queue.offer(items, { _tag: "failed", error })),
+    Effect.catchAllDefect((defect) =>
+      Effect.zipRight(
+        Effect.logError("a session event stream failed").pipe(Effect.annotateLogs({ sessionId, defect })),
+        Queue.offer(items, { _tag: "died" })
+      )
+    ),
+    Effect.asVoid
+  )
+}
+
+/**
+ * The emitter of a `session.events` stream: sends what the producer queued
+ * until an `end` item or `stop`, and answers `session.events.end` with the
+ * cursor of the last durable event actually sent.
+ */
+const emitEvents = (
+  exchange: Exchange,
+  after: number,
+  items: Queue.Queue<Item>,
+  stop: Deferred.Deferred<Stop>
+): Effect.Effect<Outgoing, DomainError | WireError> =>
+  Effect.gen(function*() {
+    let emitted = after
+    const end = (reason: typeof Messages.EventsEndReason.Type) => eventsEnd({ reason, cursor: emitted })
+    for (;;) {
+      // Everything buffered is taken at once; only an empty buffer is waited on, racing `stop`
+      // (a race forks two fibers: too dear per event on a replay).
+      let batch = yield* Queue.takeAll(items)
+      if (Chunk.isEmpty(batch)) {
+        if (yield* Deferred.isDone(stop)) return yield* end(yield* Deferred.await(stop))
+        const next = yield* Effect.raceFirst(
+          Effect.map(Queue.take(items), Either.right),
+          Effect.map(Deferred.await(stop), Either.left)
+        )
+        // An item taken as `stop` won is dropped, which is fine: the stream ends with the cursor actually sent.
+        if (Either.isLeft(next)) return yield* end(next.left)
+        batch = Chunk.of(next.right)
+      }
+      for (const item of batch) {
+        // A stop preempts what is still buffered: checked before every frame, as an emit may have waited.
+        if (yield* Deferred.isDone(stop)) return yield* end(yield* Deferred.await(stop))
+        switch (item._tag) {
+          case "event": {
+            const event = item.event
+            yield* exchange.emit({ type: Type.sessionEvent, payload: eventFramePayload(event) })
+            if (event._tag === "durable") emitted = event.cursor
+            break
+          }
+          case "end":
+            return yield* end(item.reason)
+          case "failed":
+            return yield* Effect.fail(item.error)
+          case "died":
+            return yield* Effect.fail(internal)
+        }
+      }
+    }
+  })
+
+/** `session.events`: a producer fiber fills a bounded buffer, the emitter sends it (see the module doc). */
+const events: Act<typeof Messages.SessionEvents.Type> = (deps, principal, request, exchange) =>
+  Effect.scoped(Effect.gen(function*() {
+    const items = yield* Queue.bounded<Item>(deps.eventBuffer)
+    const stop = yield* Deferred.make<Stop>()
+    yield* watchCancel(exchange, Type.sessionEventsCancel, stop, "cancelled" as const)
+    yield* Effect.forkScoped(produceEvents(deps, principal, request, items, stop))
+    return yield* emitEvents(exchange, request.after ?? 0, items, stop)
+  }))
+
+/** `callback.provide`: offers the session tree's callbacks on this stream until the client cancels. */
+const provide: Act<typeof Messages.CallbackProvide.Type> = ({ sessions }, principal, request, exchange) =>
+  Effect.scoped(Effect.gen(function*() {
+    const cancelled = yield* Deferred.make<void>()
+    yield* watchCancel(exchange, Type.callbackProvideCancel, cancelled, undefined)
+    // The client answers with `callback.answer`, a request of its own; `None` leaves the callback open
+    // (and offers it to providers further up the session tree).
+    const provider = yield* Effect.forkScoped(
+      sessions.provideCallbacks(principal, request.sessionId, request.kinds, (callback) =>
+        Effect.flatMap(callbackOpen({ callback }), exchange.emit).pipe(Effect.as(Option.none())))
+    )
+    // The provider runs until it fails (an unknown session) or the client cancels; the scope withdraws it.
+    yield* Effect.raceFirst(Fiber.join(provider), Deferred.await(cancelled))
+    return yield* provideEnd({ reason: "cancelled" })
+  }))
+
+/** The table: message type → kind → payload schema → what it does. */
+const routes: ReadonlyArray<RouteSpec> = [
+  route(Type.agentList, "request", Messages.Empty, ({ catalog }) =>
+    agentPage({ items: catalog.list.map((agent) => ({ name: agent.name, description: agent.description })) })),
+  route(Type.sessionCreate, "request", Messages.SessionCreate, createSession),
+  route(Type.sessionGet, "request", Messages.SessionRef, control((sessions, principal, r) => sessions.get(principal, r.sessionId))),
+  route(Type.sessionList, "request", Messages.SessionList, ({ sessions }, principal, request) =>
+    Effect.flatMap(sessions.list(principal, request), page)),
+  route(Type.sessionSend, "request", Messages.SessionSend, ({ sessions }, principal, request) =>
+    Effect.flatMap(sessions.send(principal, request.sessionId, request), accepted)),
+  route(Type.sessionInterrupt, "request", Messages.SessionInterrupt, ({ sessions }, principal, request) =>
+    Effect.flatMap(sessions.interrupt(principal, request.sessionId, request.expectedTurnId, request.reason), interrupted)),
+  route(
+    Type.sessionRename,
+    "request",
+    Messages.SessionRename,
+    control((sessions, principal, r) => sessions.rename(principal, r.sessionId, r.title))
+  ),
+  route(
+    Type.sessionArchive,
+    "request",
+    Messages.SessionArchive,
+    control((sessions, principal, r) => sessions.archive(principal, r.sessionId, r.archived))
+  ),
+  route(Type.sessionClose, "request", Messages.SessionRef, control((sessions, principal, r) => sessions.close(principal, r.sessionId))),
+  route(Type.sessionSnapshot, "request", Messages.SessionRef, ({ sessions }, principal, request) =>
+    Effect.flatMap(sessions.snapshot(principal, request.sessionId), (current) => snapshot({ snapshot: current, cursor: current.cursor }))),
+  route(Type.sessionEvents, "stream", Messages.SessionEvents, events),
+  route(Type.callbackProvide, "stream", Messages.CallbackProvide, provide),
+  route(Type.callbackAnswer, "request", Messages.CallbackAnswer, ({ sessions }, principal, request) =>
+    Effect.andThen(sessions.answerCallback(principal, request.sessionId, request), () => callbackAccepted({}))),
+  route(Type.sessionChildren, "request", Messages.SessionChildren, ({ sessions }, principal, request) =>
+    Effect.flatMap(sessions.children(principal, request.sessionId, request), childrenPage)),
+  route(Type.sessionTree, "request", Messages.SessionTreeRequest, sessionTree)
+]
+
 /** Builds the routes over the `Sessions` and `AgentCatalog` in context. */
 export const make = (options: Options = {}): Effect.Effect<Router["Type"], never, Sessions | AgentCatalog> =>
   Effect.gen(function*() {
-    const sessions = yield* Sessions
-    const catalog = yield* AgentCatalog
-    const eventBuffer = Math.max(1, options.eventBuffer ?? 1024)
-
-    const decodeEmpty = decoder(Messages.Empty)
-    const decodeCreate = decoder(Messages.SessionCreate)
-    const decodeRef = decoder(Messages.SessionRef)
-    const decodeList = decoder(Messages.SessionList)
-    const decodeSend = decoder(Messages.SessionSend)
-    const decodeInterrupt = decoder(Messages.SessionInterrupt)
-    const decodeRename = decoder(Messages.SessionRename)
-    const decodeArchive = decoder(Messages.SessionArchive)
-    const decodeEvents = decoder(Messages.SessionEvents)
-    const decodeProvide = decoder(Messages.CallbackProvide)
-    const decodeAnswer = decoder(Messages.CallbackAnswer)
-
-    const agentPage = answerer(Type.agentPage, Messages.AgentPage)
-    const created = answerer(Type.sessionCreated, Messages.SessionCreated)
-    const summary = answerer(Type.sessionSummary, Messages.SessionSummary)
-    const page = answerer(Type.sessionPage, Messages.SessionPage)
-    const accepted = answerer(Type.sessionAccepted, Messages.SessionAccepted)
-    const interrupted = answerer(Type.sessionInterrupted, Messages.SessionInterrupted)
-    const snapshot = answerer(Type.sessionSnapshot, Messages.SessionSnapshot)
-    const eventsEnd = answerer(Type.sessionEventsEnd, Messages.SessionEventsEnd)
-    const callbackOpen = answerer(Type.callbackOpen, Messages.CallbackOpen)
-    const provideEnd = answerer(Type.callbackProvideEnd, Messages.CallbackProvideEnd)
-    const callbackAccepted = answerer(Type.callbackAccepted, Messages.Empty)
-    const decodeChildren = decoder(Messages.SessionChildren)
-    const decodeTree = decoder(Messages.SessionTreeRequest)
-    const childrenPage = answerer(Type.sessionChildrenPage, Messages.SessionChildrenPage)
-    const treeAnswer = answerer(Type.sessionTree, Messages.SessionTree)
-
-    /** A request whose payload names a session and whose answer is its summary. */
-    const control = <A extends { readonly sessionId: SessionId }>(
-      decode: (exchange: Exchange) => Effect.Effect<A, WireError>,
-      act: (principal: Principal, request: A) => ReturnType<typeof sessions.close>
-    ) =>
-    (exchange: Exchange) =>
-      Effect.gen(function*() {
-        const principal = yield* principalOf(exchange)
-        const request = yield* decode(exchange)
-        return yield* summary({ session: yield* act(principal, request) })
-      })
-
-    const events = (exchange: Exchange) =>
-      Effect.scoped(Effect.gen(function*() {
-        const principal = yield* principalOf(exchange)
-        const request = yield* decodeEvents(exchange)
-        const sessionId = request.sessionId
-        const after = request.after ?? 0
-        const items = yield* Queue.bounded<Item>(eventBuffer)
-        const stop = yield* Deferred.make<Stop>()
-        yield* watchCancel(exchange, Type.sessionEventsCancel, stop, "cancelled" as const)
-
-        // The producer reads the session's events into `items`; `produced` is the last durable cursor it queued.
-        let produced = after
-        const queue = (event: SessionEvent) => {
-          if (event._tag === "durable") produced = event.cursor
-          return Queue.offer(items, { _tag: "event", event })
-        }
-        // History waits for room: the client reads it at its own pace, holding nothing live meanwhile.
-        // A page of the log at a time: one offer per chunk, not per event.
-        const replay = Effect.suspend(() =>
-          Stream.runForEachChunk(
-            sessions.events(principal, sessionId, { after: produced, follow: false }),
-            (chunk) => {
-              const batch: Array<Item> = []
-              for (const event of chunk) {
-                if (event._tag === "durable") produced = event.cursor
-                batch.push({ _tag: "event", event })
-              }
-              return Queue.offerAll(items, batch)
-            }
-          )
-        )
-        let closed = false
-        // Live events never wait: one that finds the buffer full ends the subscriber.
-        const follow = Effect.suspend(() =>
-          Stream.runForEachWhile(
-            sessions.events(principal, sessionId, { after: produced, follow: true, volatile: request.volatile ?? false }),
-            (event) =>
-              Effect.gen(function*() {
-                if ((yield* Queue.size(items)) >= eventBuffer) {
-                  yield* Deferred.succeed(stop, "slow_consumer")
-                  return false
-                }
-                yield* queue(event)
-                closed = event._tag === "durable" && event.record._tag === "closed"
-                return !closed
-              })
-          )
-        )
-        const produce = Effect.gen(function*() {
-          yield* replay
-          if (request.follow === false) return yield* Queue.offer(items, { _tag: "end", reason: "done" })
-          if ((yield* sessions.get(principal, sessionId)).status !== "closed") yield* follow
-          else closed = true
-          if (!closed) return
-          // A closed session writes nothing more, bar the records committed with or just after the close.
-          yield* replay
-          yield* Queue.offer(items, { _tag: "end", reason: "closed" })
-        }).pipe(
-          Effect.catchAll((error) => Queue.offer(items, { _tag: "failed", error })),
-          Effect.catchAllDefect((defect) =>
-            Effect.zipRight(
-              Effect.logError("a session event stream failed").pipe(Effect.annotateLogs({ sessionId, defect })),
-              Queue.offer(items, { _tag: "died" })
-            )
-          )
-        )
-        yield* Effect.forkScoped(produce)
-
-        // The emitter: `emitted` is the cursor of the last durable event actually sent.
-        let emitted = after
-        const end = (reason: typeof Messages.EventsEndReason.Type) => eventsEnd({ reason, cursor: emitted })
-        for (;;) {
-          // Everything buffered is taken at once; only an empty buffer is waited on, racing `stop`
-          // (a race forks two fibers: too dear per event on a replay).
-          let batch = yield* Queue.takeAll(items)
-          if (Chunk.isEmpty(batch)) {
-            if (yield* Deferred.isDone(stop)) return yield* end(yield* Deferred.await(stop))
-            const next = yield* Effect.raceFirst(
-              Effect.map(Queue.take(items), Either.right),
-              Effect.map(Deferred.await(stop), Either.left)
-            )
-            // An item taken as `stop` won is dropped, which is fine: the stream ends with the cursor actually sent.
-            if (Either.isLeft(next)) return yield* end(next.left)
-            batch = Chunk.of(next.right)
-          }
-          for (const item of batch) {
-            // A stop preempts what is still buffered: checked before every frame, as an emit may have waited.
-            if (yield* Deferred.isDone(stop)) return yield* end(yield* Deferred.await(stop))
-            switch (item._tag) {
-              case "event": {
-                const event = item.event
-                yield* exchange.emit({ type: Type.sessionEvent, payload: eventFramePayload(event) })
-                if (event._tag === "durable") emitted = event.cursor
-                break
-              }
-              case "end":
-                return yield* end(item.reason)
-              case "failed":
-                return yield* Effect.fail(item.error)
-              case "died":
-                return yield* Effect.fail(internal)
-            }
-          }
-        }
-      }))
-
-    const provide = (exchange: Exchange) =>
-      Effect.scoped(Effect.gen(function*() {
-        const principal = yield* principalOf(exchange)
-        const request = yield* decodeProvide(exchange)
-        const cancelled = yield* Deferred.make<void>()
-        yield* watchCancel(exchange, Type.callbackProvideCancel, cancelled, undefined)
-        // The client answers with `callback.answer`, a request of its own; `None` leaves the callback open
-        // (and offers it to providers further up the session tree).
-        const provider = yield* Effect.forkScoped(
-          sessions.provideCallbacks(principal, request.sessionId, request.kinds, (callback) =>
-            Effect.flatMap(callbackOpen({ callback }), exchange.emit).pipe(Effect.as(Option.none())))
-        )
-        // The provider runs until it fails (an unknown session) or the client cancels; the scope withdraws it.
-        yield* Effect.raceFirst(Fiber.join(provider), Deferred.await(cancelled))
-        return yield* provideEnd({ reason: "cancelled" })
-      }))
-
-    const routes: ReadonlyArray<readonly [string, Route["kind"], (exchange: Exchange) => Effect.Effect<Outgoing, DomainError | WireError>]> = [
-      [Type.agentList, "request", (exchange) =>
-        Effect.gen(function*() {
-          yield* principalOf(exchange)
-          yield* decodeEmpty(exchange)
-          return yield* agentPage({
-            items: catalog.list.map((agent) => ({ name: agent.name, description: agent.description }))
-          })
-        })],
-      [Type.sessionCreate, "request", (exchange) =>
-        Effect.gen(function*() {
-          const principal = yield* principalOf(exchange)
-          const request = yield* decodeCreate(exchange)
-          const agent = yield* Option.match(catalog.get(request.agent), {
-            onNone: () => Effect.fail(wireError("not_found", `unknown agent ${request.agent}`)),
-            onSome: Effect.succeed
-          })
-          const session = yield* sessions.create(principal, {
-            agent,
-            title: request.title,
-            idempotencyKey: request.idempotencyKey,
-            budgets: request.budgets,
-            metadata: request.metadata
-          })
-          return yield* created({ session })
-        })],
-      [Type.sessionGet, "request", control(decodeRef, (principal, { sessionId }) => sessions.get(principal, sessionId))],
-      [Type.sessionList, "request", (exchange) =>
-        Effect.gen(function*() {
-          const principal = yield* principalOf(exchange)
-          const request = yield* decodeList(exchange)
-          return yield* page(yield* sessions.list(principal, request))
-        })],
-      [Type.sessionSend, "request", (exchange) =>
-        Effect.gen(function*() {
-          const principal = yield* principalOf(exchange)
-          const request = yield* decodeSend(exchange)
-          const answer = yield* sessions.send(principal, request.sessionId, request)
-          return yield* accepted(answer)
-        })],
-      [Type.sessionInterrupt, "request", (exchange) =>
-        Effect.gen(function*() {
-          const principal = yield* principalOf(exchange)
-          const request = yield* decodeInterrupt(exchange)
-          const outcome = yield* sessions.interrupt(principal, request.sessionId, request.expectedTurnId, request.reason)
-          return yield* interrupted(outcome)
-        })],
-      [Type.sessionRename, "request", control(decodeRename, (principal, r) => sessions.rename(principal, r.sessionId, r.title))],
-      [Type.sessionArchive, "request", control(decodeArchive, (principal, r) => sessions.archive(principal, r.sessionId, r.archived))],
-      [Type.sessionClose, "request", control(decodeRef, (principal, r) => sessions.close(principal, r.sessionId))],
-      [Type.sessionSnapshot, "request", (exchange) =>
-        Effect.gen(function*() {
-          const principal = yield* principalOf(exchange)
-          const request = yield* decodeRef(exchange)
-          const current = yield* sessions.snapshot(principal, request.sessionId)
-          return yield* snapshot({ snapshot: current, cursor: current.cursor })
-        })],
-      [Type.sessionEvents, "stream", events],
-      [Type.callbackProvide, "stream", provide],
-      [Type.callbackAnswer, "request", (exchange) =>
-        Effect.gen(function*() {
-          const principal = yield* principalOf(exchange)
-          const request = yield* decodeAnswer(exchange)
-          yield* sessions.answerCallback(principal, request.sessionId, request)
-          return yield* callbackAccepted({})
-        })]
-      ,
-      [Type.sessionChildren, "request", (exchange) =>
-        Effect.gen(function*() {
-          const principal = yield* principalOf(exchange)
-          const request = yield* decodeChildren(exchange)
-          return yield* childrenPage(yield* sessions.children(principal, request.sessionId, request))
-        })],
-      [Type.sessionTree, "request", (exchange) =>
-        Effect.gen(function*() {
-          const principal = yield* principalOf(exchange)
-          const request = yield* decodeTree(exchange)
-          const tree = yield* sessions.tree(principal, request.sessionId, { includeArchived: request.includeArchived })
-          const answer = yield* treeAnswer(tree)
-          // Up to 10,000 nodes may not fit one frame: say so, rather than build a frame no peer can take.
-          const bytes = Cbor.encode(answer.payload)
-          if (Either.isLeft(bytes) || bytes.right.length > MAX_BODY_SIZE - 1024) {
-            return yield* Effect.fail(wireError(
-              "invalid_payload",
-              `the tree below ${request.sessionId} (${tree.nodes.length} sessions) does not fit one frame: page it with session.list { scope: { tree } }`
-            ))
-          }
-          return answer
-        })]
-    ]
+    const deps: Deps = {
+      sessions: yield* Sessions,
+      catalog: yield* AgentCatalog,
+      eventBuffer: Math.max(1, options.eventBuffer ?? 1024)
+    }
     // A Map, not an object: a type such as "constructor" must not find a route on a prototype.
     const table = new Map<string, Route>(
-      routes.map(([type, kind, body]) => [type, { kind, handler: guard(type, body) }])
+      routes.map((spec) => [spec.type, { kind: spec.kind, handler: guard(spec.type, spec.bind(deps)) }])
     )
     return Router.of({ route: (type) => table.get(type) })
   })

@@ -37,6 +37,8 @@ export interface Request {
   readonly sessionId: SessionId
   readonly turnId: TurnId
   readonly agentName: string
+  /** `summary` for the call that summarizes the conversation (context compaction); absent for a turn's own calls. */
+  readonly purpose?: "summary" | undefined
 }
 
 /** Why the model stopped. */

@@ -15,7 +15,9 @@ import * as Tool from "./Tool.js"
 export interface Runnable {
   readonly spec: ToolSpec
   /** Runs the tool on the model's argument text; failures are error outcomes. */
-  readonly run: (argumentsText: string) => Effect.Effect<Tool.ToolOutcome>
+  readonly run: (argumentsText: string, context: Tool.ToolContext) => Effect.Effect<Tool.ToolOutcome>
+  /** Whether the tool itself asks for an approval of this call (`Tool.make`'s `needsApproval`). */
+  readonly needsApproval?: ((argumentsText: string, context: Tool.ToolContext) => Effect.Effect<boolean>) | undefined
 }
 
 /** The port. */
@@ -42,7 +44,10 @@ export const layer = <const Tools extends ReadonlyArray<AnyTool<any>>>(
         if (tool.handler === undefined) continue
         byName.set(tool.name, {
           spec: tool.spec,
-          run: (argumentsText) => Effect.provide(Tool.run(tool, argumentsText), context)
+          run: (argumentsText, call) => Effect.provide(Tool.run(tool, argumentsText, call), context),
+          needsApproval: tool.needsApproval === undefined
+            ? undefined
+            : (argumentsText, call) => Effect.provide(Tool.needsApproval(tool, argumentsText, call), context)
         })
       }
       return Toolkit.of({ get: (name) => byName.get(name) })

@@ -1,5 +1,5 @@
 /**
- * PostgreSQL's one-statement append (src/layers/PgAppend.ts): the head patch it
+ * PostgreSQL's one-statement append (src/internal/PgAppend.ts): the head patch it
  * derives from `project` agrees with `project` on any head; the statement
  * applies it like the memory store does, over random commits; and a commit
  * that waited for the row lock while another writer changed the session runs
@@ -9,10 +9,10 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Either, Fiber, Layer, Option, Redacted, type Scope } from "effect"
 import pg from "pg"
-import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
-import * as PgAppend from "../src/layers/PgAppend.js"
-import * as PgSessionStore from "../src/layers/PgSessionStore.js"
-import * as SqlSessionStore from "../src/layers/SqlSessionStore.js"
+import * as MemorySessionStore from "../../src/layers/MemorySessionStore.js"
+import * as PgAppend from "../../src/internal/PgAppend.js"
+import * as PgSessionStore from "../../src/layers/PgSessionStore.js"
+import * as SqlSessionStore from "../../src/layers/SqlSessionStore.js"
 import {
   type CallbackId,
   type InputId,
@@ -24,8 +24,8 @@ import {
   type OperationId,
   type SessionId,
   type TurnId
-} from "../src/schema/Ids.js"
-import { Commit, type Lease } from "../src/schema/Lease.js"
+} from "../../src/schema/Ids.js"
+import { Commit, type Lease } from "../../src/schema/Lease.js"
 import {
   Archived,
   CallbackOpened,
@@ -42,14 +42,15 @@ import {
   SessionCreated,
   TurnEnded,
   TurnStarted
-} from "../src/schema/Record.js"
-import { Usage } from "../src/schema/Budget.js"
-import { ApprovalRequest, ClientToolRequest } from "../src/schema/Callback.js"
-import { type Head, project } from "../src/services/LogProjection.js"
-import { SessionStore } from "../src/services/SessionStore.js"
-import { agent, commit, inputId, message, principal } from "./support/fixtures.js"
-import { availability, freshSchema } from "./support/postgres.js"
-import { random, type Random } from "./support/random.js"
+} from "../../src/schema/Record.js"
+import { Usage } from "../../src/schema/Budget.js"
+import { ContextCompacted } from "../../src/schema/Compaction.js"
+import { ApprovalRequest, ClientToolRequest } from "../../src/schema/Callback.js"
+import { type Head, project } from "../../src/internal/LogProjection.js"
+import { SessionStore } from "../../src/services/SessionStore.js"
+import { agent, commit, inputId, message, principal } from "../support/fixtures.js"
+import { availability, freshSchema } from "../support/postgres.js"
+import { random, type Random } from "../support/random.js"
 
 
 interface Pools {
@@ -142,7 +143,8 @@ const batch = (rng: Random, p: Pools) =>
             new InputApplied({ inputId: inputId(), kind: "steer", turnId }),
             new ChildSpawned({ childSessionId: child, agentName: "helper", alias: `helper-${i}`, turnId, operationId: operation }),
             new ChildResultRecorded({ childSessionId: child, turnId, outcome: "completed", output: "done" }),
-            new SessionCreated({ agentName: "assistant", parentId: null, title: null })
+            new SessionCreated({ agentName: "assistant", parentId: null, title: null }),
+            new ContextCompacted({ turnId, mode: "summary", messagesBefore: 4, tokensBefore: 900, tokensAfter: 300, replaced: 3, summary: "earlier" })
           ]))
           break
         }

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber } from "effect"
-import * as Lock from "../src/actors/Lock.js"
+import * as Lock from "../../src/internal/Lock.js"
 
 describe("Lock", () => {
   it.effect("runs one holder at a time, waiters in arrival order", () =>

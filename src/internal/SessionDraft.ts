@@ -14,7 +14,7 @@ import { SubagentPolicy } from "../schema/Policy.js"
 import { Principal } from "../schema/Principal.js"
 import { ChildSpawned, SessionCreated } from "../schema/Record.js"
 import { Session } from "../schema/Session.js"
-import type { CreateSession, SpawnChild } from "./SessionStore.js"
+import type { CreateSession, SpawnChild } from "../services/SessionStore.js"
 
 /**
  * The tenancy a session belongs to: the whole principal triple (customer,

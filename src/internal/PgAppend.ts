@@ -8,7 +8,7 @@
  * See docs/decisions/0003-postgres-append.md. This is the third of the
  * store's ways to run SQL (docs/store.md, "three paths"), and the only one
  * that states the projection a second time: `headColumns` and
- * `projectionParts` name what it writes, and test/PgAppend.test.ts holds them
+ * `projectionParts` name what it writes, and test/internal/PgAppend.test.ts holds them
  * and the patch to `project`.
  *
  * @since 0.1.0
@@ -21,7 +21,7 @@ import { Conflict, LeaseLost, SequenceConflict, SessionNotFound } from "../schem
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import { type Commit, CommitReceipt } from "../schema/Lease.js"
 import { type RecordBody, toJsonText } from "../schema/Record.js"
-import { type Head, project, type Projection } from "../services/LogProjection.js"
+import { type Head, project, type Projection } from "./LogProjection.js"
 import {
   type AppendStrategy,
   callbackColumns,
@@ -29,7 +29,7 @@ import {
   operationColumns,
   operationRow,
   replayOf
-} from "./SqlSessionStore.js"
+} from "../layers/SqlSessionStore.js"
 
 /**
  * What a batch of records does to the head columns of whatever session row the

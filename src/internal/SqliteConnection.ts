@@ -1,0 +1,130 @@
+/**
+ * The better-sqlite3 connection under the SQLite store: the database opened in
+ * WAL mode, its prepared statements, and an `@effect/sql` `SqlClient` on its
+ * one connection (for migrations and the statements that are not commits;
+ * commits run on the handle itself, see `SqliteSessionStore`).
+ *
+ * @since 0.1.0
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import Database from "better-sqlite3"
+import { Effect, Scope, Stream } from "effect"
+import { StoreUnavailable } from "../schema/Errors.js"
+
+/** An open better-sqlite3 database and the statements prepared on it. */
+export interface Handle {
+  readonly db: Database.Database
+  /** Runs one statement: its rows when it returns any (a query, `RETURNING`), else none. Throws as better-sqlite3 does. */
+  readonly run: (text: string, params: ReadonlyArray<unknown>) => ReadonlyArray<unknown>
+  readonly prepare: (text: string) => Database.Statement
+}
+
+/** The handle on an open database: statements are prepared once and kept (a few dozen texts). */
+const handleOf = (db: Database.Database): Handle => {
+  const statements = new Map<string, Database.Statement>()
+  const prepare = (text: string) => {
+    let statement = statements.get(text)
+    if (statement === undefined) {
+      statement = db.prepare(text)
+      // The store's texts are a few dozen; anything else (migrations) is prepared once.
+      if (statements.size >= 256) statements.clear()
+      statements.set(text, statement)
+    }
+    return statement
+  }
+  return {
+    db,
+    prepare,
+    run: (text, params) => {
+      const statement = prepare(text)
+      if (statement.reader) return statement.all(...params)
+      statement.run(...params)
+      return []
+    }
+  }
+}
+
+/** Opens `filename` in WAL mode (closed with the scope); failing to open is `StoreUnavailable`. */
+export const open = (filename: string) =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => {
+        const db = new Database(filename)
+        try {
+          // The first read of the file: a file that is not a database fails here.
+          db.pragma("journal_mode = WAL")
+        } catch (cause) {
+          db.close()
+          throw cause
+        }
+        return db
+      },
+      catch: (cause) => new StoreUnavailable({ operation: "open", cause })
+    }),
+    (db) => Effect.sync(() => db.close())
+  ).pipe(Effect.map(handleOf))
+
+/** A statement's failure as `@effect/sql` reports it. */
+export const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
+
+/** An `@effect/sql` connection on the handle, for migrations and the statements that are not commits. */
+const connectionOf = (handle: Handle): Connection => {
+  const attempt = <A>(f: () => A) => Effect.try({ try: f, catch: failed })
+  const rows = (
+    params: ReadonlyArray<unknown>,
+    transform: (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined,
+    statement: () => Database.Statement
+  ) =>
+    attempt(() => {
+      const prepared = statement()
+      const out = prepared.reader ? prepared.all(...params) as Array<object> : (prepared.run(...params), [])
+      return transform === undefined ? out : transform(out)
+    })
+  return {
+    execute: (text, params, transform) => rows(params, transform, () => handle.prepare(text)),
+    executeUnprepared: (text, params, transform) => rows(params, transform, () => handle.db.prepare(text)),
+    executeRaw: (text, params) => attempt(() => handle.prepare(text).run(...params)),
+    executeValues: (text, params) =>
+      attempt(() => {
+        const prepared = handle.prepare(text)
+        if (!prepared.reader) {
+          prepared.run(...params)
+          return []
+        }
+        try {
+          return prepared.raw(true).all(...params) as Array<Array<unknown>>
+        } finally {
+          prepared.raw(false)
+        }
+      }),
+    executeStream: () => Stream.dieMessage("executeStream is not supported by troupe's SQLite connection")
+  }
+}
+
+/**
+ * A `SqlClient` on the handle's one connection: one user at a time, a
+ * transaction holding it until it ends (as `@effect/sql-sqlite-node` does).
+ */
+export const clientOf = (handle: Handle) =>
+  Effect.gen(function*() {
+    const connection = connectionOf(handle)
+    const semaphore = yield* Effect.makeSemaphore(1)
+    return yield* SqlClient.make({
+      acquirer: semaphore.withPermits(1)(Effect.succeed(connection)),
+      transactionAcquirer: Effect.uninterruptibleMask((restore) =>
+        Effect.as(
+          Effect.zipRight(
+            restore(semaphore.take(1)),
+            Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
+          ),
+          connection
+        )
+      ),
+      compiler: Statement.makeCompilerSqlite(),
+      spanAttributes: [["db.system.name", "sqlite"]]
+    })
+  }).pipe(Effect.provide(Reactivity.layer))

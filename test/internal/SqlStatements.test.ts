@@ -1,0 +1,57 @@
+/**
+ * The store's statement runner on a real SQLite `SqlClient`: placeholder
+ * lists, `?` kept or numbered `$n` for PostgreSQL's style, and a statement run
+ * on the current transaction's connection when there is one.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as SqliteConnection from "../../src/internal/SqliteConnection.js"
+import * as SqlStatements from "../../src/internal/SqlStatements.js"
+
+const withClient = <A, E>(use: (sql: SqlClient.SqlClient) => Effect.Effect<A, E, SqlClient.SqlClient>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqliteConnection.clientOf(yield* SqliteConnection.open(":memory:"))
+    return yield* Effect.provideService(use(sql), SqlClient.SqlClient, sql)
+  })
+
+describe("SqlStatements", () => {
+  it("writes placeholder lists", () => {
+    assert.strictEqual(SqlStatements.rows(2, 3), "(?, ?, ?), (?, ?, ?)")
+    assert.strictEqual(SqlStatements.rows(1, 1), "(?)")
+    assert.strictEqual(SqlStatements.list(3), "?, ?, ?")
+  })
+
+  it.scoped("runs ?-placeholder SQL, inside a transaction on its connection", () =>
+    withClient((sql) =>
+      Effect.gen(function*() {
+        const statements = yield* SqlStatements.make("?")
+        yield* statements.query("CREATE TABLE t (x INTEGER, y TEXT)", [])
+        yield* statements.query(`INSERT INTO t (x, y) VALUES ${SqlStatements.rows(2, 2)}`, [1, "a", 2, "b"])
+        assert.deepStrictEqual(
+          yield* statements.query(`SELECT x, y FROM t WHERE x IN (${SqlStatements.list(2)}) ORDER BY x`, [1, 2]),
+          [{ x: 1, y: "a" }, { x: 2, y: "b" }]
+        )
+        // Rolled back with the transaction: the statement ran on its connection, not on another.
+        yield* Effect.ignore(sql.withTransaction(
+          Effect.andThen(statements.query("INSERT INTO t (x, y) VALUES (?, ?)", [3, "c"]), Effect.fail("undo"))
+        ))
+        assert.deepStrictEqual(yield* statements.query("SELECT count(*) AS n FROM t", []), [{ n: 2 }])
+      })
+    ))
+
+  it.scoped("numbers placeholders for $n databases, and runs outside a transaction on the given executor", () =>
+    withClient(() =>
+      Effect.gen(function*() {
+        const seen: Array<string> = []
+        const statements = yield* SqlStatements.make("$n", (text, params) =>
+          Effect.sync(() => {
+            seen.push(`${text} ${JSON.stringify(params)}`)
+            return []
+          }))
+        yield* statements.query("SELECT ? + ?, ?", [1, 2, 3])
+        yield* statements.query("SELECT ? + ?, ?", [4, 5, 6])
+        assert.deepStrictEqual(seen, ["SELECT $1 + $2, $3 [1,2,3]", "SELECT $1 + $2, $3 [4,5,6]"])
+      })
+    ))
+})
