@@ -21,6 +21,18 @@ const sqlite: StoreBackend = {
 sessionStoreSuite(sqlite)
 sessionTreeSuite(sqlite)
 
+// The same store with group commit on: several sessions' writes in one transaction (decision 0018).
+const grouped = join(mkdtempSync(join(tmpdir(), "troupe-sqlite-group-")), "store.db")
+const sqliteGrouped: StoreBackend = {
+  name: "sqlite with group commit",
+  layer: SqliteSessionStore.layer({ filename: grouped, groupCommit: true }),
+  second: SqliteSessionStore.layer({ filename: grouped, groupCommit: true }),
+  advance: (millis) => TestClock.adjust(millis),
+  ttl: 1_000
+}
+sessionStoreSuite(sqliteGrouped)
+sessionTreeSuite(sqliteGrouped)
+
 // The same store through @effect/sql-sqlite-node's client, one Effect per statement (decision 0006).
 const viaClient = join(mkdtempSync(join(tmpdir(), "troupe-sqlite-client-")), "store.db")
 const sqliteClient: StoreBackend = {

@@ -5,7 +5,11 @@
  * the inbox, and write the log, the inbox, the receipts, the callbacks, the
  * session row and the commit receipt only when every check passed. A single
  * statement in autocommit is atomic and holds the row lock to its end.
- * See docs/decisions/0003-postgres-append.md.
+ * See docs/decisions/0003-postgres-append.md. This is the third of the
+ * store's ways to run SQL (docs/store.md, "three paths"), and the only one
+ * that states the projection a second time: `headColumns` and
+ * `projectionParts` name what it writes, and test/internal/PgAppend.test.ts holds them
+ * and the patch to `project`.
  *
  * @since 0.1.0
  */
@@ -147,6 +151,30 @@ export const applyPatch = (patch: HeadPatch, head: Head, records: number, closed
     archived: patch.archived[head.archived ? 1 : 0],
     closed: patch.closed[head.closed ? 1 : 0]
   }
+}
+
+/**
+ * The session columns the statement's `head` update sets from each field of
+ * `project`'s `Head`, and the parts of a `Projection` the statement writes.
+ * A test holds them equal to what `project` returns and to the statement's
+ * text, so a projection that grows a field or a part fails until this
+ * statement writes it too (the random-batch test above holds the values).
+ */
+export const headColumns: { readonly [K in keyof Head]: string } = {
+  headSeq: "head_seq",
+  activeTurnId: "active_turn_id",
+  openCallbacks: "open_callbacks",
+  title: "title",
+  archived: "archived",
+  closed: "closed"
+}
+
+/** The parts of a `Projection` and the statement's parameters that carry them (`$n`). */
+export const projectionParts: { readonly [K in keyof Projection]: ReadonlyArray<number> } = {
+  head: [11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23],
+  operations: [8],
+  callbacksOpened: [9],
+  callbacksClosed: [10]
 }
 
 interface AppendRow {

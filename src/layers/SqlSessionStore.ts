@@ -79,9 +79,12 @@ export interface Dialect {
   /**
    * Runs the statements of a write transaction (`Steps`) its own way, giving
    * them the store clock (SQLite: all at once, synchronously). By default each
-   * statement is one Effect inside `transaction`.
+   * statement is one Effect inside `transaction`. `session` names the session
+   * the transaction writes (SQLite groups several sessions' transactions).
    */
-  readonly transact?: (<A, E>(steps: (clock: Clock) => Steps<A, E>) => Effect.Effect<A, E | SqlError>) | undefined
+  readonly transact?:
+    | (<A, E>(steps: (clock: Clock) => Steps<A, E>, session: string | undefined) => Effect.Effect<A, E | SqlError>)
+    | undefined
 }
 
 /** What `append` fails with besides the driver's `SqlError`. */
@@ -403,6 +406,73 @@ const createdStep = (session: Session, at: Clock): Step => ({
   text: `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES (?, 1, ${at.text}, ?, ?)`,
   params: [session.id, ...at.params, `commit_${session.id.slice(4)}`, toJsonText(createdRecord(session))]
 })
+
+/** The session of `tenant` under the idempotency `key`: none, the one made with the same request, or a `Conflict`. */
+function* keyed(tenant: string, key: string, print: string): Generator<Step, Either.Either<Session, Conflict> | undefined, ReadonlyArray<never>> {
+  const rows: ReadonlyArray<SessionRow> = yield {
+    text: `SELECT ${sessionColumns} FROM troupe_sessions WHERE tenant = ? AND idempotency_key = ?`,
+    params: [tenant, key]
+  }
+  if (rows.length === 0) return undefined
+  if (rows[0]!.fingerprint !== print) {
+    return Either.left(new Conflict({ entity: "session", key, reason: "idempotency key reused with a different request" }))
+  }
+  return Either.right(sessionOf(rows[0]!))
+}
+
+/**
+ * The statements of `create`: the replay of an idempotency key, the parent
+ * (of the caller's tenancy) and its aliases, then the new row (`id`, unless a
+ * concurrent create of the same key or alias got there first) and its
+ * `session_created` record, at the store clock read inside the transaction.
+ */
+export function* createSteps(input: CreateSession, id: SessionId, clock: Clock): Steps<Session, Conflict | SessionNotFound> {
+  const tenant = tenantOf(input.principal)
+  const print = fingerprint(input)
+  if (input.idempotencyKey !== undefined) {
+    const found = yield* keyed(tenant, input.idempotencyKey, print)
+    if (found !== undefined) return found
+  }
+  let parent: { session: Session; path: string } | undefined
+  if (input.parentId !== undefined) {
+    const rows: ReadonlyArray<SessionRow & { readonly path: string }> = yield {
+      text: `SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ? AND tenant = ?`,
+      params: [input.parentId, tenant]
+    }
+    if (rows.length === 0) return Either.left(new SessionNotFound({ sessionId: input.parentId }))
+    parent = { session: sessionOf(rows[0]!), path: rows[0]!.path }
+    if (input.alias !== undefined) {
+      const taken: ReadonlyArray<unknown> = yield {
+        text: `SELECT id FROM troupe_sessions WHERE parent_id = ? AND alias = ?`,
+        params: [input.parentId, input.alias]
+      }
+      if (taken.length > 0) return Either.left(new Conflict({ entity: "alias", key: input.alias, reason: "alias already taken" }))
+    }
+  }
+  const now: ReadonlyArray<{ now: number | string }> = yield { text: `SELECT ${clock.text} AS now`, params: clock.params }
+  const at = Number(now[0]!.now)
+  const session = draft(id, input, parent?.session, at)
+  const inserted: ReadonlyArray<unknown> = yield insertSession({
+    session,
+    tenant,
+    path: `${parent?.path ?? "/"}${id}/`,
+    idempotencyKey: input.idempotencyKey ?? null,
+    fingerprint: print,
+    at: { text: "?", params: [at] },
+    spawnCommit: null,
+    inbox: 0
+  })
+  if (inserted.length === 0) {
+    // A concurrent create with the same key (or alias) committed first.
+    if (input.idempotencyKey !== undefined) {
+      const found = yield* keyed(tenant, input.idempotencyKey, print)
+      if (found !== undefined) return found
+    }
+    return Either.left(new Conflict({ entity: "alias", key: input.alias ?? id, reason: "alias already taken" }))
+  }
+  yield createdStep(session, { text: "?", params: [at] })
+  return Either.right(session)
+}
 
 /** The session row of `sessionId` locked, with its lease, path and the store clock, when it belongs to `tenant`. */
 interface LockedRow extends SessionRow {
@@ -836,7 +906,14 @@ export const make = (dialect: Dialect) =>
     const sessionById = (sessionId: string) =>
       query<SessionRow>(`SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ?`, [sessionId])
 
-    /** Runs steps one statement at a time, feeding each statement's rows back. */
+    // The three ways SQL is run (docs/store.md, "How the store runs SQL: three paths"):
+    // 1. `drive`: a write's `Steps`, one Effect per statement, inside `dialect.transaction`
+    //    (PostgreSQL's writes; every write over a caller's SqlClient);
+    // 2. `dialect.transact`: the same `Steps` in one synchronous SQLite transaction (SqliteSessionStore.layer);
+    // 3. `dialect.append`: PostgreSQL's one-statement append (PgAppend), derived from `project`.
+    // Reads and the one-statement writes (acquire, renew, release, updateMetadata) go through `query`.
+
+    /** Path 1: runs steps one statement at a time, feeding each statement's rows back. */
     const drive = <A, E>(steps: Steps<A, E>): Effect.Effect<A, E | SqlError> => {
       const resume = (rows: ReadonlyArray<unknown> | undefined): Effect.Effect<A, E | SqlError> => {
         const next = steps.next(rows as ReadonlyArray<never>)
@@ -846,80 +923,16 @@ export const make = (dialect: Dialect) =>
       return Effect.suspend(() => resume(undefined))
     }
 
-    /** Runs the statements of a write transaction, the dialect's way or one Effect each; a refusal rolls it back. */
-    const transact = <A, E>(steps: (clock: Clock) => Steps<A, E>): Effect.Effect<A, E | SqlError> =>
+    /** Runs the statements of a write transaction, the dialect's way (path 2) or one Effect each (path 1); a refusal rolls it back. */
+    const transact = <A, E>(steps: (clock: Clock) => Steps<A, E>, session?: string): Effect.Effect<A, E | SqlError> =>
       dialect.transact !== undefined
-        ? dialect.transact(steps)
+        ? dialect.transact(steps, session)
         : dialect.transaction(Effect.flatMap(dialect.clock, (clock) => drive(steps(clock))))
 
+    // One write transaction of statements (`createSteps`): on SQLite one synchronous transaction, like a commit.
     const create = Effect.fnUntraced(function*(input: CreateSession) {
-      const tenant = tenantOf(input.principal)
-      const print = fingerprint(input)
-      const existing = (key: string) =>
-        Effect.gen(function*() {
-          const rows = yield* query<SessionRow>(
-            `SELECT ${sessionColumns} FROM troupe_sessions WHERE tenant = ? AND idempotency_key = ?`,
-            [tenant, key]
-          )
-          if (rows.length === 0) return Option.none<Session>()
-          if (rows[0]!.fingerprint !== print) {
-            return yield* new Conflict({
-              entity: "session",
-              key,
-              reason: "idempotency key reused with a different request"
-            })
-          }
-          return Option.some(yield* toSession(rows[0]!))
-        })
-      return yield* dialect.transaction(Effect.gen(function*() {
-        if (input.idempotencyKey !== undefined) {
-          const found = yield* existing(input.idempotencyKey)
-          if (Option.isSome(found)) return found.value
-        }
-        let parent: { session: Session; path: string } | undefined
-        if (input.parentId !== undefined) {
-          const rows = yield* query<SessionRow & { readonly path: string }>(
-            `SELECT ${sessionColumns} FROM troupe_sessions WHERE id = ? AND tenant = ?`,
-            [input.parentId, tenant]
-          )
-          if (rows.length === 0) return yield* new SessionNotFound({ sessionId: input.parentId })
-          parent = { session: yield* toSession(rows[0]!), path: rows[0]!.path }
-          if (input.alias !== undefined) {
-            const taken = yield* query(`SELECT id FROM troupe_sessions WHERE parent_id = ? AND alias = ?`, [
-              input.parentId,
-              input.alias
-            ])
-            if (taken.length > 0) {
-              return yield* new Conflict({ entity: "alias", key: input.alias, reason: "alias already taken" })
-            }
-          }
-        }
-        const at = yield* readClock
-        const id = input.sessionId ?? (yield* makeSessionId)
-        const session = draft(id, input, parent?.session, at)
-        const insert = insertSession({
-          session,
-          tenant,
-          path: `${parent?.path ?? "/"}${id}/`,
-          idempotencyKey: input.idempotencyKey ?? null,
-          fingerprint: print,
-          at: { text: "?", params: [at] },
-          spawnCommit: null,
-          inbox: 0
-        })
-        const inserted = yield* query(insert.text, insert.params)
-        if (inserted.length === 0) {
-          // A concurrent create with the same key (or alias) committed first.
-          if (input.idempotencyKey !== undefined) {
-            const found = yield* existing(input.idempotencyKey)
-            if (Option.isSome(found)) return found.value
-          }
-          return yield* new Conflict({ entity: "alias", key: input.alias ?? id, reason: "alias already taken" })
-        }
-        const first = createdStep(session, { text: "?", params: [at] })
-        yield* query(first.text, first.params)
-        return session
-      }))
+      const id = input.sessionId ?? (yield* makeSessionId)
+      return yield* transact((clock) => createSteps(input, id, clock), id)
     }, unavailable("create"))
 
     const get = Effect.fnUntraced(function*(sessionId: SessionId) {
@@ -1062,11 +1075,11 @@ export const make = (dialect: Dialect) =>
 
     const spawn = Effect.fnUntraced(function*(input: SpawnChild) {
       const childId = input.sessionId ?? (yield* makeSessionId)
-      return yield* transact((clock) => spawnSteps(input, childId, clock, dialect.lockRow))
+      return yield* transact((clock) => spawnSteps(input, childId, clock, dialect.lockRow), input.commit.sessionId)
     }, unavailable("spawn"))
 
     const admitChildTurn = Effect.fnUntraced(function*(input: AdmitChildTurn) {
-      return yield* transact((clock) => childTurnSteps(input, clock, dialect.lockRow))
+      return yield* transact((clock) => childTurnSteps(input, clock, dialect.lockRow), input.childId)
     }, unavailable("admitChildTurn"))
 
     const push = Effect.fnUntraced(function*(sessionId: SessionId, command: Pushable) {
@@ -1074,7 +1087,7 @@ export const make = (dialect: Dialect) =>
         return yield* new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" })
       }
       const print = canonical(encodeCommand(command))
-      return yield* transact((clock) => pushSteps(sessionId, command.inputId, print, clock, dialect.lockRow))
+      return yield* transact((clock) => pushSteps(sessionId, command.inputId, print, clock, dialect.lockRow), sessionId)
     }, unavailable("push"))
 
     const readInbox = Effect.fnUntraced(
@@ -1142,8 +1155,9 @@ export const make = (dialect: Dialect) =>
       )
     }, unavailable("release"))
 
-    const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow))
+    const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow), commit.sessionId)
 
+    // Path 3 when the dialect has one (PostgreSQL), falling back on `inTransaction` (path 1); else path 1 or 2.
     const commitWith = dialect.append === undefined ? inTransaction : dialect.append({ query, inTransaction })
     const append = (commit: Commit) => unavailable("append")(commitWith(commit))
 
@@ -1177,7 +1191,7 @@ export const make = (dialect: Dialect) =>
     const admitAnswer = Effect.fnUntraced(function*(sessionId: SessionId, answer: CallbackAnswer) {
       const print = canonical(encodeCommand(answer))
       return yield* Effect.catchIf(
-        transact((clock) => answerSteps(sessionId, answer, print, clock, dialect.lockRow)),
+        transact((clock) => answerSteps(sessionId, answer, print, clock, dialect.lockRow), sessionId),
         (refusal): refusal is "closed" => refusal === "closed",
         // Closing is final: the log read after the refusing transaction tells how.
         () =>

@@ -7,7 +7,7 @@
  * `layer` opens the database itself and runs each commit as one synchronous
  * better-sqlite3 transaction (docs/decisions/0006-sqlite-sync-commit.md);
  * `make` runs the same store over any SQLite `SqlClient` in context, one
- * statement at a time.
+ * statement at a time (the store's paths 2 and 1: docs/store.md, "three paths").
  *
  * @since 0.1.0
  */
@@ -18,12 +18,19 @@ import { Clock, Duration, Effect, Either, Exit, Layer, Option } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
 import { clientOf, failed, type Handle, open } from "../internal/SqliteConnection.js"
+import * as SqliteGroupCommit from "../internal/SqliteGroupCommit.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
 
 /** Where the SQLite database lives. */
 export interface Options {
   /** A file path, or `:memory:` for a private in-process database. */
   readonly filename: string
+  /**
+   * Group commit: several sessions' writes that come together share one
+   * transaction (`SqliteGroupCommit`). Off by default: it saves SQLite's CPU
+   * but makes each write wait for the event loop's turn (docs/decisions/0018).
+   */
+  readonly groupCommit?: SqliteGroupCommit.Options | boolean | undefined
 }
 
 /** Carries a refusal out of a better-sqlite3 transaction, which rolls back on any throw. */
@@ -48,31 +55,56 @@ const resume = <A, E>(steps: SqlSessionStore.Steps<A, E>, rows?: ReadonlyArray<n
 /**
  * Runs the statements of a write transaction on the handle in one synchronous
  * `BEGIN IMMEDIATE` transaction, with no Effect step between them. The store
- * clock is read once the write lock is taken.
+ * clock is read once the write lock is taken. With `group`, transactions of
+ * several sessions that come together share one transaction, each in its own
+ * savepoint (`SqliteGroupCommit`).
  */
-const syncTransact = (handle: Handle) => {
-  const inTransaction = handle.db.transaction(
-    <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, clock: Clock.Clock): A => {
-      const running = steps({ text: "?", params: [clock.unsafeCurrentTimeMillis()] })
-      let next = resume(running)
-      while (!next.done) next = resume(running, handle.run(next.value.text, next.value.params) as ReadonlyArray<never>)
-      if (Either.isLeft(next.value)) throw new Refused(next.value.left)
-      return next.value.right
-    }
-  )
+const syncTransact = (
+  handle: Handle,
+  atomic: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>,
+  group: SqliteGroupCommit.Options | boolean | undefined
+) => {
+  const body = <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, clock: Clock.Clock): A => {
+    const running = steps({ text: "?", params: [clock.unsafeCurrentTimeMillis()] })
+    let next = resume(running)
+    while (!next.done) next = resume(running, handle.run(next.value.text, next.value.params) as ReadonlyArray<never>)
+    if (Either.isLeft(next.value)) throw new Refused(next.value.left)
+    return next.value.right
+  }
+  const inTransaction = handle.db.transaction(body)
+  // Called inside an open transaction, a better-sqlite3 transaction function is a savepoint.
+  const inSavepoint = handle.db.transaction((run: () => unknown) => run())
+  const inOneTransaction = handle.db.transaction((batch: () => void) => batch())
+  /** What a transaction's outcome (its value, or what it threw) is to its caller. */
+  const settle = <A, E>(outcome: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown }): Effect.Effect<A, E | SqlError> => {
+    if (outcome.ok) return Effect.succeed(outcome.value as A)
+    const error = outcome.error
+    if (error instanceof Refused) return Effect.fail(error.error as E)
+    // Anything else was thrown by better-sqlite3 (a statement, BEGIN or COMMIT).
+    return error instanceof Crashed ? Effect.die(error.defect) : Effect.fail(failed(error))
+  }
   /** Runs the transaction now, synchronously; the returned effect only reports how it went. */
-  return <A, E>(
-    steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>,
-    clock: Clock.Clock
-  ): Effect.Effect<A, E | SqlError> => {
+  const now = <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, clock: Clock.Clock): Effect.Effect<A, E | SqlError> => {
     try {
       return Effect.succeed(inTransaction.immediate(steps, clock) as A)
     } catch (error) {
-      if (error instanceof Refused) return Effect.fail(error.error as E)
-      // Anything else was thrown by better-sqlite3 (a statement, BEGIN or COMMIT).
-      return error instanceof Crashed ? Effect.die(error.defect) : Effect.fail(failed(error))
+      return settle({ ok: false, error })
     }
   }
+  if (group === undefined || group === false) {
+    return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, _key: string | undefined) =>
+      Effect.clockWith((clock) => atomic(() => now(steps, clock)))
+  }
+  const grouped = SqliteGroupCommit.make({
+    inOneTransaction: (batch) => inOneTransaction.immediate(batch),
+    inSavepoint: (run) => inSavepoint(run),
+    inTransaction: () => handle.db.inTransaction,
+    atomic
+  }, group === true ? {} : group)
+  return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, key: string | undefined) =>
+    Effect.clockWith((clock) =>
+      grouped<A, E>(key, () => now(steps, clock), () => body(steps, clock), settle)
+    )
 }
 
 /** Runs one statement on the handle now, synchronously; the returned effect only reports how it went. */
@@ -128,7 +160,7 @@ const checkpoints = (handle: Handle, atomic: <A, E>(now: () => Effect.Effect<A, 
  * thunk: the fiber cannot yield between them, so a transaction cannot begin in
  * between and take the statement in (and roll it back with its own).
  */
-const dialectWith = (handle: Handle | undefined) =>
+const dialectWith = (handle: Handle | undefined, group?: SqliteGroupCommit.Options | boolean) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const conn = yield* sql.reserve.pipe(Effect.mapError((cause) => new StoreUnavailable({ operation: "open", cause })))
@@ -156,7 +188,7 @@ const dialectWith = (handle: Handle | undefined) =>
               )
             ).pipe(Effect.ensuring(Effect.sync(() => open--)))
           )))
-    const transact = handle === undefined ? undefined : syncTransact(handle)
+    const transact = handle === undefined ? undefined : syncTransact(handle, atomic, group)
     if (handle !== undefined) yield* checkpoints(handle, atomic)
     return {
       placeholders: "?",
@@ -167,16 +199,14 @@ const dialectWith = (handle: Handle | undefined) =>
         handle === undefined
           ? exclusive(conn.execute(text, params, undefined))
           : atomic(() => runNow(handle, text, params)),
-      transact: transact === undefined
-        ? undefined
-        : (steps) => Effect.clockWith((clock) => atomic(() => transact(steps, clock)))
+      transact
     } satisfies SqlSessionStore.Dialect
   })
 
 /** The SQLite dialect over the `SqlClient` in context (see `dialectWith`). */
 export const dialect = dialectWith(undefined)
 
-const makeWith = (handle: Handle | undefined) =>
+const makeWith = (handle: Handle | undefined, group?: SqliteGroupCommit.Options | boolean) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     // WAL with NORMAL sync survives a process crash; only power loss can drop the last commits.
@@ -185,7 +215,7 @@ const makeWith = (handle: Handle | undefined) =>
     )
     // Migrate before the connection is reserved: the migrator uses the client itself.
     yield* SqlSessionStore.migrate
-    return yield* SqlSessionStore.make(yield* dialectWith(handle))
+    return yield* SqlSessionStore.make(yield* dialectWith(handle, group))
   })
 
 /** The store over the SQLite `SqlClient` in context, which it takes for itself while the scope lasts. */
@@ -198,7 +228,7 @@ export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavaila
     Effect.gen(function*() {
       const handle = yield* open(options.filename)
       const sql = yield* clientOf(handle)
-      return yield* Effect.provideService(makeWith(handle), SqlClient.SqlClient, sql)
+      return yield* Effect.provideService(makeWith(handle, options.groupCommit), SqlClient.SqlClient, sql)
     })
   )
 

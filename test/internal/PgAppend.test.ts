@@ -30,16 +30,21 @@ import {
   Archived,
   CallbackOpened,
   CallbackResolved,
+  ChildResultRecorded,
+  ChildSpawned,
   Closed,
+  InputApplied,
   OperationCompleted,
   OperationStarted,
   OperationUnknown,
-  type RecordBody,
+  RecordBody,
   Renamed,
+  SessionCreated,
   TurnEnded,
   TurnStarted
 } from "../../src/schema/Record.js"
 import { Usage } from "../../src/schema/Budget.js"
+import { ContextCompacted } from "../../src/schema/Compaction.js"
 import { ApprovalRequest, ClientToolRequest } from "../../src/schema/Callback.js"
 import { type Head, project } from "../../src/internal/LogProjection.js"
 import { SessionStore } from "../../src/services/SessionStore.js"
@@ -78,7 +83,7 @@ const batch = (rng: Random, p: Pools) =>
     for (let i = 0; i < length; i++) {
       const turnId = rng.pick(p.turns)
       const { callback, operation } = yield* p.fresh
-      switch (rng.int(11)) {
+      switch (rng.int(12)) {
         case 0:
           records.push(new TurnStarted({ turnId, inputId: inputId(), text: "go" }))
           break
@@ -131,6 +136,18 @@ const batch = (rng: Random, p: Pools) =>
         case 9:
           records.push(rng.next() < 0.5 ? new Renamed({ title: `title ${rng.int(3)}` }) : new Archived({ archived: rng.next() < 0.5 }))
           break
+        case 10: {
+          // Records the projection passes over today: were `project` to start reading them, the tests here would see it.
+          const child = yield* makeSessionId
+          records.push(rng.pick([
+            new InputApplied({ inputId: inputId(), kind: "steer", turnId }),
+            new ChildSpawned({ childSessionId: child, agentName: "helper", alias: `helper-${i}`, turnId, operationId: operation }),
+            new ChildResultRecorded({ childSessionId: child, turnId, outcome: "completed", output: "done" }),
+            new SessionCreated({ agentName: "assistant", parentId: null, title: null }),
+            new ContextCompacted({ turnId, mode: "summary", messagesBefore: 4, tokensBefore: 900, tokensAfter: 300, replaced: 3, summary: "earlier" })
+          ]))
+          break
+        }
         default:
           if (rng.next() < 0.2) records.push(new Closed({}))
       }
@@ -145,8 +162,10 @@ describe("PgAppend head patch", () => {
       const rng = random(20261130)
       const p = yield* pools
       const outsider = yield* makeTurnId
+      const tags = new Set<string>()
       for (let round = 0; round < 3000; round++) {
         const records = yield* batch(rng, p)
+        for (const record of records) tags.add(record._tag)
         const headSeq = 1 + rng.int(50)
         const head: Head = {
           headSeq,
@@ -165,7 +184,39 @@ describe("PgAppend head patch", () => {
         assert.deepStrictEqual(projection.callbacksOpened, expected.callbacksOpened, context)
         assert.deepStrictEqual(projection.callbacksClosed, expected.callbacksClosed, context)
       }
+      // Every kind of record went through both: a new kind must be added to the batches above.
+      assert.deepStrictEqual([...tags].sort(), RecordBody.members.map((member) => member._tag).sort())
     }))
+
+  // docs/store.md, "Three ways to run SQL": the PostgreSQL statement is derived from `project`; this holds the two together.
+  it.effect("project's head fields and projection parts are exactly what the one statement writes", () =>
+    Effect.gen(function*() {
+      const sessionId = yield* makeSessionId
+      const head: Head = { headSeq: 1, activeTurnId: null, openCallbacks: 0, title: null, archived: false, closed: false }
+      const projection = project(sessionId, head, [new Renamed({ title: "x" })], 0)
+      assert.deepStrictEqual(Object.keys(projection).sort(), Object.keys(PgAppend.projectionParts).sort(), "a part of the projection the statement does not write")
+      assert.deepStrictEqual(Object.keys(projection.head).sort(), Object.keys(PgAppend.headColumns).sort(), "a head field the statement does not set")
+      const text = PgAppend.statement("now()")
+      const update = text.slice(text.indexOf("head AS ("), text.indexOf("receipt AS ("))
+      for (const column of Object.values(PgAppend.headColumns)) {
+        assert.match(update, new RegExp(`\\b${column} = `), `the statement's head update sets ${column}`)
+      }
+      for (const [part, numbers] of Object.entries(PgAppend.projectionParts)) {
+        for (const n of numbers) assert.match(text, new RegExp(`\\$${n}(?!\\d)`), `the statement reads $${n} (${part})`)
+      }
+      // The parameters the statement reads are the ones `params` gives, no more, no fewer.
+      const highest = Math.max(...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])))
+      const values = PgAppend.params(new Commit({
+        commitId: yield* makeCommitId,
+        sessionId,
+        owner: "worker",
+        epoch: 1,
+        expectedHeadSeq: 1,
+        records: [new Renamed({ title: "x" })],
+        consumes: []
+      }))
+      assert.strictEqual(values?.length, highest)
+  }))
 })
 
 const status = await availability()

@@ -1,0 +1,145 @@
+/**
+ * Group commit on SQLite: when several sessions write at once, their write
+ * transactions (commits, pushes, creates) run in one `BEGIN IMMEDIATE …
+ * COMMIT`, each inside its own savepoint. Each one still runs all its own
+ * checks (its lease epoch, its expected head, its inputs) against the rows as
+ * the transactions before it in the batch left them, and a refusal rolls back
+ * its savepoint only: the others commit. What is saved is the `COMMIT` (the
+ * WAL frames and locks, the larger part of a small transaction's cost) and
+ * the pages several sessions share (their rows of `troupe_sessions`, the
+ * leaves their log rows land in).
+ *
+ * It is off unless the layer is asked for it (`groupCommit`; decision 0018).
+ * A batch forms only when company is likely: a transaction for one session
+ * that comes within `recentMicros` of a transaction of another session leads
+ * a batch and waits for the event loop's current turn to end (every fiber
+ * that can run has run; a `setImmediate`), or until `maxBatch` transactions
+ * joined, whichever is first. A lone writer (one session's turn after
+ * another, or one transaction in a quiet while) commits at once, as before.
+ * Nothing is acknowledged before its batch's `COMMIT` returned: durability is
+ * that of a transaction of its own.
+ *
+ * @since 0.1.0
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+
+/** How group commit is tuned. */
+export interface Options {
+  /** At most this many transactions in one batch (default 64). */
+  readonly maxBatch?: number | undefined
+  /** A transaction leads a batch when another session's came less than this long before (µs; default 1000). */
+  readonly recentMicros?: number | undefined
+  /** Told the size of every batch that ran (for benchmarks and diagnostics). */
+  readonly onBatch?: ((size: number) => void) | undefined
+}
+
+/** One transaction waiting in a batch: runs inside the batch's transaction, throwing what `run` throws. */
+interface Waiting {
+  readonly run: () => unknown
+  done: boolean
+  outcome: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown } | undefined
+  readonly resume: Array<() => void>
+}
+
+/** What the group needs from the layer. */
+export interface Driver {
+  /** Runs `batch` (which calls every item's `run`, each in a savepoint) in one `BEGIN IMMEDIATE` transaction, now. */
+  readonly inOneTransaction: (batch: () => void) => void
+  /** Runs `run` in a savepoint of the open transaction; throws what it throws, after rolling the savepoint back. */
+  readonly inSavepoint: (run: () => unknown) => unknown
+  /** Whether the connection is still inside the batch's transaction (a failing statement may have ended it). */
+  readonly inTransaction: () => boolean
+  /** Runs `now` when nothing else holds the connection (the layer's `atomic`). */
+  readonly atomic: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
+}
+
+/**
+ * The group. `transact(key, solo, grouped)` runs one write transaction for
+ * the session `key`: `solo` runs it alone (as the layer did before);
+ * `grouped` is its body inside a batch's transaction (it throws a refusal,
+ * which rolls back its savepoint), and `settle` turns the body's outcome into
+ * the caller's effect.
+ */
+export const make = (driver: Driver, options: Options = {}) => {
+  const maxBatch = options.maxBatch ?? 64
+  const recentMicros = options.recentMicros ?? 1000
+  let lastKey: string | undefined
+  let lastAt = -Infinity
+  let forming: Array<Waiting> | undefined
+
+  /** Runs the batch `items` now, in one transaction; every item gets its outcome. */
+  const runBatch = (items: Array<Waiting>) => {
+    if (forming === items) forming = undefined
+    const pending = items.filter((item) => !item.done)
+    if (pending.length === 0) return
+    try {
+      driver.inOneTransaction(() => {
+        for (const item of pending) {
+          try {
+            item.outcome = { ok: true, value: driver.inSavepoint(item.run) }
+          } catch (error) {
+            // A failure that ended the whole transaction takes the batch with it.
+            if (!driver.inTransaction()) throw error
+            item.outcome = { ok: false, error }
+          }
+        }
+      })
+    } catch (error) {
+      for (const item of pending) item.outcome = { ok: false, error }
+    }
+    for (const item of pending) {
+      item.done = true
+      for (const resume of item.resume) resume()
+    }
+    try {
+      options.onBatch?.(pending.length)
+    } catch {
+      // An observer's failure is not the writers'.
+    }
+  }
+
+  const flush = (items: Array<Waiting>) => driver.atomic(() => Effect.sync(() => runBatch(items)))
+
+  /** Waits (uninterruptibly: once queued, the transaction runs) until `item` has its outcome. */
+  const settled = (item: Waiting) =>
+    Effect.async<void>((resume) => {
+      if (item.done) return resume(Effect.void)
+      item.resume.push(() => resume(Effect.void))
+    })
+
+  /** The event loop's current turn has ended: every fiber that could run has had its go. */
+  const turnEnded = Effect.async<void>((resume) => {
+    setImmediate(() => resume(Effect.void))
+  })
+
+  const outcomeOf = <A, E>(item: Waiting, settle: (outcome: Waiting["outcome"] & {}) => Effect.Effect<A, E | SqlError>) =>
+    Effect.suspend(() => settle(item.outcome!))
+
+  return <A, E>(
+    key: string | undefined,
+    solo: () => Effect.Effect<A, E | SqlError>,
+    grouped: () => unknown,
+    settle: (outcome: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown }) => Effect.Effect<A, E | SqlError>
+  ): Effect.Effect<A, E | SqlError> =>
+    Effect.suspend(() => {
+      const now = performance.now() * 1000
+      const company = forming !== undefined || (key !== undefined && lastKey !== undefined && key !== lastKey && now - lastAt < recentMicros)
+      lastKey = key
+      lastAt = now
+      if (!company) return driver.atomic(solo)
+      const item: Waiting = { run: grouped, done: false, outcome: undefined, resume: [] }
+      if (forming !== undefined) {
+        const batch = forming
+        batch.push(item)
+        const wait = batch.length >= maxBatch ? flush(batch) : settled(item)
+        return Effect.zipRight(Effect.uninterruptible(wait), outcomeOf(item, settle))
+      }
+      const batch = [item]
+      forming = batch
+      return Effect.zipRight(
+        Effect.uninterruptible(Effect.zipRight(turnEnded, flush(batch))),
+        outcomeOf(item, settle)
+      )
+    })
+}
