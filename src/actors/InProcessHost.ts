@@ -26,6 +26,7 @@ import { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
 import { Decision, type Expectation, type Refusal, type Refusals, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
+import { StoreSignals } from "../services/StoreSignals.js"
 import * as LiveEvents from "./LiveEvents.js"
 import * as Lock from "./Lock.js"
 import * as SessionActor from "./SessionActor.js"
@@ -38,9 +39,9 @@ export interface Options {
   /** How long an actor with nothing to do stays in memory (default 30 s). */
   readonly idleTimeout?: Duration.DurationInput | undefined
   /**
-   * How often a live actor reads its inbox again without being woken, so that a command pushed
-   * through another process sharing the store reaches it within that time (default: never, for a
-   * store no other process shares; `Troupe.layerSqlite` and `Troupe.layerPg` set 250 ms).
+   * How often a live actor reads its inbox again unsignalled: the backstop for a command pushed
+   * through another process whose signal (`StoreSignals`) was lost (default: never, for a store no
+   * other process shares; `Troupe.layerSqlite` and `Troupe.layerPg` set 1 s).
    */
   readonly inboxPoll?: Duration.DurationInput | undefined
   /** How often the store is asked for runnable sessions (default: the lease TTL). */
@@ -64,6 +65,7 @@ export const make = (options: Options = {}) =>
     // The services actors run on, taken once: an actor outlives whichever caller woke it.
     const context = yield* Effect.context<SessionActor.Services>()
     const broker = yield* CallbackBroker
+    const signals = yield* StoreSignals
     const leaseTtl = Duration.decode(options.leaseTtl ?? "15 seconds")
     const actorOptions: SessionActor.Options = {
       owner: options.owner ?? `host-${yield* ulid}`,
@@ -135,7 +137,9 @@ export const make = (options: Options = {}) =>
           slots,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           publishRecords: events.publishRecords(sessionId),
-          broadcast: events.broadcast(sessionId),
+          // Volatile deltas go to followers here and, best effort, in other processes.
+          broadcast: (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas)),
+          changes: signals.watch(sessionId),
           wake: (other) => wake(other),
           expect,
           onLease: (held) => (held ? Effect.void : finish(true)),
@@ -200,5 +204,5 @@ export const make = (options: Options = {}) =>
 /** The in-process host as a layer; needs the services actors run on (a store, a model, a callback broker, tools, prices, telemetry). */
 export const layer = (
   options: Options = {}
-): Layer.Layer<SessionHost, never, SessionActor.Services> =>
+): Layer.Layer<SessionHost, never, SessionActor.Services | StoreSignals> =>
   Layer.scoped(SessionHost, make(options))
