@@ -335,6 +335,37 @@ const suite = (name: string, meetingOf: Effect.Effect<Meeting, never, Scope.Scop
       }), 30_000)
   })
 
+describe.skipIf(!pgAvailable.run)("two hosts on one PostgreSQL database: volatile deltas", () => {
+  it.scopedLive("a follower on B sees the reply stream of a turn A runs", () =>
+    Effect.gen(function*() {
+      const { a, b } = yield* pair(yield* pgMeeting)
+      const me = principal()
+      const session = yield* a.create(me, { agent: crossAgent })
+      const warm = yield* a.send(me, session.id, { text: "warm up" })
+      yield* a.awaitTurn(me, session.id, warm.turnId!)
+      const head = (yield* b.snapshot(me, session.id)).cursor
+      // Deltas are best effort: they may come just after the turn's end is read from the log.
+      let ended = false
+      let text = ""
+      const stream = yield* b.events(me, session.id, { after: head, volatile: true }).pipe(
+        Stream.takeUntil((e) => {
+          if (e._tag === "durable" && e.record._tag === "turn_ended") ended = true
+          if (e._tag === "assistant_delta") text += e.text
+          return ended && text === "the end"
+        }),
+        Stream.runCollect,
+        Effect.timeout("10 seconds"),
+        Effect.fork
+      )
+      yield* Effect.sleep("100 millis")
+      const accepted = yield* a.send(me, session.id, { text: "final words" })
+      const events = Chunk.toReadonlyArray(yield* stream)
+      const deltas = events.flatMap((e) => (e._tag === "assistant_delta" ? [e] : []))
+      assert.strictEqual(deltas.map((d) => d.text).join(""), "the end")
+      assert.isTrue(deltas.every((d) => d.turnId === accepted.turnId))
+    }), 30_000)
+})
+
 suite("one SQLite file", sqliteMeeting, false)
 suite("one PostgreSQL database", pgMeeting, !pgAvailable.run)
 

@@ -112,6 +112,8 @@ export const make = (options: Options) =>
         (client) => Effect.promise(() => client.end().catch(() => undefined))
       )
       const channel = (yield* Effect.tryPromise(() => client.query<{ channel: string }>(channelQuery))).rows[0]!.channel
+      // A NOTIFY of deltas is a transaction of its own: best effort needs no wait for the disk.
+      yield* Effect.tryPromise(() => client.query("SET synchronous_commit TO off"))
       // Until the connection errors or ends.
       yield* Effect.async<void>((resume) => {
         const done = () => resume(Effect.void)
