@@ -30,7 +30,7 @@ import { StoreSignals } from "../services/StoreSignals.js"
 import * as LiveEvents from "./LiveEvents.js"
 import * as Lock from "./Lock.js"
 import * as SessionActor from "./SessionActor.js"
-import { type Cell, complete, makeCell, register } from "./Waiters.js"
+import * as Waiters from "./Waiters.js"
 
 /** Host tuning; every field has a default. */
 export interface Options {
@@ -56,8 +56,6 @@ export interface Options {
   readonly modelSettings?: ModelSettings | undefined
 }
 
-type Waiter = Cell<Decision, Refusal>
-
 /** Builds the host; its actors and poller live as long as the enclosing scope. */
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
@@ -80,40 +78,30 @@ export const make = (options: Options = {}) =>
     const slots = yield* Effect.makeSemaphore(maxBusy)
     const entries = new Map<SessionId, Queue.Queue<void>>()
     const lock = Lock.make()
-    const waiters = new Map<SessionId, Map<InputId, Array<Waiter>>>()
+    // Who waits for a decision, by session, then by input.
+    const waiters = new Map<SessionId, Waiters.Registry<InputId, Decision, Refusal>>()
 
     const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
-      Effect.sync(() => {
-        const bySession = waiters.get(sessionId)
-        const list = bySession?.get(inputId)
-        if (!bySession || !list) return
-        bySession.delete(inputId)
-        if (bySession.size === 0) waiters.delete(sessionId)
-        for (const waiter of list) complete(waiter, exit)
-      })
+      Effect.sync(() => waiters.get(sessionId)?.settle(inputId, exit))
 
     /** Tells everyone still waiting on this session that no actor here will decide. */
     const settleAll = (sessionId: SessionId) =>
-      Effect.sync(() => {
-        const bySession = waiters.get(sessionId)
-        waiters.delete(sessionId)
-        for (const list of bySession?.values() ?? []) {
-          for (const waiter of list) complete(waiter, Exit.succeed(Decision.Admitted()))
-        }
-      })
+      Effect.sync(() => waiters.get(sessionId)?.settleAll(Exit.succeed(Decision.Admitted())))
 
     const events = yield* LiveEvents.make(liveBuffer)
 
     /** Registers interest in the decision on an input of kind K. */
     const expect = <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, _kind: K) =>
       Effect.sync(() => {
-        let bySession = waiters.get(sessionId)
-        if (bySession === undefined) waiters.set(sessionId, bySession = new Map())
-        const inSession = bySession
+        let inSession = waiters.get(sessionId)
+        if (inSession === undefined) {
+          const created = Waiters.registry<InputId, Decision, Refusal>(() => {
+            if (waiters.get(sessionId) === created) waiters.delete(sessionId)
+          })
+          waiters.set(sessionId, inSession = created)
+        }
         // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
-        return register(inSession, inputId, makeCell(), () => {
-          if (inSession.size === 0 && waiters.get(sessionId) === inSession) waiters.delete(sessionId)
-        }) as Expectation<K>
+        return inSession.register(inputId) as Expectation<K>
       })
 
     /** Starts an actor; the caller holds `lock`. */

@@ -44,7 +44,7 @@ import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
 import { tenantOf } from "./SessionDraft.js"
 import * as Telemetry from "./Telemetry.js"
-import { Decision, decisionOf, type Interest, type Refusals, SessionHost } from "./SessionHost.js"
+import { Decision, decisionOf, interested, type Refusals, SessionHost } from "./SessionHost.js"
 import { type PageRequest, SessionStore } from "./SessionStore.js"
 import { Signal, StoreSignals } from "./StoreSignals.js"
 
@@ -256,27 +256,6 @@ export const make = Effect.gen(function*() {
 
   const open = (principal: Principal, sessionId: SessionId) =>
     Effect.filterOrFail(owned(principal, sessionId), (s) => s.status !== "closed", () => new SessionClosed({ sessionId }))
-
-  /**
-   * Runs `use` with an interest registered with the host, and withdraws it
-   * however `use` ends (an `acquireRelease` in a `Scope` in fewer Effect steps).
-   */
-  const interested = <I extends Interest<unknown, unknown>, A, E>(
-    register: Effect.Effect<I>,
-    use: (interest: I) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E> =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(register, (interest) =>
-        Effect.matchCauseEffect(restore(use(interest)), {
-          onFailure: (cause) => {
-            interest.withdraw()
-            return Effect.failCause(cause)
-          },
-          onSuccess: (value) => {
-            interest.withdraw()
-            return Effect.succeed(value)
-          }
-        })))
 
   /**
    * Admits a command by `admit` and waits for the actor's decision on it:
