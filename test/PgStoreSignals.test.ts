@@ -1,7 +1,8 @@
 /**
- * PostgreSQL's store signals: forwarded deltas fit the NOTIFY payload limit
- * (chunked in order, a delta too big alone skipped, a process's own deltas
- * not read back), payloads parse into the signals they carry, and the LISTEN
+ * PostgreSQL's store signals: forwarded deltas and announcements fit the
+ * NOTIFY payload limit (chunked and packed in order, a delta too big alone
+ * skipped, a process's own deltas not read back), payloads parse into the
+ * signals they carry, and the LISTEN
  * connection comes back after the server drops it: the watcher is told it may
  * have missed signals, and a commit after is signalled again.
  */
@@ -30,14 +31,16 @@ describe("PgStoreSignals payloads", () => {
       const payloads = PgStoreSignals.deltaPayloads("origin-a", sessionId, events)
       assert.isAbove(payloads.length, 1)
       for (const payload of payloads) assert.isAtMost(Buffer.byteLength(payload), 7900)
-      const back = payloads.map((p) => PgStoreSignals.parse(p, "origin-b"))
-      const received = back.flatMap((s) => (s?._tag === "Deltas" ? s.events.map((e) => e.text) : []))
+      // Packed with log lines into NOTIFY payloads, each under the limit, nothing lost or reordered.
+      const packed = PgStoreSignals.pack([...payloads, `l ${sessionId} 42`, `i ${sessionId} 7`])
+      for (const payload of packed) assert.isAtMost(Buffer.byteLength(payload), 7900)
+      const back = packed.flatMap((p) => PgStoreSignals.parse(p, "origin-b"))
+      const received = back.flatMap((s) => (s._tag === "Deltas" ? s.events.map((e) => e.text) : []))
       assert.deepStrictEqual(received, texts.filter((t) => t.length < 9000))
-      assert.isTrue(back.every((s) => s?._tag === "Deltas" && s.sessionId === sessionId && s.events.every((e) => e.turnId === turnId)))
-      assert.isUndefined(PgStoreSignals.parse(payloads[0]!, "origin-a"))
-      assert.deepStrictEqual(PgStoreSignals.parse(`l ${sessionId} 42`, "x"), { _tag: "Log", sessionId, seq: 42 } as Signal)
-      assert.deepStrictEqual(PgStoreSignals.parse(`i ${sessionId} 7`, "x"), { _tag: "Inbox", sessionId } as Signal)
-      assert.isUndefined(PgStoreSignals.parse("garbage", "x"))
+      assert.isTrue(back.every((s) => s.sessionId === sessionId && (s._tag !== "Deltas" || s.events.every((e) => e.turnId === turnId))))
+      assert.deepStrictEqual(back.slice(-2), [{ _tag: "Log", sessionId, seq: 42 }, { _tag: "Inbox", sessionId }] as Array<Signal>)
+      assert.deepStrictEqual(PgStoreSignals.parse(payloads[0]!, "origin-a"), [])
+      assert.deepStrictEqual(PgStoreSignals.parse("garbage", "x"), [])
     }))
 })
 

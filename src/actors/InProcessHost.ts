@@ -124,7 +124,11 @@ export const make = (options: Options = {}) =>
           wakes,
           slots,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
-          publishRecords: events.publishRecords(sessionId),
+          publishRecords: (firstSeq, at, records) =>
+            Effect.zipRight(
+              events.publishRecords(sessionId)(firstSeq, at, records),
+              signals.announce(sessionId, firstSeq + records.length - 1)
+            ),
           // Volatile deltas go to followers here and, best effort, in other processes.
           broadcast: (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas)),
           changes: signals.watch(sessionId),

@@ -214,19 +214,22 @@ const callbackAnswers = Effect.gen(function*() {
 })
 
 /**
- * PostgreSQL: every insert into the inbox or the log signals its session from
- * the committing transaction (`pg_notify`, delivered at commit), on the
- * schema's channel, for `PgStoreSignals`. Statement-level triggers: one
- * notification per session and statement, however many rows it wrote, and the
- * store's statements are untouched. SQLite has no notifications: its
- * processes check `PRAGMA data_version` (`SqliteStoreSignals`).
+ * PostgreSQL: every insert into the inbox signals its session from the
+ * committing transaction (`pg_notify`, delivered at commit), on the schema's
+ * channel, for `PgStoreSignals`: a push wakes the lease holder wherever it
+ * runs. A statement-level trigger: one notification per session and
+ * statement, and the store's statements are untouched. Log appends are
+ * announced by the committing actor's process just after its commit instead
+ * (a NOTIFY takes a database-wide lock until its transaction commits, which
+ * would serialise every commit; see decision 0012). SQLite has no
+ * notifications: its processes check `PRAGMA data_version` (`SqliteStoreSignals`).
  */
 const changeSignals = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* sql.onDialectOrElse({
     pg: () =>
       Effect.gen(function*() {
-        for (const [table, kind, column] of [["troupe_inbox", "i", "position"], ["troupe_log", "l", "seq"]] as const) {
+        for (const [table, kind, column] of [["troupe_inbox", "i", "position"]] as const) {
           yield* sql.unsafe(`CREATE OR REPLACE FUNCTION ${table}_signal() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
               PERFORM pg_notify('troupe_' || left(md5(current_schema()), 16), '${kind} ' || session_id || ' ' || max(${column}))

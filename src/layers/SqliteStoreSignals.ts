@@ -107,5 +107,5 @@ export const make = (options: Options) =>
         )
     )
     yield* Effect.forkScoped(Effect.forever(tick))
-    return StoreSignals.of({ watch: hub.watch, forward: () => Effect.void, shared: true })
+    return StoreSignals.of({ watch: hub.watch, announce: () => Effect.void, forward: () => Effect.void, shared: true })
   })

@@ -7,8 +7,8 @@
  *
  * Layers: `layerNoop` here (a store no other process shares: the in-process
  * host announces its own commits itself); `PgStoreSignals.layer`
- * (`LISTEN/NOTIFY`, sent by triggers from the committing transaction, and
- * volatile deltas forwarded best effort) and `SqliteStoreSignals.layer` (a
+ * (`LISTEN/NOTIFY`: inbox pushes by a trigger from the committing transaction,
+ * log appends and volatile deltas by the committing process just after) and `SqliteStoreSignals.layer` (a
  * cheap `PRAGMA data_version` check at a short interval while anything is
  * watched) beside the stores. Shaped like cluster's `MessageStorage`: a
  * later `@effect/cluster` host can take its wake-ups from the same port.
@@ -44,6 +44,12 @@ export class StoreSignals extends Context.Tag("troupe/StoreSignals")<
      * a watcher that falls behind loses old hints, never the newest.
      */
     readonly watch: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
+    /**
+     * Tells watchers in other processes that this process appended to the
+     * session's log up to `seq` (after the commit; a layer whose store signals
+     * commits by itself does nothing).
+     */
+    readonly announce: (sessionId: SessionId, seq: number) => Effect.Effect<void>
     /** Offers volatile deltas of a turn running here to watchers in other processes (best effort; may do nothing). */
     readonly forward: (sessionId: SessionId, events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
     /** Whether other processes may signal at all: false for a store nobody else shares. */
@@ -57,5 +63,5 @@ const silent = Effect.acquireRelease(Queue.sliding<Signal>(1), Queue.shutdown)
 /** Signals for a store no other process shares: nothing ever comes. */
 export const layerNoop: Layer.Layer<StoreSignals> = Layer.succeed(
   StoreSignals,
-  StoreSignals.of({ watch: () => silent, forward: () => Effect.void, shared: false })
+  StoreSignals.of({ watch: () => silent, announce: () => Effect.void, forward: () => Effect.void, shared: false })
 )
