@@ -10,7 +10,9 @@ import * as InProcessHost from "./actors/InProcessHost.js"
 import * as MemorySessionStore from "./layers/MemorySessionStore.js"
 import * as PgSessionStore from "./layers/PgSessionStore.js"
 import * as ScriptedModel from "./layers/ScriptedModel.js"
+import * as PgStoreSignals from "./layers/PgStoreSignals.js"
 import * as SqliteSessionStore from "./layers/SqliteSessionStore.js"
+import * as SqliteStoreSignals from "./layers/SqliteStoreSignals.js"
 import type { StoreUnavailable } from "./schema/Errors.js"
 import * as CallbackBroker from "./services/CallbackBroker.js"
 import type { Agent } from "./schema/Agent.js"
@@ -21,6 +23,7 @@ import type { Model } from "./services/Model.js"
 import type { SessionHost } from "./services/SessionHost.js"
 import * as Sessions from "./services/Sessions.js"
 import type { SessionStore } from "./services/SessionStore.js"
+import * as StoreSignals from "./services/StoreSignals.js"
 import * as Telemetry from "./services/Telemetry.js"
 import * as Toolkit from "./services/Toolkit.js"
 
@@ -43,6 +46,12 @@ export interface RuntimeOptions {
   readonly costs?: Layer.Layer<CostMeter.CostMeter> | undefined
   /** The agents sessions may spawn as subagents, by name (an agent's `subagents` name them); default none. */
   readonly agents?: ReadonlyArray<Agent> | undefined
+  /**
+   * How commits by other processes sharing the store are signalled here
+   * (`SqliteStoreSignals.layer`, `PgStoreSignals.layer`); default none, for a
+   * store no other process shares. `layerSqlite` and `layerPg` set it.
+   */
+  readonly signals?: Layer.Layer<StoreSignals.StoreSignals> | undefined
   /** Product telemetry (`LogTelemetry.layer(...)`, `OtelTelemetry.layer(...)`, `EnvTelemetry.layerConfig`); default none. */
   readonly telemetry?: Layer.Layer<Telemetry.Telemetry> | undefined
 }
@@ -58,7 +67,8 @@ export const layer = <E, R>(
     options.costs ?? CostMeter.layerNoop,
     options.guardrails ?? Guardrails.layerEmpty,
     options.telemetry ?? Telemetry.layerNoop,
-    AgentCatalog.layer(options.agents ?? [])
+    AgentCatalog.layer(options.agents ?? []),
+    options.signals ?? StoreSignals.layerNoop
   )
   const base = Layer.provideMerge(CallbackBroker.layer, Layer.mergeAll(store, model, extras))
   const host = Layer.provideMerge(InProcessHost.layer(options.host), base)
@@ -69,21 +79,29 @@ export const layer = <E, R>(
 export const layerTest = (options: RuntimeOptions = {}): Layer.Layer<Services> =>
   layer(MemorySessionStore.layer, options)
 
-/** Host options for a store other processes may share: their commands are noticed within `inboxPoll`. */
+/**
+ * Host options for a store other processes may share: their commands are
+ * signalled (`StoreSignals`), and noticed within `inboxPoll` should a signal be lost.
+ */
 export const sharedStoreHost = (host: InProcessHost.Options = {}): InProcessHost.Options => ({
-  inboxPoll: "250 millis",
+  inboxPoll: "1 second",
   ...host
 })
 
-/** A runtime on a SQLite file (or `:memory:`); other processes on the same file are noticed (`sharedStoreHost`). */
+/** A runtime on a SQLite file (or `:memory:`); other processes on the same file are signalled through it (`SqliteStoreSignals`). */
 export const layerSqlite = (
   sqlite: SqliteSessionStore.Options,
   options: RuntimeOptions = {}
 ): Layer.Layer<Services, StoreUnavailable> =>
-  layer(SqliteSessionStore.layer(sqlite), { ...options, host: sharedStoreHost(options.host) })
+  layer(SqliteSessionStore.layer(sqlite), {
+    signals: SqliteStoreSignals.layer(sqlite),
+    ...options,
+    host: sharedStoreHost(options.host)
+  })
 
-/** A runtime on PostgreSQL. */
+/** A runtime on PostgreSQL; other workers on the same database are signalled by `LISTEN/NOTIFY` (`PgStoreSignals`). */
 export const layerPg = (
   pg: PgSessionStore.Options,
   options: RuntimeOptions = {}
-): Layer.Layer<Services, StoreUnavailable> => layer(PgSessionStore.layer(pg), { ...options, host: sharedStoreHost(options.host) })
+): Layer.Layer<Services, StoreUnavailable> =>
+  layer(PgSessionStore.layer(pg), { signals: PgStoreSignals.layer({ url: pg.url }), ...options, host: sharedStoreHost(options.host) })

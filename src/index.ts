@@ -72,6 +72,8 @@ export * as Operation from "./schema/Operation.js"
 export * as OtelTelemetry from "./layers/OtelTelemetry.js"
 /** The `SessionStore` on PostgreSQL. */
 export * as PgSessionStore from "./layers/PgSessionStore.js"
+/** `StoreSignals` on PostgreSQL: `LISTEN/NOTIFY` from the committing transaction, deltas forwarded best effort. */
+export * as PgStoreSignals from "./layers/PgStoreSignals.js"
 /** Session policies: messages during a turn, and spawning subagents. */
 export * as Policy from "./schema/Policy.js"
 /** Who acts: every session belongs to one principal's workspace. */
@@ -106,6 +108,10 @@ export * as Sessions from "./services/Sessions.js"
 export * as SessionStore from "./services/SessionStore.js"
 /** The `SessionStore` on SQLite (better-sqlite3). */
 export * as SqliteSessionStore from "./layers/SqliteSessionStore.js"
+/** `StoreSignals` on a SQLite file: a cheap `PRAGMA data_version` check while anything is watched. */
+export * as SqliteStoreSignals from "./layers/SqliteStoreSignals.js"
+/** The `StoreSignals` port: another process sharing the store changed a session. */
+export * as StoreSignals from "./services/StoreSignals.js"
 /** The `Telemetry` port: product events with bounded dimensions, and span attributes. */
 export * as Telemetry from "./services/Telemetry.js"
 /** Tools: what an agent may call. */

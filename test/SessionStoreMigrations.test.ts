@@ -79,7 +79,7 @@ const callbackAnswersCarryOver = (
         VALUES (${id}, 2, ${late.inputId}, ${canonical(Schema.encodeSync(Command)(late))}, 1)`
       yield* sql`UPDATE troupe_sessions SET inbox_head = 2, ready_count = ready_count + 1 WHERE id = ${id}`
       yield* sql`ALTER TABLE troupe_callbacks DROP COLUMN answer_input_id`
-      yield* sql`DELETE FROM troupe_migrations WHERE migration_id = 5`
+      yield* sql`DELETE FROM troupe_migrations WHERE migration_id >= 5`
     }).pipe(Effect.provide(client))
 
     const other = answer(b, "approve")

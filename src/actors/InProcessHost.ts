@@ -26,11 +26,12 @@ import { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
 import { Decision, type Expectation, type Refusal, type Refusals, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
+import { StoreSignals } from "../services/StoreSignals.js"
 import * as LiveEvents from "./LiveEvents.js"
 import * as Lock from "../internal/Lock.js"
 import * as SessionActor from "./SessionActor.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
-import { type Cell, complete, makeCell, register } from "../internal/Waiters.js"
+import * as Waiters from "../internal/Waiters.js"
 
 /** Host tuning; every field has a default. */
 export interface Options {
@@ -39,9 +40,9 @@ export interface Options {
   /** How long an actor with nothing to do stays in memory (default 30 s). */
   readonly idleTimeout?: Duration.DurationInput | undefined
   /**
-   * How often a live actor reads its inbox again without being woken, so that a command pushed
-   * through another process sharing the store reaches it within that time (default: never, for a
-   * store no other process shares; `Troupe.layerSqlite` and `Troupe.layerPg` set 250 ms).
+   * How often a live actor reads its inbox again unsignalled: the backstop for a command pushed
+   * through another process whose signal (`StoreSignals`) was lost (default: never, for a store no
+   * other process shares; `Troupe.layerSqlite` and `Troupe.layerPg` set 1 s).
    */
   readonly inboxPoll?: Duration.DurationInput | undefined
   /** How often the store is asked for runnable sessions (default: the lease TTL). */
@@ -61,8 +62,6 @@ export interface Options {
   readonly toolPolicy?: ToolPolicy.Rules | undefined
 }
 
-type Waiter = Cell<Decision, Refusal>
-
 /** Builds the host; its actors and poller live as long as the enclosing scope. */
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
@@ -70,6 +69,7 @@ export const make = (options: Options = {}) =>
     // The services actors run on, taken once: an actor outlives whichever caller woke it.
     const context = yield* Effect.context<SessionActor.Services>()
     const broker = yield* CallbackBroker
+    const signals = yield* StoreSignals
     const leaseTtl = Duration.decode(options.leaseTtl ?? "15 seconds")
     const actorOptions: SessionActor.Options = {
       owner: options.owner ?? `host-${yield* ulid}`,
@@ -85,40 +85,30 @@ export const make = (options: Options = {}) =>
     const slots = yield* Effect.makeSemaphore(maxBusy)
     const entries = new Map<SessionId, Queue.Queue<void>>()
     const lock = Lock.make()
-    const waiters = new Map<SessionId, Map<InputId, Array<Waiter>>>()
+    // Who waits for a decision, by session, then by input.
+    const waiters = new Map<SessionId, Waiters.Registry<InputId, Decision, Refusal>>()
 
     const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
-      Effect.sync(() => {
-        const bySession = waiters.get(sessionId)
-        const list = bySession?.get(inputId)
-        if (!bySession || !list) return
-        bySession.delete(inputId)
-        if (bySession.size === 0) waiters.delete(sessionId)
-        for (const waiter of list) complete(waiter, exit)
-      })
+      Effect.sync(() => waiters.get(sessionId)?.settle(inputId, exit))
 
     /** Tells everyone still waiting on this session that no actor here will decide. */
     const settleAll = (sessionId: SessionId) =>
-      Effect.sync(() => {
-        const bySession = waiters.get(sessionId)
-        waiters.delete(sessionId)
-        for (const list of bySession?.values() ?? []) {
-          for (const waiter of list) complete(waiter, Exit.succeed(Decision.Admitted()))
-        }
-      })
+      Effect.sync(() => waiters.get(sessionId)?.settleAll(Exit.succeed(Decision.Admitted())))
 
     const events = yield* LiveEvents.make(liveBuffer)
 
     /** Registers interest in the decision on an input of kind K. */
     const expect = <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, _kind: K) =>
       Effect.sync(() => {
-        let bySession = waiters.get(sessionId)
-        if (bySession === undefined) waiters.set(sessionId, bySession = new Map())
-        const inSession = bySession
+        let inSession = waiters.get(sessionId)
+        if (inSession === undefined) {
+          const created = Waiters.registry<InputId, Decision, Refusal>(() => {
+            if (waiters.get(sessionId) === created) waiters.delete(sessionId)
+          })
+          waiters.set(sessionId, inSession = created)
+        }
         // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
-        return register(inSession, inputId, makeCell(), () => {
-          if (inSession.size === 0 && waiters.get(sessionId) === inSession) waiters.delete(sessionId)
-        }) as Expectation<K>
+        return inSession.register(inputId) as Expectation<K>
       })
 
     /** Starts an actor; the caller holds `lock`. */
@@ -141,8 +131,14 @@ export const make = (options: Options = {}) =>
           wakes,
           slots,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
-          publishRecords: events.publishRecords(sessionId),
-          broadcast: events.broadcast(sessionId),
+          publishRecords: (firstSeq, at, records) =>
+            Effect.zipRight(
+              events.publishRecords(sessionId)(firstSeq, at, records),
+              signals.announce(sessionId, firstSeq + records.length - 1)
+            ),
+          // Volatile deltas go to followers here and, best effort, in other processes.
+          broadcast: (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas)),
+          changes: signals.watch(sessionId),
           wake: (other) => wake(other),
           expect,
           onLease: (held) => (held ? Effect.void : finish(true)),
@@ -207,5 +203,5 @@ export const make = (options: Options = {}) =>
 /** The in-process host as a layer; needs the services actors run on (a store, a model, a callback broker, tools, prices, telemetry). */
 export const layer = (
   options: Options = {}
-): Layer.Layer<SessionHost, never, SessionActor.Services> =>
+): Layer.Layer<SessionHost, never, SessionActor.Services | StoreSignals> =>
   Layer.scoped(SessionHost, make(options))

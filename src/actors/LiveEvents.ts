@@ -11,7 +11,7 @@ import { Durable, type SessionEvent } from "../schema/Event.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { RecordBody, TurnEnded } from "../schema/Record.js"
 import type { Interest } from "../services/SessionHost.js"
-import { type Cell, complete, makeCell, register } from "../internal/Waiters.js"
+import * as Waiters from "../internal/Waiters.js"
 
 /** A host's live events. */
 export interface LiveEvents {
@@ -29,7 +29,7 @@ export interface LiveEvents {
 export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
   Effect.sync(() => {
     const hubs = new Map<SessionId, { readonly pubsub: PubSub.PubSub<SessionEvent>; refs: number }>()
-    const turnWaiters = new Map<TurnId, Array<Cell<TurnEnded, never>>>()
+    const turnWaiters = Waiters.registry<TurnId, TurnEnded, never>()
     return {
       live: (sessionId) =>
         Effect.gen(function*() {
@@ -59,12 +59,7 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
       publishRecords: (sessionId) => (firstSeq, at, records) =>
         Effect.suspend(() => {
           for (const record of records) {
-            if (record._tag !== "turn_ended") continue
-            const waiting = turnWaiters.get(record.turnId)
-            if (waiting === undefined) continue
-            turnWaiters.delete(record.turnId)
-            const exit = Exit.succeed(record)
-            for (const waiter of waiting) complete(waiter, exit)
+            if (record._tag === "turn_ended") turnWaiters.settle(record.turnId, Exit.succeed(record))
           }
           // Events are built only for a session someone follows.
           const hub = hubs.get(sessionId)
@@ -79,6 +74,6 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
           const hub = hubs.get(sessionId)
           return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publishAll(hub.pubsub, events))
         }),
-      turnEnded: (turnId) => Effect.sync(() => register(turnWaiters, turnId, makeCell<TurnEnded, never>()))
+      turnEnded: (turnId) => Effect.sync(() => turnWaiters.register(turnId))
     }
   })

@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Option, Queue, Ref, Schedule } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Option, Queue, Ref, Schedule, type Scope } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"
@@ -31,6 +31,7 @@ import { AgentCatalog } from "../services/AgentCatalog.js"
 import type { Guardrails } from "../services/Guardrails.js"
 import { Decision, type Refusal, type SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
+import type { Signal } from "../services/StoreSignals.js"
 import * as Telemetry from "../services/Telemetry.js"
 import type { Toolkit } from "../services/Toolkit.js"
 import * as BusySlot from "./BusySlot.js"
@@ -48,7 +49,7 @@ export interface Options {
   readonly owner: string
   readonly leaseTtl: Duration.Duration
   readonly idleTimeout: Duration.Duration
-  /** How often a live actor reads its inbox again without being woken (commands pushed by other processes); never when absent. */
+  /** How often a live actor reads its inbox again unsignalled (the backstop for a lost cross-process signal); never when absent. */
   readonly inboxPoll?: Duration.Duration | undefined
   /** The host's default model settings, under the agent's and the run's. */
   readonly modelSettings?: ModelSettings | undefined
@@ -80,6 +81,8 @@ export interface Wiring {
   readonly publishRecords: (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
   /** Broadcasts volatile events to live subscribers. */
   readonly broadcast: (events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
+  /** Signals of this session's changes by other processes (`StoreSignals.watch`), for the actor's scope. */
+  readonly changes: Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
   /** Wakes another session's actor (a child given a message, a parent given a result). */
   readonly wake: (sessionId: SessionId) => Effect.Effect<void>
   /** Registers interest in the decision on another session's input, before it is pushed. */
@@ -175,6 +178,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     if (Option.isNone(acquired)) return
     const fatal = yield* Deferred.make<never, LeaseLost | StoreUnavailable>()
     const { handedBack, lease } = yield* holdLease(acquired.value, options.leaseTtl, fatal)
+    // Watched from before the first inbox read, so a push from another process in between is signalled.
+    const changes = yield* wiring.changes
     const turns = yield* FiberSet.make<void>()
     const exclusive = Lock.make()
     const actor: Actor = {
@@ -256,8 +261,15 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     if (actor.state.lastEnd !== undefined && actor.session.parentId !== null) {
       yield* FiberSet.run(background, SessionWriter.deliverResult({ store, wake: wiring.wake }, actor.session, actor.state.lastEnd))
     }
-    // A command pushed through another process wakes nobody here: the inbox is looked at again
-    // every `inboxPoll` (the backstop until wake-ups cross processes).
+    // A command pushed through another process is signalled by the store (StoreSignals)…
+    yield* Queue.take(changes).pipe(
+      Effect.flatMap((signal) =>
+        signal._tag === "Inbox" || signal._tag === "Missed" ? Queue.offer(wiring.wakes, undefined) : Effect.void
+      ),
+      Effect.forever,
+      Effect.forkScoped
+    )
+    // …and, as the backstop for a lost signal, the inbox is looked at again every `inboxPoll`.
     if (options.inboxPoll !== undefined) {
       yield* store.readInbox(sessionId, { limit: 1 }).pipe(
         Effect.flatMap((items) => (items.length > 0 ? Queue.offer(wiring.wakes, undefined) : Effect.void)),

@@ -75,6 +75,7 @@ export const runtime = (
     Troupe.layer(StoreOption.layer(resolved.store), {
       // A daemon and `troupe run` may share a file or a database: each notices the other's commands.
       host: resolved.store.kind === "memory" ? undefined : Troupe.sharedStoreHost(),
+      signals: StoreOption.signalsLayer(resolved.store),
       model: resolved.model.layer,
       // The built-in agents' tools run here; agents from a file have client tools only.
       tools: resolved.fromFile ? undefined : resolved.model.tools,

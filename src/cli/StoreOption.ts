@@ -18,6 +18,7 @@ import * as Naming from "../protocol/Naming.js"
 import { StoreUnavailable } from "../schema/Errors.js"
 import type { StoreKind } from "../schema/ProductEvent.js"
 import type { SessionStore } from "../services/SessionStore.js"
+import { layerNoop, type StoreSignals } from "../services/StoreSignals.js"
 
 /** A parsed `--store` value. */
 export type Store =
@@ -110,6 +111,25 @@ export const layer = (store: Store): Layer.Layer<SessionStore, StoreUnavailable>
           Effect.map((module) => module.layer({ filename: store.filename }))
         )
       )
+  }
+}
+
+/**
+ * How commits by other processes on the store are signalled here: none for
+ * memory, `LISTEN/NOTIFY` for PostgreSQL, the change check for a SQLite file.
+ */
+export const signalsLayer = (store: Store): Layer.Layer<StoreSignals> => {
+  switch (store.kind) {
+    case "memory":
+      return layerNoop
+    case "postgres":
+      return Layer.unwrapEffect(Effect.promise(() => import("../layers/PgStoreSignals.js")).pipe(
+        Effect.map((module) => module.layer({ url: store.url }))
+      ))
+    case "sqlite":
+      return Layer.unwrapEffect(Effect.promise(() => import("../layers/SqliteStoreSignals.js")).pipe(
+        Effect.map((module) => module.layer({ filename: store.filename }))
+      ))
   }
 }
 

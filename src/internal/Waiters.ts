@@ -1,9 +1,12 @@
 /**
- * Interest in a one-shot answer, registered before the answer can come and
- * withdrawn however the wait ends: the host's waiters for decisions on inputs
- * and for turn ends. A cell is a `Deferred` in fewer Effect steps (awaiting an
+ * The one waiter primitive of the hosts: interest in a one-shot answer,
+ * registered before the answer can come (`Registry.register`), awaited, and
+ * withdrawn however the wait ends (`SessionHost.interested`). The host's
+ * waiters for decisions on inputs and LiveEvents' waiters for turn ends are
+ * registries of it. A cell is a `Deferred` in fewer Effect steps (awaiting an
  * answer that came is one step, not ~11; callers wait on one per send and per
- * awaited turn), kept because the send path is the hottest caller of it.
+ * awaited turn), kept because the send path is the hottest caller of it
+ * (bench/waiters.ts measures the two side by side).
  *
  * @since 0.1.0
  */
@@ -38,22 +41,56 @@ export const awaitCell = <A, E>(cell: Cell<A, E>): Effect.Effect<A, E> =>
     })
   )
 
-/** Registers `cell` under `key` in `map`; the interest withdraws it again. */
-export const register = <K, A, E>(map: Map<K, Array<Cell<A, E>>>, key: K, cell: Cell<A, E>, emptied?: () => void): Interest<A, E> => {
-  const list = map.get(key)
-  if (list === undefined) map.set(key, [cell])
-  else list.push(cell)
-  return {
-    await: awaitCell(cell),
-    withdraw: () => {
-      const list = map.get(key)
-      const i = list === undefined ? -1 : list.indexOf(cell)
-      if (i < 0) return
-      list!.splice(i, 1)
-      if (list!.length > 0) return
-      map.delete(key)
-      emptied?.()
-    }
-  }
+/**
+ * Waiters for one-shot answers, by key: `register` interest before the answer
+ * can come, `settle` a key to answer all its waiters at once (and forget them),
+ * `settleAll` to answer everyone. A key nobody waits on holds nothing: its last
+ * withdrawal or its settling removes it, and `onEmpty` is told when the whole
+ * registry empties (so an owner keeping registries by a further key can drop it).
+ */
+export interface Registry<K, A, E> {
+  readonly register: (key: K) => Interest<A, E>
+  readonly settle: (key: K, exit: Exit.Exit<A, E>) => void
+  readonly settleAll: (exit: Exit.Exit<A, E>) => void
+  /** How many keys have waiters. */
+  readonly size: () => number
 }
 
+/** An empty registry. */
+export const registry = <K, A, E>(onEmpty: () => void = () => {}): Registry<K, A, E> => {
+  const cells = new Map<K, Array<Cell<A, E>>>()
+  return {
+    register: (key) => {
+      const cell = makeCell<A, E>()
+      const list = cells.get(key)
+      if (list === undefined) cells.set(key, [cell])
+      else list.push(cell)
+      return {
+        await: awaitCell(cell),
+        withdraw: () => {
+          const list = cells.get(key)
+          const i = list === undefined ? -1 : list.indexOf(cell)
+          if (i < 0) return
+          list!.splice(i, 1)
+          if (list!.length > 0) return
+          cells.delete(key)
+          if (cells.size === 0) onEmpty()
+        }
+      }
+    },
+    settle: (key, exit) => {
+      const list = cells.get(key)
+      if (list === undefined) return
+      cells.delete(key)
+      for (const cell of list) complete(cell, exit)
+      if (cells.size === 0) onEmpty()
+    },
+    settleAll: (exit) => {
+      const all = [...cells.values()]
+      cells.clear()
+      for (const list of all) for (const cell of list) complete(cell, exit)
+      if (all.length > 0) onEmpty()
+    },
+    size: () => cells.size
+  }
+}

@@ -213,13 +213,47 @@ const callbackAnswers = Effect.gen(function*() {
   )`
 })
 
+/**
+ * PostgreSQL: every insert into the inbox signals its session from the
+ * committing transaction (`pg_notify`, delivered at commit), on the schema's
+ * channel, for `PgStoreSignals`: a push wakes the lease holder wherever it
+ * runs. A statement-level trigger: one notification per session and
+ * statement, and the store's statements are untouched. Log appends are
+ * announced by the committing actor's process just after its commit instead
+ * (a NOTIFY takes a database-wide lock until its transaction commits, which
+ * would serialise every commit; see decision 0012). SQLite has no
+ * notifications: its processes check `PRAGMA data_version` (`SqliteStoreSignals`).
+ */
+const changeSignals = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.onDialectOrElse({
+    pg: () =>
+      Effect.gen(function*() {
+        for (const [table, kind, column] of [["troupe_inbox", "i", "position"]] as const) {
+          yield* sql.unsafe(`CREATE OR REPLACE FUNCTION ${table}_signal() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              PERFORM pg_notify('troupe_' || left(md5(current_schema()), 16), '${kind} ' || session_id || ' ' || max(${column}))
+                FROM written GROUP BY session_id;
+              RETURN NULL;
+            END $$`)
+          // Safe to run again (a test re-runs the migrations after 4).
+          yield* sql.unsafe(`DROP TRIGGER IF EXISTS ${table}_signal ON ${table}`)
+          yield* sql.unsafe(`CREATE TRIGGER ${table}_signal AFTER INSERT ON ${table}
+            REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION ${table}_signal()`)
+        }
+      }),
+    orElse: () => Effect.void
+  })
+})
+
 /** Every migration, by `<id>_<name>`, in order. */
 export const migrations = {
   "1_initial": initial,
   "2_inbox_ready": inboxReady,
   "3_without_rowid": withoutRowid,
   "4_tenancy_and_trees": tenancyAndTrees,
-  "5_callback_answers": callbackAnswers
+  "5_callback_answers": callbackAnswers,
+  "6_change_signals": changeSignals
 }
 
 /** Brings the store's tables up to date; safe to run from several processes. */

@@ -34,6 +34,7 @@ import {
 import { type CallbackId, makeInputId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import { CallbackAnswer } from "../schema/Inbox.js"
 import { closedReason, SessionStore } from "./SessionStore.js"
+import { StoreSignals } from "./StoreSignals.js"
 
 /** A provider's handler: `Some(result)` answers, `None` leaves the callback pending. */
 export type Handler<E = never> = (callback: PendingCallback) => Effect.Effect<Option.Option<unknown>, E>
@@ -135,6 +136,7 @@ const decodeRequest = Schema.decodeUnknown(CallbackRequest)
 /** Builds the broker; dispatches run in fibers owned by the enclosing scope. */
 export const make = Effect.gen(function*() {
   const store = yield* SessionStore
+  const signals = yield* StoreSignals
   const providers = new Map<SessionId, Array<Provider>>()
   const dispatches = yield* FiberMap.make<CallbackId>()
   const answered = yield* Queue.unbounded<SessionId>()
@@ -246,6 +248,54 @@ export const make = Effect.gen(function*() {
       }
     })
 
+  /** Offers the callbacks open in `id` now to the provider (each once), and admits its answers. */
+  const offerOpen = (provider: Provider, id: SessionId) =>
+    Effect.flatMap(store.openCallbacks(id), (open) =>
+      Effect.forEach(open, (callback) =>
+        provider.kinds.has(callback.kind) && !provider.offered.has(callback.callbackId)
+          ? describe(callback).pipe(
+            Effect.flatMap((pending) =>
+              Effect.flatMap(offer(provider, pending), (answer) =>
+                Option.isSome(answer) ? admit(pending, answer.value) : Effect.void)
+            )
+          )
+          : Effect.void, { discard: true }))
+
+  /**
+   * Watches every session of the provider's tree (and children spawned into it
+   * later) for commits by other processes, and offers the callbacks they open:
+   * a provider here serves callbacks opened by an actor anywhere. The nearest
+   * provider comes first within each process; between processes, the first
+   * answer admitted wins.
+   */
+  const followTree = (provider: Provider, sessions: ReadonlyArray<SessionId>) =>
+    Effect.gen(function*() {
+      const changed = yield* Queue.sliding<SessionId>(1024)
+      const watched = new Set<SessionId>()
+      const watchOne = (id: SessionId) =>
+        watched.has(id) ? Effect.void : Effect.gen(function*() {
+          watched.add(id)
+          const changes = yield* signals.watch(id)
+          yield* Queue.take(changes).pipe(
+            Effect.flatMap((signal) => (signal._tag === "Log" || signal._tag === "Missed" ? Queue.offer(changed, id) : Effect.void)),
+            Effect.forever,
+            Effect.forkScoped
+          )
+        })
+      yield* Effect.forEach(sessions, watchOne, { discard: true })
+      for (;;) {
+        const ids = new Set([yield* Queue.take(changed), ...(yield* Queue.takeAll(changed))])
+        yield* Effect.forEach(ids, (id) => offerOpen(provider, id), { discard: true }).pipe(
+          // A commit may have spawned a child: the tree is read again, and its new sessions watched and offered.
+          Effect.zipRight(Effect.flatMap(tree(provider.sessionId), (now) =>
+            Effect.forEach(now, (child) =>
+              watched.has(child) ? Effect.void : Effect.zipRight(watchOne(child), offerOpen(provider, child)), { discard: true })
+          )),
+          Effect.catchAll((error) => Effect.logWarning("could not follow the open callbacks of a session tree", error))
+        )
+      }
+    })
+
   const provide = <E>(sessionId: SessionId, kinds: ReadonlyArray<CallbackKind>, handler: Handler<E>) =>
     Effect.scoped(Effect.gen(function*() {
       const sessions = yield* tree(sessionId)
@@ -268,20 +318,12 @@ export const make = Effect.gen(function*() {
             Deferred.succeed(provider.done, undefined)
           )
       )
-      // What is already open in the tree (opened before, or by a host that crashed) is offered now.
-      yield* Effect.forkScoped(Effect.forEach(sessions, (id) =>
-        Effect.flatMap(store.openCallbacks(id), (open) =>
-          Effect.forEach(open, (callback) =>
-            kinds.includes(callback.kind)
-              ? describe(callback).pipe(
-                Effect.flatMap((pending) =>
-                  Effect.flatMap(offer(provider, pending), (answer) =>
-                    Option.isSome(answer) ? admit(pending, answer.value) : Effect.void)
-                )
-              )
-              : Effect.void, { discard: true })), { discard: true }).pipe(
+      // What is already open in the tree (opened before, or by a host that crashed) is offered now…
+      yield* Effect.forkScoped(Effect.forEach(sessions, (id) => offerOpen(provider, id), { discard: true }).pipe(
         Effect.catchAll((error) => Effect.logWarning("could not read the open callbacks of a session tree", error))
       ))
+      // …and what actors in other processes open in it from now on, as their commits are signalled.
+      if (signals.shared) yield* Effect.forkScoped(followTree(provider, sessions))
       for (;;) {
         const job = yield* Queue.take(provider.jobs)
         const answer = yield* handler(job.callback)
@@ -306,4 +348,4 @@ export const make = Effect.gen(function*() {
 })
 
 /** The broker as a layer over the store. */
-export const layer: Layer.Layer<CallbackBroker, never, SessionStore> = Layer.scoped(CallbackBroker, make)
+export const layer: Layer.Layer<CallbackBroker, never, SessionStore | StoreSignals> = Layer.scoped(CallbackBroker, make)

@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Context, Duration, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Chunk, Context, Duration, Effect, Layer, Option, Queue, Schedule, Schema, Stream } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
@@ -38,15 +38,16 @@ import { type CallbackId, InputId, makeInputId, makeSessionId, type OperationId,
 import { type Admission, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"
 import type { BusyPolicy, SubagentPolicy } from "../schema/Policy.js"
 import type { Principal } from "../schema/Principal.js"
-import type { TurnEnded } from "../schema/Record.js"
+import type { LogRecord, TurnEnded } from "../schema/Record.js"
 import { RunOptions } from "../schema/Run.js"
 import type { ChildPage, ListScope, Session, SessionPage, SessionTree } from "../schema/Session.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
 import { tenantOf } from "../internal/SessionDraft.js"
 import * as Telemetry from "./Telemetry.js"
-import { Decision, decisionOf, type Interest, type Refusals, SessionHost } from "./SessionHost.js"
+import { Decision, decisionOf, interested, type Refusals, SessionHost } from "./SessionHost.js"
 import { type PageRequest, SessionStore } from "./SessionStore.js"
+import { Signal, StoreSignals } from "./StoreSignals.js"
 
 /** What creating a session takes besides the principal. */
 export interface CreateOptions {
@@ -234,6 +235,10 @@ export class Sessions extends Context.Tag("troupe/Sessions")<
 const crossProcessWait = Duration.seconds(30)
 const queuedWait = Duration.seconds(2)
 
+/** How often the log is read again when no signal of another process's commit came (a lost one). */
+const backstop = Duration.millis(250)
+const eventsBackstop = Duration.seconds(1)
+
 /** Run options from plain data or a `RunOptions`; out-of-range values are `InvalidInput`, never a crash. */
 const decodeRun = (run: unknown) =>
   Schema.decodeUnknown(RunOptions)(run instanceof RunOptions ? Schema.encodeSync(RunOptions)(run) : run).pipe(
@@ -247,6 +252,8 @@ export const make = Effect.gen(function*() {
   const host = yield* SessionHost
   const broker = yield* CallbackBroker
   const telemetry = yield* Telemetry.Telemetry
+  const signals = yield* StoreSignals
+  const missed = Signal.Missed({ sessionId: "" as SessionId })
 
   const owned = (principal: Principal, sessionId: SessionId) =>
     store.get(sessionId).pipe(
@@ -262,27 +269,6 @@ export const make = Effect.gen(function*() {
 
   const open = (principal: Principal, sessionId: SessionId) =>
     Effect.filterOrFail(owned(principal, sessionId), (s) => s.status !== "closed", () => new SessionClosed({ sessionId }))
-
-  /**
-   * Runs `use` with an interest registered with the host, and withdraws it
-   * however `use` ends (an `acquireRelease` in a `Scope` in fewer Effect steps).
-   */
-  const interested = <I extends Interest<unknown, unknown>, A, E>(
-    register: Effect.Effect<I>,
-    use: (interest: I) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E> =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(register, (interest) =>
-        Effect.matchCauseEffect(restore(use(interest)), {
-          onFailure: (cause) => {
-            interest.withdraw()
-            return Effect.failCause(cause)
-          },
-          onSuccess: (value) => {
-            interest.withdraw()
-            return Effect.succeed(value)
-          }
-        })))
 
   /**
    * Admits a command by `admit` and waits for the actor's decision on it:
@@ -315,23 +301,44 @@ export const make = Effect.gen(function*() {
   const submit = <C extends Message | Steer | Interrupt | Control>(sessionId: SessionId, command: C) =>
     admitted(sessionId, command.inputId, command._tag as C["_tag"], store.push(sessionId, command))
 
-  /** Polls the log for the record that states the decision on `inputId`, from the start, then as it grows. */
-  const decidedElsewhere = (sessionId: SessionId, inputId: InputId, wait: Duration.Duration) =>
-    Effect.gen(function*() {
-      let cursor = 0
-      let pause = 2
+  /**
+   * Reads the log after `after` until `pick` finds a record, then runs what it
+   * returns: page by page, then again at each signal of another process's
+   * commit (watched before the first read, so none is missed), or every
+   * `backstop` should a signal be lost.
+   */
+  const untilInLog = <A, E>(
+    sessionId: SessionId,
+    after: number,
+    pick: (record: LogRecord) => Effect.Effect<A, E> | undefined
+  ) =>
+    Effect.scoped(Effect.gen(function*() {
+      const changes = yield* signals.watch(sessionId)
+      let cursor = after
       for (;;) {
         const page = yield* store.readLog(sessionId, { after: cursor, limit: 1000 })
         for (const record of page.records) {
-          const exit = decisionOf(record, inputId)
-          if (exit !== undefined) return yield* exit
+          const found = pick(record)
+          if (found !== undefined) return yield* found
         }
         cursor = page.cursor
         if (page.more) continue
-        yield* Effect.sleep(Duration.millis(pause))
-        pause = Math.min(pause * 2, 100)
+        yield* nextChange(changes, cursor)
       }
-    }).pipe(
+    }))
+
+  /** Waits for a signal that the log grew past `cursor` (or may have), at most `backstop`. */
+  const nextChange = (changes: Queue.Dequeue<Signal>, cursor: number) =>
+    Effect.gen(function*() {
+      for (;;) {
+        const signal = yield* Queue.take(changes)
+        if (signal._tag === "Missed" || (signal._tag === "Log" && signal.seq > cursor)) return
+      }
+    }).pipe(Effect.timeoutOption(backstop), Effect.asVoid)
+
+  /** Follows the log for the record that states the decision on `inputId`, from the start, then as it grows. */
+  const decidedElsewhere = (sessionId: SessionId, inputId: InputId, wait: Duration.Duration) =>
+    untilInLog(sessionId, 0, (record) => decisionOf(record, inputId)).pipe(
       Effect.timeoutTo({ duration: wait, onTimeout: () => Decision.Admitted(), onSuccess: (decision: Decision) => decision }),
       Effect.catchTag("StoreUnavailable", () => Effect.succeed(Decision.Admitted()))
     )
@@ -397,6 +404,8 @@ export const make = Effect.gen(function*() {
       advance: (cursor: number) => {
         last = cursor
       },
+      /** Every durable event after the last delivered, read from the log up to its head. */
+      catchUp: backfill(Number.MAX_SAFE_INTEGER),
       /** The events a live event stands for, in order (possibly none, possibly several). */
       admit: (event: SessionEvent): Effect.Effect<ReadonlyArray<SessionEvent>, StoreUnavailable> => {
         if (event._tag === "assistant_delta") return Effect.succeed([event])
@@ -449,25 +458,18 @@ export const make = Effect.gen(function*() {
         return yield* Effect.raceFirst(announced.await, endElsewhere(sessionId, turnId, first.cursor))
       }))
 
-  /** Polls the log for the end of `turnId` after `after`: the backstop for a turn another process runs. */
+  /** Follows the log for the end of `turnId` after `after`: a turn another process runs. */
   const endElsewhere = (sessionId: SessionId, turnId: TurnId, after: number) =>
-    Effect.gen(function*() {
-      let cursor = after
-      let pause = 10
-      for (;;) {
-        yield* Effect.sleep(Duration.millis(pause))
-        pause = Math.min(pause * 2, 250)
-        const found = yield* scanForEnd(sessionId, turnId, cursor)
-        if (Option.isSome(found.ended)) return found.ended.value
-        cursor = found.cursor
-      }
-    }).pipe(Effect.orDie)
+    untilInLog(sessionId, after, (record) =>
+      record.body._tag === "turn_ended" && record.body.turnId === turnId ? Effect.succeed(record.body) : undefined
+    ).pipe(Effect.orDie)
 
   const events = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
     Stream.unwrapScoped(Effect.gen(function*() {
       yield* authorize(principal, sessionId)
-      // Subscribe before reading the log, so nothing published meanwhile is missed.
+      // Subscribe before reading the log, so nothing published meanwhile is missed: here, and by other processes.
       const live = yield* host.live(sessionId)
+      const changes = yield* signals.watch(sessionId)
       const follower = makeFollower(sessionId, options.after ?? 0)
       const replay = Stream.paginateChunkEffect(undefined, () =>
         Effect.map(store.readLog(sessionId, { after: follower.cursor(), limit: 500 }), (page) => {
@@ -478,10 +480,28 @@ export const make = Effect.gen(function*() {
           ] as const
         }))
       if (options.follow === false) return replay
-      const follow = Stream.fromQueue(live).pipe(
-        Stream.mapEffect((event) =>
-          event._tag === "assistant_delta" && !options.volatile ? Effect.succeed([]) : follower.admit(event)
-        ),
+      // Another process's commits arrive as signals (and, should one be lost, as the backstop's tick):
+      // the log is read up to them, through the same follower, so nothing is missed or doubled.
+      const elsewhere = signals.shared
+        ? Stream.merge(Stream.fromQueue(changes), Stream.map(Stream.fromSchedule(Schedule.spaced(eventsBackstop)), () => missed))
+        : Stream.empty
+      const follow = Stream.merge(Stream.fromQueue(live), elsewhere).pipe(
+        Stream.mapEffect((item): Effect.Effect<ReadonlyArray<SessionEvent>, StoreUnavailable> => {
+          switch (item._tag) {
+            case "assistant_delta":
+              return options.volatile ? follower.admit(item) : Effect.succeed([])
+            case "durable":
+              return follower.admit(item)
+            case "Deltas":
+              return Effect.succeed(options.volatile ? item.events : [])
+            case "Log":
+              return item.seq > follower.cursor() ? follower.catchUp : Effect.succeed([])
+            case "Missed":
+              return follower.catchUp
+            case "Inbox":
+              return Effect.succeed([])
+          }
+        }),
         Stream.flattenIterables
       )
       return Stream.concat(replay, follow)
@@ -666,7 +686,11 @@ export const make = Effect.gen(function*() {
 })
 
 /** The API over a store and a host. */
-export const layer: Layer.Layer<Sessions, never, SessionStore | SessionHost | CallbackBroker | Telemetry.Telemetry> = Layer.effect(
+export const layer: Layer.Layer<
+  Sessions,
+  never,
+  SessionStore | SessionHost | CallbackBroker | Telemetry.Telemetry | StoreSignals
+> = Layer.effect(
   Sessions,
   make
 )

@@ -1,0 +1,211 @@
+/**
+ * `StoreSignals` for workers sharing one PostgreSQL database. A push to an
+ * inbox is signalled by a trigger (migration `6_change_signals`) with
+ * `pg_notify` from the committing transaction, so it leaves exactly when the
+ * push is visible, whoever pushed. Log appends and volatile deltas are
+ * announced by the process that committed them, just after, over its signals
+ * connection: batched (one NOTIFY in flight; whatever piled up meanwhile goes
+ * in the next, each session's highest seq only), so the pool's commits never
+ * wait on NOTIFY's database-wide lock. One dedicated `LISTEN` connection per
+ * process, owned by the layer's scope, receives them and reconnects when it is
+ * lost (then every watcher is told `Missed` and reads the store again).
+ *
+ * The channel is per schema (`troupe_` and 16 hex digits of the schema name's
+ * md5), so stores in different schemas of one database do not hear each other.
+ * A payload holds lines: `i <session> <position>` (inbox pushed), `l <session>
+ * <seq>` (log appended up to seq), `d <origin> <session> <turn> <json texts>`
+ * (volatile deltas, best effort, in chunks under the 8000-byte payload limit;
+ * a larger single delta is skipped). A process does not read its own deltas back.
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Layer, Queue, Schedule } from "effect"
+import pg from "pg"
+import { AssistantDelta } from "../schema/Event.js"
+import { type SessionId, type TurnId, ulid } from "../schema/Ids.js"
+import { Signal, StoreSignals } from "../services/StoreSignals.js"
+import * as SignalHub from "./SignalHub.js"
+
+/** How to reach the database (the same URL as the store's). */
+export interface Options {
+  readonly url: string
+}
+
+/** The channel of the connection's schema. */
+const channelQuery = `SELECT 'troupe_' || left(md5(current_schema()), 16) AS channel`
+
+/** Bytes of a payload, under PostgreSQL's 8000. */
+const payloadLimit = 7900
+
+/** Announcements waiting to be sent before new ones are dropped (a dropped one is caught by the backstop). */
+const forwardBacklog = 4096
+
+type Outgoing =
+  | { readonly _tag: "log"; readonly sessionId: SessionId; readonly seq: number }
+  | { readonly _tag: "deltas"; readonly sessionId: SessionId; readonly events: ReadonlyArray<AssistantDelta> }
+
+/** Parses one line of a payload into the signal it carries, unless it is this process's own deltas or not one of ours. */
+const parseLine = (line: string, origin: string): Signal | undefined => {
+  const kind = line[0]
+  const rest = line.slice(2)
+  if (kind === "i" || kind === "l") {
+    const space = rest.indexOf(" ")
+    if (space < 0) return undefined
+    const sessionId = rest.slice(0, space) as SessionId
+    return kind === "i" ? Signal.Inbox({ sessionId }) : Signal.Log({ sessionId, seq: Number(rest.slice(space + 1)) })
+  }
+  if (kind !== "d") return undefined
+  const [from, sessionId, turnId] = rest.split(" ", 3) as [string, SessionId, TurnId]
+  if (from === origin || turnId === undefined) return undefined
+  const json = rest.slice(from.length + sessionId.length + turnId.length + 3)
+  try {
+    const texts = JSON.parse(json) as ReadonlyArray<string>
+    return Signal.Deltas({
+      sessionId,
+      events: texts.map((text) => new AssistantDelta({ sessionId, turnId, text }, true))
+    })
+  } catch {
+    return undefined
+  }
+}
+
+/** The signals a payload carries (one per line it understands). */
+export const parse = (payload: string, origin: string): ReadonlyArray<Signal> => {
+  const signals: Array<Signal> = []
+  for (const line of payload.split("\n")) {
+    const signal = parseLine(line, origin)
+    if (signal !== undefined) signals.push(signal)
+  }
+  return signals
+}
+
+/** Lines packed into payloads under the limit, in order. */
+export const pack = (lines: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const payloads: Array<string> = []
+  let current = ""
+  for (const line of lines) {
+    if (current.length > 0 && Buffer.byteLength(current) + 1 + Buffer.byteLength(line) > payloadLimit) {
+      payloads.push(current)
+      current = ""
+    }
+    current = current.length === 0 ? line : `${current}\n${line}`
+  }
+  if (current.length > 0) payloads.push(current)
+  return payloads
+}
+
+/** The lines that carry `events` (one turn's, in order), each under the limit; a delta too big alone is skipped. */
+export const deltaPayloads = (origin: string, sessionId: SessionId, events: ReadonlyArray<AssistantDelta>) => {
+  const payloads: Array<string> = []
+  let turnId: TurnId | undefined
+  let texts: Array<string> = []
+  let size = 0
+  const flush = () => {
+    if (turnId !== undefined && texts.length > 0) payloads.push(`d ${origin} ${sessionId} ${turnId} ${JSON.stringify(texts)}`)
+    texts = []
+    size = 0
+  }
+  const head = origin.length + sessionId.length + 40
+  for (const event of events) {
+    if (event.turnId !== turnId) {
+      flush()
+      turnId = event.turnId
+    }
+    const bytes = Buffer.byteLength(JSON.stringify(event.text)) + 1
+    if (head + bytes + 2 > payloadLimit) continue
+    if (head + size + bytes + 2 > payloadLimit) flush()
+    texts.push(event.text)
+    size += bytes
+  }
+  flush()
+  return payloads
+}
+
+/** Builds the signals: the listening connection lives in a fiber of the scope, reconnecting while the scope lasts. */
+export const make = (options: Options) =>
+  Effect.gen(function*() {
+    const origin = yield* ulid
+    const hub = SignalHub.make()
+    const outbox = yield* Queue.dropping<Outgoing>(forwardBacklog)
+    let current: { readonly client: pg.Client; readonly channel: string } | undefined
+
+    /** One connection's life: connect, LISTEN, hand notifications to the hub until it errors or ends. */
+    const connection = Effect.scoped(Effect.gen(function*() {
+      const client = yield* Effect.acquireRelease(
+        Effect.tryPromise(async () => {
+          const client = new pg.Client({ connectionString: options.url, application_name: "troupe-signals" })
+          await client.connect()
+          return client
+        }),
+        (client) => Effect.promise(() => client.end().catch(() => undefined))
+      )
+      const channel = (yield* Effect.tryPromise(() => client.query<{ channel: string }>(channelQuery))).rows[0]!.channel
+      // A NOTIFY sent here is a transaction of its own: a hint needs no wait for the disk.
+      yield* Effect.tryPromise(() => client.query("SET synchronous_commit TO off"))
+      // Until the connection errors or ends.
+      yield* Effect.async<void>((resume) => {
+        const done = () => resume(Effect.void)
+        client.on("error", done)
+        client.on("end", done)
+        client.on("notification", (message) => {
+          if (message.channel !== channel || message.payload === undefined) return
+          for (const signal of parse(message.payload, origin)) hub.emit(signal)
+        })
+        // Listening from here on; whatever committed while no connection listened is read again.
+        client.query(`LISTEN "${channel}"`).then(() => {
+          current = { client, channel }
+          hub.missedAll()
+        }, done)
+      })
+    }).pipe(Effect.ensuring(Effect.sync(() => {
+      current = undefined
+    }))))
+    yield* connection.pipe(
+      Effect.catchAll((error) => Effect.logDebug("store signals connection failed", error)),
+      Effect.zipRight(Effect.sleep(Duration.millis(100))),
+      Effect.repeat(Schedule.forever),
+      Effect.forkScoped
+    )
+
+    // Sends what this process announced, one NOTIFY at a time, whatever piled up meanwhile batched together:
+    // deltas in order, then each session's highest appended seq.
+    const send = Effect.gen(function*() {
+      const batch = yield* Queue.takeBetween(outbox, 1, forwardBacklog)
+      const target = current
+      if (target === undefined) return
+      const heads = new Map<SessionId, number>()
+      const deltas = new Map<SessionId, Array<AssistantDelta>>()
+      for (const item of batch) {
+        if (item._tag === "log") {
+          heads.set(item.sessionId, Math.max(item.seq, heads.get(item.sessionId) ?? 0))
+          continue
+        }
+        const list = deltas.get(item.sessionId)
+        if (list === undefined) deltas.set(item.sessionId, [...item.events])
+        else list.push(...item.events)
+      }
+      const lines: Array<string> = []
+      for (const [sessionId, events] of deltas) lines.push(...deltaPayloads(origin, sessionId, events))
+      for (const [sessionId, seq] of heads) lines.push(`l ${sessionId} ${seq}`)
+      for (const payload of pack(lines)) {
+        yield* Effect.tryPromise(() => target.client.query("SELECT pg_notify($1, $2)", [target.channel, payload]))
+      }
+    }).pipe(Effect.catchAll((error) => Effect.logDebug("signals not sent", error)))
+    yield* Effect.forkScoped(Effect.forever(send))
+
+    return StoreSignals.of({
+      watch: hub.watch,
+      announce: (sessionId, seq) =>
+        Effect.sync(() => {
+          if (current !== undefined) Queue.unsafeOffer(outbox, { _tag: "log", sessionId, seq })
+        }),
+      forward: (sessionId, events) =>
+        Effect.sync(() => {
+          if (current !== undefined && events.length > 0) Queue.unsafeOffer(outbox, { _tag: "deltas", sessionId, events })
+        }),
+      shared: true
+    })
+  })
+
+/** Signals over the database at `url`. */
+export const layer = (options: Options): Layer.Layer<StoreSignals> => Layer.scoped(StoreSignals, make(options))

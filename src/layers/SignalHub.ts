@@ -1,0 +1,69 @@
+/**
+ * The watchers of a `StoreSignals` layer, by session: each watch is a sliding
+ * queue for its scope, and a signal for a session goes to every queue watching
+ * it. The PostgreSQL and SQLite layers share it; what they differ in is how
+ * they learn of a change.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Queue, type Scope } from "effect"
+import type { SessionId } from "../schema/Ids.js"
+import { Signal } from "../services/StoreSignals.js"
+
+/** Hints a watcher may hold unread before the oldest slide out. */
+const depth = 64
+
+/** The watchers of one layer. */
+export interface SignalHub {
+  /** A watch of `sessionId` for the scope. */
+  readonly watch: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
+  /** Hands a signal to the watchers of its session (none: dropped). */
+  readonly emit: (signal: Signal) => void
+  /** Tells every watcher it may have missed signals. */
+  readonly missedAll: () => void
+  /** The sessions watched now. */
+  readonly sessions: () => ReadonlyArray<SessionId>
+  /** Whether `sessionId` is watched now. */
+  readonly has: (sessionId: SessionId) => boolean
+}
+
+/** A hub; `onWatch` is told of every session that becomes watched. */
+export const make = (onWatch: (sessionId: SessionId) => void = () => {}): SignalHub => {
+  const watchers = new Map<SessionId, Set<Queue.Queue<Signal>>>()
+  return {
+    watch: (sessionId) =>
+      Effect.acquireRelease(
+        Effect.map(Queue.sliding<Signal>(depth), (queue) => {
+          let set = watchers.get(sessionId)
+          const fresh = set === undefined
+          if (set === undefined) watchers.set(sessionId, set = new Set())
+          set.add(queue)
+          if (fresh) onWatch(sessionId)
+          return queue
+        }),
+        (queue) =>
+          Effect.zipRight(
+            Effect.sync(() => {
+              const set = watchers.get(sessionId)
+              if (set === undefined) return
+              set.delete(queue)
+              if (set.size === 0) watchers.delete(sessionId)
+            }),
+            Queue.shutdown(queue)
+          )
+      ),
+    emit: (signal) => {
+      const set = watchers.get(signal.sessionId)
+      if (set === undefined) return
+      for (const queue of set) Queue.unsafeOffer(queue, signal)
+    },
+    missedAll: () => {
+      for (const [sessionId, set] of watchers) {
+        const signal = Signal.Missed({ sessionId })
+        for (const queue of set) Queue.unsafeOffer(queue, signal)
+      }
+    },
+    sessions: () => [...watchers.keys()],
+    has: (sessionId) => watchers.has(sessionId)
+  }
+}

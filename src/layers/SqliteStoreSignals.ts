@@ -1,0 +1,111 @@
+/**
+ * `StoreSignals` for processes sharing one SQLite file: while anything is
+ * watched, a connection of its own reads `PRAGMA data_version` every few
+ * milliseconds (a counter that moves when any other connection commits: one
+ * page-cache check, no I/O); when it moved, one query reads the watched
+ * sessions' heads (`head_seq`, `inbox_head`) and signals those that grew.
+ * Nothing watched, nothing runs. Volatile deltas do not cross processes here.
+ *
+ * A session is signalled once (`Inbox` and `Log`) when it is first seen, so a
+ * change between a watcher's subscription and the first check is not missed.
+ *
+ * @since 0.1.0
+ */
+import Database from "better-sqlite3"
+import { Duration, Effect, Layer, Queue } from "effect"
+import type { SessionId } from "../schema/Ids.js"
+import { layerNoop, Signal, StoreSignals } from "../services/StoreSignals.js"
+import * as SignalHub from "./SignalHub.js"
+
+/** Where the file is, and how often it is checked while watched. */
+export interface Options {
+  readonly filename: string
+  /** The change check's interval while anything is watched (default 5 ms). */
+  readonly interval?: Duration.DurationInput | undefined
+}
+
+interface Heads {
+  head: number
+  inbox: number
+}
+
+/** Ids per heads query (SQLite's default limit on parameters is far above it). */
+const chunk = 500
+
+/** Signals over the file; a private `:memory:` database has no other process: no signals. */
+export const layer = (options: Options): Layer.Layer<StoreSignals> =>
+  options.filename === ":memory:" ? layerNoop : Layer.scoped(StoreSignals, make(options))
+
+/** Builds the signals; the check runs in a fiber of the scope, and its connection closes with it. */
+export const make = (options: Options) =>
+  Effect.gen(function*() {
+    const interval = Duration.decode(options.interval ?? "5 millis")
+    const nudges = yield* Queue.sliding<void>(1)
+    const fresh = new Set<SessionId>()
+    const hub = SignalHub.make((sessionId) => {
+      fresh.add(sessionId)
+      Queue.unsafeOffer(nudges, undefined)
+    })
+    const known = new Map<SessionId, Heads>()
+    let db: Database.Database | undefined
+    let version = -1
+    yield* Effect.addFinalizer(() => Effect.sync(() => db?.close()))
+
+    /** One check: did anyone else commit, and if so which watched sessions grew. */
+    const check = () => {
+      // Opened at the first watch: by then the store has created and migrated the file.
+      if (db === undefined) db = new Database(options.filename, { fileMustExist: true })
+      const now = db.pragma("data_version", { simple: true }) as number
+      if (now === version && fresh.size === 0) return
+      version = now
+      fresh.clear()
+      const ids = hub.sessions()
+      for (const id of known.keys()) if (!hub.has(id)) known.delete(id)
+      for (let i = 0; i < ids.length; i += chunk) {
+        const part = ids.slice(i, i + chunk)
+        const rows = db.prepare(
+          `SELECT id, head_seq, inbox_head FROM troupe_sessions WHERE id IN (${part.map(() => "?").join(", ")})`
+        ).all(...part) as ReadonlyArray<{ id: SessionId; head_seq: number; inbox_head: number }>
+        for (const row of rows) {
+          const before = known.get(row.id)
+          if (before === undefined) {
+            known.set(row.id, { head: row.head_seq, inbox: row.inbox_head })
+            hub.emit(Signal.Log({ sessionId: row.id, seq: row.head_seq }))
+            hub.emit(Signal.Inbox({ sessionId: row.id }))
+            continue
+          }
+          if (row.inbox_head > before.inbox) {
+            before.inbox = row.inbox_head
+            hub.emit(Signal.Inbox({ sessionId: row.id }))
+          }
+          if (row.head_seq > before.head) {
+            before.head = row.head_seq
+            hub.emit(Signal.Log({ sessionId: row.id, seq: row.head_seq }))
+          }
+        }
+      }
+    }
+
+    const tick = Effect.suspend(() =>
+      hub.sessions().length === 0
+        ? Queue.take(nudges)
+        : Effect.zipRight(
+          Effect.try({ try: check, catch: (cause) => cause }).pipe(
+            Effect.catchAll((cause) =>
+              // A file the store has not created yet, or a busy moment: the next tick tries again.
+              Effect.zipRight(
+                Effect.logDebug("store change check failed", cause),
+                Effect.sync(() => {
+                  db?.close()
+                  db = undefined
+                  version = -1
+                })
+              )
+            )
+          ),
+          Effect.sleep(interval)
+        )
+    )
+    yield* Effect.forkScoped(Effect.forever(tick))
+    return StoreSignals.of({ watch: hub.watch, announce: () => Effect.void, forward: () => Effect.void, shared: true })
+  })

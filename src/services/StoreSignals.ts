@@ -1,0 +1,67 @@
+/**
+ * The `StoreSignals` port: "session S changed" as other processes sharing the
+ * store commit. A signal is a hint, never data: whoever receives one reads the
+ * store for what changed (the inbox, the log after its cursor), so a dropped or
+ * repeated signal costs a read, never a lost or a doubled event. Polling stays
+ * as the backstop.
+ *
+ * Layers: `layerNoop` here (a store no other process shares: the in-process
+ * host announces its own commits itself); `PgStoreSignals.layer`
+ * (`LISTEN/NOTIFY`: inbox pushes by a trigger from the committing transaction,
+ * log appends and volatile deltas by the committing process just after) and `SqliteStoreSignals.layer` (a
+ * cheap `PRAGMA data_version` check at a short interval while anything is
+ * watched) beside the stores. Shaped like cluster's `MessageStorage`: a
+ * later `@effect/cluster` host can take its wake-ups from the same port.
+ *
+ * @since 0.1.0
+ */
+import { Context, Data, Effect, Layer, Queue, type Scope } from "effect"
+import type { AssistantDelta } from "../schema/Event.js"
+import type { SessionId } from "../schema/Ids.js"
+
+/** What changed in a watched session. */
+export type Signal = Data.TaggedEnum<{
+  /** A command was pushed to the session's inbox. */
+  Inbox: { readonly sessionId: SessionId }
+  /** Records were appended to the session's log, up to `seq`. */
+  Log: { readonly sessionId: SessionId; readonly seq: number }
+  /** Volatile deltas of a turn another process runs (best effort). */
+  Deltas: { readonly sessionId: SessionId; readonly events: ReadonlyArray<AssistantDelta> }
+  /** Signals may have been missed (a lost connection came back): read everything again. */
+  Missed: { readonly sessionId: SessionId }
+}>
+
+/** Constructors for `Signal`. */
+export const Signal = Data.taggedEnum<Signal>()
+
+/** The port. */
+export class StoreSignals extends Context.Tag("troupe/StoreSignals")<
+  StoreSignals,
+  {
+    /**
+     * Signals for `sessionId` from now on, for the scope: subscribe before
+     * reading the store, so a change in between is signalled. The queue slides:
+     * a watcher that falls behind loses old hints, never the newest.
+     */
+    readonly watch: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
+    /**
+     * Tells watchers in other processes that this process appended to the
+     * session's log up to `seq` (after the commit; a layer whose store signals
+     * commits by itself does nothing).
+     */
+    readonly announce: (sessionId: SessionId, seq: number) => Effect.Effect<void>
+    /** Offers volatile deltas of a turn running here to watchers in other processes (best effort; may do nothing). */
+    readonly forward: (sessionId: SessionId, events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
+    /** Whether other processes may signal at all: false for a store nobody else shares. */
+    readonly shared: boolean
+  }
+>() {}
+
+/** A watch that never signals: its queue only ever waits. */
+const silent = Effect.acquireRelease(Queue.sliding<Signal>(1), Queue.shutdown)
+
+/** Signals for a store no other process shares: nothing ever comes. */
+export const layerNoop: Layer.Layer<StoreSignals> = Layer.succeed(
+  StoreSignals,
+  StoreSignals.of({ watch: () => silent, announce: () => Effect.void, forward: () => Effect.void, shared: false })
+)

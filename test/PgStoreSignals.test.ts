@@ -1,0 +1,93 @@
+/**
+ * PostgreSQL's store signals: forwarded deltas and announcements fit the
+ * NOTIFY payload limit (chunked and packed in order, a delta too big alone
+ * skipped, a process's own deltas not read back), payloads parse into the
+ * signals they carry, and the LISTEN
+ * connection comes back after the server drops it: the watcher is told it may
+ * have missed signals, and a commit after is signalled again.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Queue } from "effect"
+import pg from "pg"
+import * as PgSessionStore from "../src/layers/PgSessionStore.js"
+import * as PgStoreSignals from "../src/layers/PgStoreSignals.js"
+import { AssistantDelta } from "../src/schema/Event.js"
+import { makeInputId, makeSessionId, makeTurnId, type SessionId } from "../src/schema/Ids.js"
+import { Message } from "../src/schema/Inbox.js"
+import { SessionStore } from "../src/services/SessionStore.js"
+import { type Signal, StoreSignals } from "../src/services/StoreSignals.js"
+import { agent, principal } from "./support/fixtures.js"
+import { availability, baseUrl, freshSchema } from "./support/postgres.js"
+
+const pgAvailable = await availability()
+
+describe("PgStoreSignals payloads", () => {
+  it.effect("deltas are chunked under the limit in order; one too big alone is skipped; own ones are not read back", () =>
+    Effect.gen(function*() {
+      const sessionId = yield* makeSessionId
+      const turnId = yield* makeTurnId
+      const texts = [...Array.from({ length: 300 }, (_, i) => `word ${i} ${"é".repeat(20)} `), "x".repeat(9000), "last"]
+      const events = texts.map((text) => new AssistantDelta({ sessionId, turnId, text }, true))
+      const payloads = PgStoreSignals.deltaPayloads("origin-a", sessionId, events)
+      assert.isAbove(payloads.length, 1)
+      for (const payload of payloads) assert.isAtMost(Buffer.byteLength(payload), 7900)
+      // Packed with log lines into NOTIFY payloads, each under the limit, nothing lost or reordered.
+      const packed = PgStoreSignals.pack([...payloads, `l ${sessionId} 42`, `i ${sessionId} 7`])
+      for (const payload of packed) assert.isAtMost(Buffer.byteLength(payload), 7900)
+      const back = packed.flatMap((p) => PgStoreSignals.parse(p, "origin-b"))
+      const received = back.flatMap((s) => (s._tag === "Deltas" ? s.events.map((e) => e.text) : []))
+      assert.deepStrictEqual(received, texts.filter((t) => t.length < 9000))
+      assert.isTrue(back.every((s) => s.sessionId === sessionId && (s._tag !== "Deltas" || s.events.every((e) => e.turnId === turnId))))
+      assert.deepStrictEqual(back.slice(-2), [{ _tag: "Log", sessionId, seq: 42 }, { _tag: "Inbox", sessionId }] as Array<Signal>)
+      assert.deepStrictEqual(PgStoreSignals.parse(payloads[0]!, "origin-a"), [])
+      assert.deepStrictEqual(PgStoreSignals.parse("garbage", "x"), [])
+    }))
+})
+
+describe.skipIf(!pgAvailable.run)("PgStoreSignals on a database", () => {
+  it.scopedLive("a dropped LISTEN connection comes back: Missed, then commits are signalled again", () =>
+    Effect.gen(function*() {
+      const { drop, url } = yield* Effect.promise(freshSchema)
+      yield* Effect.addFinalizer(() => Effect.promise(drop))
+      const context = yield* Layer.build(Layer.merge(PgSessionStore.layer({ url }), PgStoreSignals.layer({ url })))
+      const store = Layer.succeedContext(context)
+      const { changes, sessionId } = yield* Effect.gen(function*() {
+        const store = yield* SessionStore
+        const signals = yield* StoreSignals
+        const session = yield* store.create({ principal: principal(), agent: agent() })
+        return { changes: yield* signals.watch(session.id), sessionId: session.id }
+      }).pipe(Effect.provide(store))
+      const next = (want: Signal["_tag"]) =>
+        Effect.gen(function*() {
+          for (;;) {
+            const signal = yield* Queue.take(changes)
+            if (signal._tag === want) return signal
+          }
+        }).pipe(Effect.timeout("10 seconds"))
+      const push = (id: SessionId) =>
+        Effect.flatMap(SessionStore, (s) => Effect.flatMap(makeInputId, (inputId) => s.push(id, new Message({ inputId, text: "hi" }, true)))).pipe(
+          Effect.provide(store)
+        )
+      // Once listening (the connection is made in the background), a push is signalled.
+      const signalled = yield* Effect.gen(function*() {
+        for (let i = 0; i < 40; i++) {
+          yield* push(sessionId)
+          const got = yield* Effect.option(Effect.timeout(next("Inbox"), "250 millis"))
+          if (Option.isSome(got)) return true
+        }
+        return false
+      })
+      assert.isTrue(signalled)
+      // The server drops the signals connection; it comes back and says so.
+      yield* Effect.promise(async () => {
+        const admin = new pg.Client({ connectionString: baseUrl })
+        await admin.connect()
+        await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'troupe-signals' AND pid <> pg_backend_pid()`)
+        await admin.end()
+      })
+      yield* next("Missed")
+      yield* push(sessionId)
+      const again = yield* next("Inbox")
+      assert.strictEqual(again.sessionId, sessionId)
+    }), 30_000)
+})
