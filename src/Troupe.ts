@@ -7,6 +7,7 @@
  */
 import { Layer } from "effect"
 import * as InProcessHost from "./actors/InProcessHost.js"
+import * as WorkerPool from "./actors/WorkerPool.js"
 import * as MemorySessionStore from "./layers/MemorySessionStore.js"
 import * as PgSessionStore from "./layers/PgSessionStore.js"
 import * as ScriptedModel from "./layers/ScriptedModel.js"
@@ -65,9 +66,15 @@ export const layer = <E, R>(
 export const layerTest = (options: RuntimeOptions = {}): Layer.Layer<Services> =>
   layer(MemorySessionStore.layer, options)
 
-/** Host options for a store other processes may share: their commands are noticed within `inboxPoll`. */
+/**
+ * Host options for a store other processes may share: their commands are noticed within
+ * `inboxPoll`, and the host is one worker of their pool (`WorkerPool`): it claims runnable
+ * sessions every `WorkerPool.claimInterval` and takes its share of a burst.
+ */
 export const sharedStoreHost = (host: InProcessHost.Options = {}): InProcessHost.Options => ({
   inboxPoll: "250 millis",
+  pollInterval: WorkerPool.claimInterval(host.leaseTtl),
+  spread: true,
   ...host
 })
 

@@ -39,6 +39,7 @@ import * as Lock from "./Lock.js"
 import * as RunningTurn from "./RunningTurn.js"
 import * as SessionState from "./SessionState.js"
 import * as SessionWriter from "./SessionWriter.js"
+import * as WorkerPool from "./WorkerPool.js"
 
 /** How an actor is tuned. */
 export interface Options {
@@ -87,6 +88,11 @@ export interface Wiring {
    * while the rest wait with their commands safe in the inbox.
    */
   readonly slots: Effect.Semaphore
+  /**
+   * The host's request to hand the session over (it is draining): the actor
+   * stops, releasing its lease, as soon as no turn of it is busy. Never, when absent.
+   */
+  readonly handOver?: WorkerPool.Handover | undefined
 }
 
 /** Everything a running actor keeps between commands. */
@@ -158,6 +164,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const telemetry = yield* Telemetry.Telemetry
     const slot = yield* BusySlot.make(wiring.slots)
     yield* slot.take
+    // Started just before its host began to drain: the session is left to the pool.
+    if (wiring.handOver?.requested()) return yield* wiring.onLease(false)
     const acquired = yield* store.acquire(sessionId, options.owner, Duration.toMillis(options.leaseTtl))
     yield* wiring.onLease(Option.isSome(acquired))
     if (Option.isNone(acquired)) return
@@ -254,16 +262,24 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         Effect.forkScoped
       )
     }
+    const handOver = wiring.handOver ?? WorkerPool.neverHandsOver
+    // While handing over, a busy turn is looked at often: parking it wakes nobody.
+    const nextWake = Effect.suspend(() =>
+      handOver.requested() ? Effect.ignore(Effect.timeout(Queue.take(wiring.wakes), "50 millis")) : Queue.take(wiring.wakes)
+    )
     const loop = Effect.gen(function*() {
       for (;;) {
+        // Handing over: the pending inbox stays for the next owner; the scope's end releases the lease.
+        if (handOver.requested() && (actor.running === undefined || !slot.held())) return
         if (yield* drain) continue
         if (actor.running !== undefined) {
-          yield* Queue.take(wiring.wakes)
+          yield* nextWake
           continue
         }
         // Idle: let another actor work while this one waits.
         yield* slot.give
         const woke = yield* Queue.take(wiring.wakes).pipe(Effect.timeout(options.idleTimeout), Effect.option)
+        if (handOver.requested()) return
         if (Option.isNone(woke) && actor.running === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) {
           // The host released the lease as it agreed.
           handedBack.value = true
