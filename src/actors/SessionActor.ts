@@ -170,6 +170,13 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     yield* wiring.onLease(Option.isSome(acquired))
     if (Option.isNone(acquired)) return
     const fatal = yield* Deferred.make<never, LeaseLost | StoreUnavailable>()
+    const handOver = wiring.handOver ?? WorkerPool.neverHandsOver
+    // Handing over, a busy turn stops itself at its next step boundary: the next owner goes on from there.
+    let stoppedForHandover = false
+    const stopForHandover = Effect.suspend(() => {
+      stoppedForHandover = true
+      return Effect.interrupt
+    })
     const { handedBack, lease } = yield* holdLease(acquired.value, options.leaseTtl, fatal)
     const turns = yield* FiberSet.make<void>()
     const exclusive = Lock.make()
@@ -208,7 +215,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       hostSettings: options.modelSettings,
       epoch: acquired.value.epoch,
       state: () => actor.state,
-      commit: (records) => exclusive(writer.append(records, [])).pipe(Effect.catchAll(() => Effect.interrupt)),
+      commit: (records) =>
+        exclusive(writer.append(records, [])).pipe(
+          Effect.catchAll(() => Effect.interrupt),
+          Effect.tap(() => (handOver.requested() && WorkerPool.isStepBoundary(records) ? stopForHandover : Effect.void))
+        ),
       broadcast: wiring.broadcast,
       answers: (callbackId) => {
         let answer = actor.answers.get(callbackId)
@@ -262,7 +273,6 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         Effect.forkScoped
       )
     }
-    const handOver = wiring.handOver ?? WorkerPool.neverHandsOver
     // While handing over, a busy turn is looked at often: parking it wakes nobody.
     const nextWake = Effect.suspend(() =>
       handOver.requested() ? Effect.ignore(Effect.timeout(Queue.take(wiring.wakes), "50 millis")) : Queue.take(wiring.wakes)
@@ -270,7 +280,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const loop = Effect.gen(function*() {
       for (;;) {
         // Handing over: the pending inbox stays for the next owner; the scope's end releases the lease.
-        if (handOver.requested() && (actor.running === undefined || !slot.held())) return
+        if (handOver.requested() && (actor.running === undefined || !slot.held() || stoppedForHandover)) return
         if (yield* drain) continue
         if (actor.running !== undefined) {
           yield* nextWake

@@ -17,14 +17,19 @@
  * - **Handing over.** A draining worker stops claiming, starts no actor for
  *   a wake, and asks its actors to hand their sessions over: an actor with no
  *   busy turn (idle, or its turn parked on a callback or on the user)
- *   releases its lease at once, a busy one as soon as its turn ends or parks.
- *   The store's release is epoch-checked, and the pool's next tick takes the
- *   sessions up: no one waits for a TTL.
+ *   releases its lease at once, a busy one as soon as its turn ends, parks,
+ *   or reaches a step boundary.
+ *   A busy turn stops itself at its next step boundary (`isStepBoundary`:
+ *   a tool's outcome committed, nothing in flight), so the next owner goes
+ *   on from there without calling a tool or the model again. The store's
+ *   release is epoch-checked, and the pool's next tick takes the sessions
+ *   up: no one waits for a TTL.
  *
  * @since 0.1.0
  */
 import { Duration, Effect, Option, Random } from "effect"
 import type { SessionId } from "../schema/Ids.js"
+import type { RecordBody } from "../schema/Record.js"
 import type { SessionStore } from "../services/SessionStore.js"
 
 /** How often a worker on a shared store looks for sessions to claim: a second, or half the lease TTL when that is shorter. */
@@ -194,6 +199,16 @@ export interface Handover {
   /** Whether it was asked for. */
   readonly requested: () => boolean
 }
+
+/**
+ * Whether a turn's commit of `records` ends a step: it records a tool's
+ * outcome and opens nothing after it, so no call is in flight. A turn stopped
+ * right after it loses nothing (the next owner reuses every receipt and goes
+ * on with the next call); one stopped elsewhere would leave a tool's outcome
+ * unknown or a model call to be made again.
+ */
+export const isStepBoundary = (records: ReadonlyArray<RecordBody>): boolean =>
+  records.length > 0 && records[records.length - 1]!._tag === "operation_completed"
 
 /** The handover of a host that never drains. */
 export const neverHandsOver: Handover = { requested: () => false }
