@@ -71,6 +71,7 @@ const pool = async (url: string, label: string) => {
       return worker
     },
     worker: (owner: string) => workers.find((w) => w.owner === owner)!,
+    outputs: () => workers.map((w) => `--- ${w.owner}\n${w.output()}`).join("\n"),
     /** A session with `messages` messages of `steps N` in its inbox. */
     submit: (steps: number, messages = 1) =>
       store.runPromise(Effect.gen(function*() {
@@ -133,7 +134,12 @@ const throughput = (url: string, workers: number) =>
       const lines = await until("every turn", () => {
         const side = p.side()
         return side.filter((line) => line.kind === "model").length >= 2 * total ? side : undefined
-      }, 300_000)
+      }, 300_000).catch((error) => {
+        const side = p.side()
+        console.log(`model calls ${side.filter((line) => line.kind === "model").length} of ${2 * total}, steps ${side.filter((line) => line.kind === "tool").length}`)
+        console.log(p.outputs())
+        throw error
+      })
       const models = lines.filter((line) => line.kind === "model")
       const steps = lines.filter((line) => line.kind === "tool")
       const first = Math.min(...models.map((line) => line.at))

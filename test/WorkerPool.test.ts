@@ -17,18 +17,22 @@
  *   worker continues it well before the TTL, and the drained worker exits 0.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, ManagedRuntime, Schema } from "effect"
+import { Context, Duration, Effect, Exit, Layer, ManagedRuntime, Schedule, Schema, Scope } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as WorkerPool from "../src/actors/WorkerPool.js"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
-import { Agent, ModelRef } from "../src/schema/Agent.js"
+import { Agent, ModelRef, ToolSpec } from "../src/schema/Agent.js"
 import type { SessionId } from "../src/schema/Ids.js"
 import { LogRecord } from "../src/schema/Record.js"
+import { SessionHost } from "../src/services/SessionHost.js"
+import { Sessions } from "../src/services/Sessions.js"
 import { SessionStore } from "../src/services/SessionStore.js"
+import * as Toolkit from "../src/services/Toolkit.js"
+import * as Troupe from "../src/Troupe.js"
 import { message, principal } from "./support/fixtures.js"
-import { readSide, type SideLine, startWorker, step, type WorkerProcess } from "./support/poolWorker.js"
+import { readSide, type SideLine, startWorker, step, stepModel, type WorkerProcess } from "./support/poolWorker.js"
 import { availability, freshSchema } from "./support/postgres.js"
 
 const ids = (...names: Array<string>) => names as Array<SessionId>
@@ -59,6 +63,83 @@ describe("WorkerPool.share", () => {
     assert.strictEqual(WorkerPool.share(ids("d", "f", "g"), 64, seen, (id) => id === "e", true), 3)
     assert.strictEqual(WorkerPool.share(ids("d", "f", "g"), 2, seen, (id) => id === "e", true), 2)
   })
+})
+
+describe("two hosts on one SQLite file", () => {
+  const hostOn = (filename: string, owner: string, side: string, scope: Scope.Scope) =>
+    Layer.buildWithScope(
+      Troupe.layerSqlite({ filename }, {
+        model: stepModel(owner, side, 300),
+        tools: Toolkit.layer([step(owner, side)]),
+        host: { owner, leaseTtl: "10 seconds" }
+      }),
+      scope
+    ).pipe(Effect.map((context) => ({ sessions: Context.get(context, Sessions), host: Context.get(context, SessionHost) })))
+
+  const serverStep = new Agent({ name: "stepper", instructions: "x", model: new ModelRef({ name: "scripted" }), tools: [step("spec", "").spec] })
+  const clientStep = new Agent({
+    name: "asker",
+    instructions: "x",
+    model: new ModelRef({ name: "scripted" }),
+    tools: [new ToolSpec({ ...step("spec", "").spec, client: true })]
+  })
+
+  it.scopedLive("a draining host hands a parked session over at once, and a busy one at its next step boundary", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "troupe-pool-sqlite-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const filename = join(dir, "shared.db")
+      const side = join(dir, "side")
+      const lines = () => (existsSync(side) ? readSide(readFileSync(side, "utf8")) : [])
+      const waitFor = <A>(find: () => A | undefined) =>
+        Effect.suspend(() => {
+          const found = find()
+          return found === undefined ? Effect.fail("not yet" as const) : Effect.succeed(found)
+        }).pipe(Effect.retry(Schedule.spaced("20 millis")), Effect.timeout("20 seconds"))
+      const scopeA = yield* Scope.make()
+      const a = yield* hostOn(filename, "a", side, scopeA)
+      const b = yield* hostOn(filename, "b", side, yield* Effect.scope)
+      const me = principal()
+
+      // Parked on A: a client tool's callback is open.
+      const parked = yield* a.sessions.create(me, { agent: clientStep })
+      const asked = yield* a.sessions.send(me, parked.id, { text: "steps 1" })
+      const callback = yield* b.sessions.callbacks(me, parked.id).pipe(
+        Effect.flatMap((open) => (open.length > 0 ? Effect.succeed(open[0]!) : Effect.fail("none yet" as const))),
+        Effect.retry(Schedule.spaced("20 millis")),
+        Effect.timeout("20 seconds")
+      )
+      // Busy on A: inside the second model call of three steps.
+      const busy = yield* a.sessions.create(me, { agent: serverStep })
+      yield* a.sessions.send(me, busy.id, { text: "steps 3" })
+      yield* waitFor(() => lines().find((line) => line.sessionId === busy.id && line.kind === "model" && line.n === 2))
+
+      const [elapsed, drained] = yield* Effect.timed(a.host.drain("10 seconds"))
+      assert.isTrue(drained)
+      // The model call (300 ms) and its step finished first; the grace period did not run out.
+      assert.isBelow(Duration.toMillis(elapsed), 5000)
+      yield* Scope.close(scopeA, Exit.void)
+
+      // B claims both within its claim interval (a second, ±25 %) and goes on.
+      const answered = yield* b.sessions.answerCallback(me, parked.id, {
+        callbackId: callback.callbackId,
+        result: { output: 1 }
+      }).pipe(Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 100 }))
+      assert.isDefined(answered)
+      const first = yield* b.sessions.awaitTurn(me, parked.id, asked.turnId!)
+      assert.strictEqual(first.output, "done@b")
+      yield* waitFor(() => lines().find((line) => line.sessionId === busy.id && line.kind === "model" && line.n === 4))
+      assert.deepStrictEqual(
+        lines().filter((line) => line.sessionId === busy.id).map((line) => `${line.kind} ${line.n} ${line.owner}`),
+        ["model 1 a", "tool 1 a", "model 2 a", "tool 2 a", "model 3 b", "tool 3 b", "model 4 b"],
+        "handed over between steps: no call made twice"
+      )
+      assert.deepStrictEqual(
+        lines().filter((line) => line.sessionId === parked.id).map((line) => `${line.kind} ${line.n} ${line.owner}`),
+        ["model 1 a", "model 2 b"],
+        "the parked turn went on on b with the answer"
+      )
+    }), 40_000)
 })
 
 const pg = await availability()

@@ -74,6 +74,38 @@ export const readSide = (text: string): ReadonlyArray<SideLine> =>
     return { kind: kind as SideLine["kind"], sessionId: sessionId!, n: Number(n), owner: owner!, at: Number(at) }
   })
 
+/**
+ * The scripted model of a worker: each call reports itself to `side`, takes
+ * `modelMs`, and asks for the next step of the turn's `steps N` (tool call id
+ * `sK@OWNER`), then answers `done@OWNER`.
+ */
+export const stepModel = (owner: string, side: string, modelMs: number) => {
+  const scripted = ScriptedModel.make({
+    fallback: (request) => {
+      const users = request.messages.flatMap((m, i) => (m.role === "user" ? [i] : []))
+      const last = users[users.length - 1] ?? 0
+      const done = request.messages.slice(last).filter((m) => m.role === "tool").length
+      const wanted = stepsOf(request.messages[last]?.content ?? "")
+      return done < wanted
+        ? { text: "", toolCalls: [{ id: `s${done + 1}@${owner}`, name: "step", arguments: JSON.stringify({ n: done + 1, session: request.sessionId }) }] }
+        : `done@${owner}`
+    }
+  })
+  return Layer.effect(
+    Model.Model,
+    Effect.map(scripted, (inner) =>
+      Model.Model.of({
+        stream: (request) =>
+          Stream.unwrap(Effect.sync(() => {
+            const users = request.messages.flatMap((m, i) => (m.role === "user" ? [i] : []))
+            const call = 1 + request.messages.slice(users[users.length - 1] ?? 0).filter((m) => m.role === "assistant").length
+            appendFileSync(side, `model ${request.sessionId} ${call} ${owner} ${Date.now()}\n`)
+            return Stream.concat(Stream.drain(Stream.fromEffect(Effect.sleep(Duration.millis(modelMs)))), inner.stream(request))
+          }))
+      }))
+  )
+}
+
 /** A worker process, started by `startWorker`. */
 export interface WorkerProcess {
   readonly owner: string
@@ -143,30 +175,7 @@ const main = () => {
   const modelMs = Number(env["POOL_MODEL_MS"] ?? "600")
   const say = (line: string) => writeSync(1, `${line}\n`)
 
-  const scripted = ScriptedModel.make({
-    fallback: (request) => {
-      const users = request.messages.flatMap((m, i) => (m.role === "user" ? [i] : []))
-      const last = users[users.length - 1] ?? 0
-      const done = request.messages.slice(last).filter((m) => m.role === "tool").length
-      const wanted = stepsOf(request.messages[last]?.content ?? "")
-      return done < wanted
-        ? { text: "", toolCalls: [{ id: `s${done + 1}@${owner}`, name: "step", arguments: JSON.stringify({ n: done + 1, session: request.sessionId }) }] }
-        : `done@${owner}`
-    }
-  })
-  const model = Layer.effect(
-    Model.Model,
-    Effect.map(scripted, (inner) =>
-      Model.Model.of({
-        stream: (request) =>
-          Stream.unwrap(Effect.sync(() => {
-            const users = request.messages.flatMap((m, i) => (m.role === "user" ? [i] : []))
-            const call = 1 + request.messages.slice(users[users.length - 1] ?? 0).filter((m) => m.role === "assistant").length
-            appendFileSync(side, `model ${request.sessionId} ${call} ${owner} ${Date.now()}\n`)
-            return Stream.concat(Stream.drain(Stream.fromEffect(Effect.sleep(Duration.millis(modelMs)))), inner.stream(request))
-          }))
-      }))
-  )
+  const model = stepModel(owner, side, modelMs)
 
   const runtime = Troupe.layerPg({ url, maxConnections: 4 }, {
     host: {
