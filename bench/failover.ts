@@ -71,6 +71,11 @@ const pool = async (url: string, label: string) => {
       return worker
     },
     worker: (owner: string) => workers.find((w) => w.owner === owner)!,
+    log: (sessionId: SessionId) =>
+      store.runPromise(Effect.map(
+        Effect.flatMap(SessionStore, (s) => s.readLog(sessionId, { limit: 10_000 })),
+        (page) => page.records.map((record) => record.body._tag)
+      )),
     outputs: () => workers.map((w) => `--- ${w.owner}\n${w.output()}`).join("\n"),
     /** A session with `messages` messages of `steps N` in its inbox. */
     submit: (steps: number, messages = 1) =>
@@ -130,16 +135,21 @@ const throughput = (url: string, workers: number) =>
       const t0 = Date.now()
       const ids: Array<SessionId> = await Promise.all(Array.from({ length: sessionCount }, () => p.submit(1, turnsEach)))
       const total = sessionCount * turnsEach
-      // A turn is two model calls and one step: done when every session made 2 × turns calls.
-      const lines = await until("every turn", () => {
-        const side = p.side()
-        return side.filter((line) => line.kind === "model").length >= 2 * total ? side : undefined
-      }, 300_000).catch((error) => {
+      // A turn is two model calls and one step: done when every step ran and every turn ended.
+      await until("every step", () => (p.side().filter((line) => line.kind === "tool").length >= total ? true : undefined), 300_000).catch((error) => {
         const side = p.side()
         console.log(`model calls ${side.filter((line) => line.kind === "model").length} of ${2 * total}, steps ${side.filter((line) => line.kind === "tool").length}`)
         console.log(p.outputs())
         throw error
       })
+      for (const id of ids) {
+        for (;;) {
+          const log = await p.log(id)
+          if (log.filter((tag) => tag === "turn_ended").length >= turnsEach) break
+          await sleep(50)
+        }
+      }
+      const lines = p.side()
       const models = lines.filter((line) => line.kind === "model")
       const steps = lines.filter((line) => line.kind === "tool")
       const first = Math.min(...models.map((line) => line.at))
@@ -156,7 +166,11 @@ const throughput = (url: string, workers: number) =>
       console.log(`\n${workers} worker(s): ${sessionCount} sessions × ${turnsEach} tool turns, written at once`)
       console.log(`  tool turns/s (first to last model call)   ${((total / (last - first)) * 1000).toFixed(1)}`)
       console.log(`  tool turns/s (written to last model call) ${((total / (last - t0)) * 1000).toFixed(1)}`)
-      console.log(`  steps run ${steps.length} of ${total}; sessions ${ids.length}`)
+      const moved = [...new Set(steps.map((line) => line.sessionId))].filter((id) =>
+        new Set(lines.filter((line) => line.sessionId === id).map((line) => line.owner)).size > 1
+      )
+      const lost = p.outputs().split("LeaseLost").length - 1
+      console.log(`  steps run ${steps.length} of ${total}; model calls ${models.length} (${models.length - 2 * total} made again); sessions ${ids.length}, ${moved.length} moved between workers mid-run; LeaseLost in the workers' logs ${lost}×`)
       console.log(`  turns per worker ${JSON.stringify(Object.fromEntries(perWorker))}; largest share ${(Math.max(...shares) * 100).toFixed(0)} % (even: ${(100 / workers).toFixed(0)} %)`)
       console.log(`  sessions per worker ${JSON.stringify(Object.fromEntries([...sessionsPer].map(([w, s]) => [w, s.size])))}`)
     } finally {
