@@ -35,6 +35,7 @@ const sessionCount = Number(arg("sessions", "48"))
 const turnsEach = Number(arg("turns", "5"))
 const poolSizes = arg("workers", "1,2,4").split(",").map(Number)
 const only = arg("only", "")
+const keep = process.argv.includes("--keep")
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -65,7 +66,8 @@ const pool = async (url: string, label: string) => {
   return {
     side: (): ReadonlyArray<SideLine> => (existsSync(side) ? readSide(readFileSync(side, "utf8")) : []),
     start: async (env: Record<string, string>) => {
-      const worker = startWorker(url, `${label}${++serial}`, side, env)
+      const owner = `${label}${++serial}`
+      const worker = startWorker(url, owner, side, env, join(dir, `${owner}.log`))
       workers.push(worker)
       await worker.waitFor(`READY ${worker.owner}`, 120_000)
       return worker
@@ -93,7 +95,8 @@ const pool = async (url: string, label: string) => {
       }
       await Promise.all(workers.map((w) => w.exited))
       await store.dispose()
-      rmSync(dir, { recursive: true, force: true })
+      if (keep) console.log(`  (worker logs kept in ${dir})`)
+      else rmSync(dir, { recursive: true, force: true })
     }
   }
 }
@@ -136,7 +139,7 @@ const throughput = (url: string, workers: number) =>
       const ids: Array<SessionId> = await Promise.all(Array.from({ length: sessionCount }, () => p.submit(1, turnsEach)))
       const total = sessionCount * turnsEach
       // A turn is two model calls and one step: done when every step ran and every turn ended.
-      await until("every step", () => (p.side().filter((line) => line.kind === "tool").length >= total ? true : undefined), 300_000).catch((error) => {
+      await until("every step", () => (p.side().filter((line) => line.kind === "tool").length >= total ? true : undefined), 120_000).catch((error) => {
         const side = p.side()
         console.log(`model calls ${side.filter((line) => line.kind === "model").length} of ${2 * total}, steps ${side.filter((line) => line.kind === "tool").length}`)
         console.log(p.outputs())

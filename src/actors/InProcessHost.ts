@@ -12,14 +12,11 @@
  */
 import {
   Cause,
-  Deferred,
   Duration,
   Effect,
   Exit,
-  FiberId,
   FiberSet,
   Layer,
-  Option,
   Queue
 } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
@@ -92,9 +89,8 @@ export const make = (options: Options = {}) =>
     const lock = Lock.make()
     const waiters = new Map<SessionId, Map<InputId, Array<Waiter>>>()
     // Draining: actors hand their sessions over, and no new one starts here.
-    let draining = 0
-    const handOver: WorkerPool.Handover = { requested: () => draining > 0 }
-    let emptied: Deferred.Deferred<void> | undefined
+    const draining = WorkerPool.makeDraining(lock, entries)
+    const handOver = draining.handOver
 
     const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
       Effect.sync(() => {
@@ -144,7 +140,7 @@ export const make = (options: Options = {}) =>
           lock(Effect.suspend(() => {
             const current = entries.get(sessionId)
             if (current === wakes) entries.delete(sessionId)
-            if (entries.size === 0 && emptied !== undefined) Deferred.unsafeDone(emptied, Effect.void)
+            draining.left()
             return settle && (current === undefined || current === wakes) ? settleAll(sessionId) : Effect.void
           }))
         const actor = SessionActor.run(sessionId, actorOptions, {
@@ -208,25 +204,7 @@ export const make = (options: Options = {}) =>
       wake,
       live: events.live,
       turnEnded: events.turnEnded,
-      drain: (grace) =>
-        Effect.acquireUseRelease(
-          // Every actor is woken to look at the request: one with no busy turn stops at once.
-          lock(Effect.suspend(() => {
-            draining++
-            if (entries.size === 0) return Effect.succeed(Effect.void)
-            const done = emptied ?? (emptied = Deferred.unsafeMake<void>(FiberId.none))
-            return Effect.as(
-              Effect.forEach(entries.values(), (wakes) => Queue.offer(wakes, undefined), { discard: true }),
-              Deferred.await(done)
-            )
-          })),
-          (allGone) => Effect.map(Effect.timeoutOption(allGone, grace), Option.isSome),
-          () =>
-            Effect.sync(() => {
-              draining--
-              if (draining === 0) emptied = undefined
-            })
-        ),
+      drain: draining.drain,
       running: Effect.sync(() => [...entries.keys()])
     })
   })

@@ -280,7 +280,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const loop = Effect.gen(function*() {
       for (;;) {
         // Handing over: the pending inbox stays for the next owner; the scope's end releases the lease.
-        if (handOver.requested() && (actor.running === undefined || !slot.held() || stoppedForHandover)) return
+        if (stoppedForHandover || (handOver.requested() && (actor.running === undefined || !slot.held()))) return
         if (yield* drain) continue
         if (actor.running !== undefined) {
           yield* nextWake

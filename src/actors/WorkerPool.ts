@@ -27,9 +27,10 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Option, Random } from "effect"
+import { Deferred, Duration, Effect, FiberId, Option, Queue, Random } from "effect"
 import type { SessionId } from "../schema/Ids.js"
 import type { RecordBody } from "../schema/Record.js"
+import type * as Lock from "./Lock.js"
 import type { SessionStore } from "../services/SessionStore.js"
 
 /** How often a worker on a shared store looks for sessions to claim: a second, or half the lease TTL when that is shorter. */
@@ -212,3 +213,42 @@ export const isStepBoundary = (records: ReadonlyArray<RecordBody>): boolean =>
 
 /** The handover of a host that never drains. */
 export const neverHandsOver: Handover = { requested: () => false }
+
+/** A host's draining: its handover request while a drain runs, and the drain itself. */
+export interface Draining {
+  readonly handOver: Handover
+  /** The host calls it, under its lock, when an actor has gone from `actors`. */
+  readonly left: () => void
+  /**
+   * `SessionHost.drain`: asks for the handover, wakes every actor to look at
+   * it, and waits at most `grace` until none is left; true if none is.
+   */
+  readonly drain: (grace: Duration.DurationInput) => Effect.Effect<boolean>
+}
+
+/** The draining of a host whose live actors are `actors` (their wake-up queues), guarded by `lock`. */
+export const makeDraining = (lock: Lock.Exclusive, actors: ReadonlyMap<SessionId, Queue.Queue<void>>): Draining => {
+  let drains = 0
+  let emptied: Deferred.Deferred<void> | undefined
+  const begin = lock(Effect.suspend(() => {
+    drains++
+    if (actors.size === 0) return Effect.succeed(Effect.void)
+    const done = emptied ?? (emptied = Deferred.unsafeMake<void>(FiberId.none))
+    return Effect.as(
+      Effect.forEach(actors.values(), (wakes) => Queue.offer(wakes, undefined), { discard: true }),
+      Deferred.await(done)
+    )
+  }))
+  const end = Effect.sync(() => {
+    drains--
+    if (drains === 0) emptied = undefined
+  })
+  return {
+    handOver: { requested: () => drains > 0 },
+    left: () => {
+      if (actors.size === 0 && emptied !== undefined) Deferred.unsafeDone(emptied, Effect.void)
+    },
+    drain: (grace) =>
+      Effect.acquireUseRelease(begin, (allGone) => Effect.map(Effect.timeoutOption(allGone, grace), Option.isSome), () => end)
+  }
+}

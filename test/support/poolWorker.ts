@@ -120,12 +120,13 @@ export interface WorkerProcess {
 
 const script = fileURLToPath(import.meta.url)
 
-/** Starts `poolWorker.ts URL OWNER SIDE` with `env` added to this process's environment. */
+/** Starts `poolWorker.ts URL OWNER SIDE` with `env` added to this process's environment; its output also goes to `logFile`. */
 export const startWorker = (
   url: string,
   owner: string,
   side: string,
-  env: Readonly<Record<string, string>> = {}
+  env: Readonly<Record<string, string>> = {},
+  logFile?: string
 ): WorkerProcess => {
   const proc = spawn(process.execPath, ["--import", "tsx", script, url, owner, side], {
     env: { ...process.env, TROUPE_TELEMETRY_ENABLED: "false", ...env },
@@ -134,6 +135,10 @@ export const startWorker = (
   let output = ""
   const listeners = new Set<() => void>()
   const changed = () => listeners.forEach((listener) => listener())
+  if (logFile !== undefined) {
+    proc.stdout!.on("data", (data: Buffer | string) => appendFileSync(logFile, data))
+    proc.stderr!.on("data", (data: Buffer | string) => appendFileSync(logFile, data))
+  }
   proc.stdout!.setEncoding("utf8").on("data", (data: string) => ((output += data), changed()))
   proc.stderr!.setEncoding("utf8").on("data", (data: string) => ((output += data), changed()))
   const exited = new Promise<number | NodeJS.Signals | null>((resolve) =>
