@@ -7,6 +7,7 @@
  */
 import { Layer } from "effect"
 import * as InProcessHost from "./actors/InProcessHost.js"
+import * as WorkerPool from "./actors/WorkerPool.js"
 import * as MemorySessionStore from "./layers/MemorySessionStore.js"
 import * as PgSessionStore from "./layers/PgSessionStore.js"
 import * as ScriptedModel from "./layers/ScriptedModel.js"
@@ -81,10 +82,14 @@ export const layerTest = (options: RuntimeOptions = {}): Layer.Layer<Services> =
 
 /**
  * Host options for a store other processes may share: their commands are
- * signalled (`StoreSignals`), and noticed within `inboxPoll` should a signal be lost.
+ * signalled (`StoreSignals`), and noticed within `inboxPoll` should a signal be lost;
+ * the host is one worker of their pool (`WorkerPool`): it claims runnable sessions
+ * every `WorkerPool.claimInterval` and takes its share of a burst.
  */
 export const sharedStoreHost = (host: InProcessHost.Options = {}): InProcessHost.Options => ({
   inboxPoll: "1 second",
+  pollInterval: WorkerPool.claimInterval(host.leaseTtl),
+  spread: true,
   ...host
 })
 

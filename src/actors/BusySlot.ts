@@ -17,6 +17,8 @@ export interface BusySlot {
   readonly give: Effect.Effect<void>
   /** Runs `effect` without the permit (it is parked), then takes it again. */
   readonly park: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Whether the permit is held now (false while a turn is parked). */
+  readonly held: () => boolean
 }
 
 /** A slot over the host's permits; given back when `scope` closes. */
@@ -35,6 +37,7 @@ export const make = (permits: Effect.Semaphore): Effect.Effect<BusySlot, never, 
     return {
       take,
       give,
-      park: (effect) => Effect.zipRight(give, Effect.zipLeft(effect, take))
+      park: (effect) => Effect.zipRight(give, Effect.zipLeft(effect, take)),
+      held: () => held
     }
   })

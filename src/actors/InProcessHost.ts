@@ -17,8 +17,7 @@ import {
   Exit,
   FiberSet,
   Layer,
-  Queue,
-  Schedule
+  Queue
 } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import { type InputId, type SessionId, ulid } from "../schema/Ids.js"
@@ -32,6 +31,7 @@ import * as Lock from "../internal/Lock.js"
 import * as SessionActor from "./SessionActor.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
 import * as Waiters from "../internal/Waiters.js"
+import * as WorkerPool from "./WorkerPool.js"
 
 /** Host tuning; every field has a default. */
 export interface Options {
@@ -45,8 +45,16 @@ export interface Options {
    * other process shares; `Troupe.layerSqlite` and `Troupe.layerPg` set 1 s).
    */
   readonly inboxPoll?: Duration.DurationInput | undefined
-  /** How often the store is asked for runnable sessions (default: the lease TTL). */
+  /**
+   * How often the store is asked for runnable sessions to claim (default: the lease TTL;
+   * `Troupe.sharedStoreHost` sets `WorkerPool.claimInterval`, at most a second).
+   */
   readonly pollInterval?: Duration.DurationInput | undefined
+  /**
+   * Whether this host is one worker of a pool sharing the store: it takes only its share of a
+   * burst of runnable sessions, so the pool splits them (default false: it takes all it can).
+   */
+  readonly spread?: boolean | undefined
   /** This host's lease owner name (default `host-<ulid>`). */
   readonly owner?: string | undefined
   /** Live-event buffer per session; a subscriber that falls further behind backfills from the store. */
@@ -82,11 +90,15 @@ export const make = (options: Options = {}) =>
     const liveBuffer = options.liveBuffer ?? 256
     const actors = yield* FiberSet.make<void>()
     const maxBusy = options.maxBusyActors ?? 64
-    const slots = yield* Effect.makeSemaphore(maxBusy)
+    const permits = WorkerPool.counted(yield* Effect.makeSemaphore(maxBusy))
+    const slots = permits.semaphore
     const entries = new Map<SessionId, Queue.Queue<void>>()
     const lock = Lock.make()
     // Who waits for a decision, by session, then by input.
     const waiters = new Map<SessionId, Waiters.Registry<InputId, Decision, Refusal>>()
+    // Draining: actors hand their sessions over, and no new one starts here.
+    const draining = WorkerPool.makeDraining(lock, entries)
+    const handOver = draining.handOver
 
     const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
       Effect.sync(() => waiters.get(sessionId)?.settle(inputId, exit))
@@ -125,6 +137,7 @@ export const make = (options: Options = {}) =>
           lock(Effect.suspend(() => {
             const current = entries.get(sessionId)
             if (current === wakes) entries.delete(sessionId)
+            draining.left()
             return settle && (current === undefined || current === wakes) ? settleAll(sessionId) : Effect.void
           }))
         const actor = SessionActor.run(sessionId, actorOptions, {
@@ -142,6 +155,7 @@ export const make = (options: Options = {}) =>
           wake: (other) => wake(other),
           expect,
           onLease: (held) => (held ? Effect.void : finish(true)),
+          handOver,
           mayPassivate: (lease) =>
             lock(Effect.gen(function*() {
               const pending = yield* store.readInbox(sessionId, { limit: 1 })
@@ -156,7 +170,8 @@ export const make = (options: Options = {}) =>
               ? Effect.void
               : Effect.logWarning("session actor stopped", cause).pipe(Effect.annotateLogs({ sessionId }))
           ),
-          Effect.onExit((exit) => finish(Exit.isFailure(exit))),
+          // A session handed over is decided elsewhere: its waiters here learn so.
+          Effect.onExit((exit) => finish(Exit.isFailure(exit) || handOver.requested())),
           Effect.provide(context),
           // An actor outlives whichever caller woke it: it must not inherit that caller's analytics preference.
           Telemetry.withExcluded(false)
@@ -167,20 +182,22 @@ export const make = (options: Options = {}) =>
     const wake = (sessionId: SessionId): Effect.Effect<void> =>
       lock(Effect.suspend(() => {
         const wakes = entries.get(sessionId)
-        return wakes === undefined ? start(sessionId) : Effect.asVoid(Queue.offer(wakes, undefined))
+        if (wakes !== undefined) return Effect.asVoid(Queue.offer(wakes, undefined))
+        // Draining: the command is safe in the store, for the pool's next claim.
+        return handOver.requested() ? settleAll(sessionId) : start(sessionId)
       }))
 
-    // Crash recovery and backstop: drive whatever the store says needs driving.
-    const recover = Effect.gen(function*() {
-      const runnable = yield* store.runnable({ limit: 1000 })
-      for (const sessionId of runnable) {
-        if (!entries.has(sessionId)) yield* wake(sessionId)
-      }
-    }).pipe(Effect.catchAll((error) => Effect.logWarning("recovery poll failed", error)))
-    yield* recover.pipe(
-      Effect.repeat(Schedule.spaced(Duration.decode(options.pollInterval ?? leaseTtl))),
-      Effect.forkScoped
-    )
+    // Crash recovery, the pool's claims, and the backstop: drive what the store says needs driving.
+    const member: WorkerPool.Member = {
+      store,
+      capacity: maxBusy,
+      busy: permits.busy,
+      isLocal: (sessionId) => entries.has(sessionId),
+      start: wake,
+      spread: options.spread ?? false,
+      paused: handOver.requested
+    }
+    yield* WorkerPool.claimLoop(member, Duration.decode(options.pollInterval ?? leaseTtl)).pipe(Effect.forkScoped)
 
     // A provider answered a callback through the inbox: its session's actor takes it from there.
     yield* Queue.take(broker.answered).pipe(Effect.flatMap(wake), Effect.forever, Effect.forkScoped)
@@ -190,12 +207,7 @@ export const make = (options: Options = {}) =>
       wake,
       live: events.live,
       turnEnded: events.turnEnded,
-      // Holding every busy slot at once means no actor is busy.
-      drain: (grace) =>
-        slots.withPermits(maxBusy)(Effect.void).pipe(
-          Effect.timeoutOption(grace),
-          Effect.map((done) => done._tag === "Some")
-        ),
+      drain: draining.drain,
       running: Effect.sync(() => [...entries.keys()])
     })
   })

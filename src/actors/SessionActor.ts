@@ -42,6 +42,7 @@ import * as RunningTurn from "./RunningTurn.js"
 import * as SessionState from "./SessionState.js"
 import * as SessionWriter from "./SessionWriter.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
+import * as WorkerPool from "./WorkerPool.js"
 
 /** How an actor is tuned. */
 export interface Options {
@@ -102,6 +103,11 @@ export interface Wiring {
    * while the rest wait with their commands safe in the inbox.
    */
   readonly slots: Effect.Semaphore
+  /**
+   * The host's request to hand the session over (it is draining): the actor
+   * stops, releasing its lease, as soon as no turn of it is busy. Never, when absent.
+   */
+  readonly handOver?: WorkerPool.Handover | undefined
 }
 
 /** Everything a running actor keeps between commands. */
@@ -173,10 +179,19 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const telemetry = yield* Telemetry.Telemetry
     const slot = yield* BusySlot.make(wiring.slots)
     yield* slot.take
+    // Started just before its host began to drain: the session is left to the pool.
+    if (wiring.handOver?.requested()) return yield* wiring.onLease(false)
     const acquired = yield* store.acquire(sessionId, options.owner, Duration.toMillis(options.leaseTtl))
     yield* wiring.onLease(Option.isSome(acquired))
     if (Option.isNone(acquired)) return
     const fatal = yield* Deferred.make<never, LeaseLost | StoreUnavailable>()
+    const handOver = wiring.handOver ?? WorkerPool.neverHandsOver
+    // Handing over, a busy turn stops itself at its next step boundary: the next owner goes on from there.
+    let stoppedForHandover = false
+    const stopForHandover = Effect.suspend(() => {
+      stoppedForHandover = true
+      return Effect.interrupt
+    })
     const { handedBack, lease } = yield* holdLease(acquired.value, options.leaseTtl, fatal)
     // Watched from before the first inbox read, so a push from another process in between is signalled.
     const changes = yield* wiring.changes
@@ -218,7 +233,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       toolPolicy: options.toolPolicy,
       epoch: acquired.value.epoch,
       state: () => actor.state,
-      commit: (records) => exclusive(writer.append(records, [])).pipe(Effect.catchAll(() => Effect.interrupt)),
+      commit: (records) =>
+        exclusive(writer.append(records, [])).pipe(
+          Effect.catchAll(() => Effect.interrupt),
+          Effect.tap(() => (handOver.requested() && WorkerPool.isStepBoundary(records) ? stopForHandover : Effect.void))
+        ),
       broadcast: wiring.broadcast,
       answers: (callbackId) => {
         let answer = actor.answers.get(callbackId)
@@ -279,16 +298,23 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         Effect.forkScoped
       )
     }
+    // While handing over, a busy turn is looked at often: parking it wakes nobody.
+    const nextWake = Effect.suspend(() =>
+      handOver.requested() ? Effect.ignore(Effect.timeout(Queue.take(wiring.wakes), "50 millis")) : Queue.take(wiring.wakes)
+    )
     const loop = Effect.gen(function*() {
       for (;;) {
+        // Handing over: the pending inbox stays for the next owner; the scope's end releases the lease.
+        if (stoppedForHandover || (handOver.requested() && (actor.running === undefined || !slot.held()))) return
         if (yield* drain) continue
         if (actor.running !== undefined) {
-          yield* Queue.take(wiring.wakes)
+          yield* nextWake
           continue
         }
         // Idle: let another actor work while this one waits.
         yield* slot.give
         const woke = yield* Queue.take(wiring.wakes).pipe(Effect.timeout(options.idleTimeout), Effect.option)
+        if (handOver.requested()) return
         if (Option.isNone(woke) && actor.running === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) {
           // The host released the lease as it agreed.
           handedBack.value = true

@@ -8,10 +8,11 @@
  * `daemon.started`; a failure emits `daemon.failed` with its category and
  * exits non-zero with one line saying why. On SIGINT or SIGTERM (or when the
  * stdio peer leaves) it stops accepting (the listeners close, connections
- * end), waits up to `--grace` for running turns to finish or park
- * (`SessionHost.drain`), then closes the host (actors release their leases)
- * and the store, and exits 0. Parked and unfinished turns resume on the next
- * start. A second signal exits at once.
+ * end) and hands its sessions over (`SessionHost.drain`): a session with no
+ * busy turn is released at once, a busy one when its turn finishes or parks,
+ * within `--grace`; then it closes the host (the remaining actors release
+ * their leases) and the store, and exits 0. Another worker on the store, or
+ * the next start, takes the sessions up. A second signal exits at once.
  *
  * @since 0.1.0
  */
@@ -89,7 +90,7 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
       const missing = ModelOption.missingDefault(model, agents)
       if (Option.isSome(missing)) yield* out.note(`troupe: warning: ${missing.value}; their turns will fail`)
 
-      const runtime = yield* Setup.runtime(resolved, telemetry)
+      const runtime = yield* Setup.runtime(resolved, telemetry, { leaseTtl: o.leaseTtl, maxBusyActors: o.maxBusy })
       const host = Context.get(runtime, SessionHost)
       // Registered between the runtime and the server, so on the way out it runs after the
       // listeners have closed and before the host and the store do.

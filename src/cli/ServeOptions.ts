@@ -85,6 +85,16 @@ export const options = {
       })
     )
   ),
+  leaseTtl: durationOption(
+    "lease-ttl",
+    "How long a session's lease outlives a worker that stopped renewing it (killed, paused): another worker sharing the store takes the session over after it (default 15s).",
+    "15s"
+  ),
+  maxBusy: limitOption(
+    "max-busy",
+    "Sessions this daemon drives at once; a worker of a pool that is full claims no more (default 64).",
+    64
+  ),
   authTimeout: durationOption(
     "auth-timeout",
     "How long a client that must authenticate (TCP) has to send a valid token before it is closed (default 10s).",

@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import { type Context, Effect, Layer, Option, type Scope } from "effect"
+import type * as InProcessHost from "../actors/InProcessHost.js"
 import * as EnvTelemetry from "../layers/EnvTelemetry.js"
 import type { Agent } from "../schema/Agent.js"
 import type { FailureCategory } from "../schema/ProductEvent.js"
@@ -66,15 +67,16 @@ export const resolve = (choices: Choices): Effect.Effect<Resolved, SetupFailure>
     return { store, model, agents, fromFile: Option.isSome(choices.agents) }
   })
 
-/** The runtime over the resolved store and model, built in the scope; a store that cannot be opened is exit 5. */
+/** The runtime over the resolved store and model (and `host` tuning), built in the scope; a store that cannot be opened is exit 5. */
 export const runtime = (
   resolved: Resolved,
-  telemetry: Context.Context<Telemetry>
+  telemetry: Context.Context<Telemetry>,
+  host: InProcessHost.Options = {}
 ): Effect.Effect<Context.Context<Troupe.Services>, SetupFailure, Scope.Scope> =>
   Layer.build(
     Troupe.layer(StoreOption.layer(resolved.store), {
       // A daemon and `troupe run` may share a file or a database: each notices the other's commands.
-      host: resolved.store.kind === "memory" ? undefined : Troupe.sharedStoreHost(),
+      host: resolved.store.kind === "memory" ? host : Troupe.sharedStoreHost(host),
       signals: StoreOption.signalsLayer(resolved.store),
       model: resolved.model.layer,
       // The built-in agents' tools run here; agents from a file have client tools only.

@@ -141,10 +141,12 @@ export class SessionHost extends Context.Tag("troupe/SessionHost")<
      */
     readonly turnEnded: (turnId: TurnId) => Effect.Effect<Interest<TurnEnded>>
     /**
-     * Waits, at most `grace`, until no turn here is busy: every running turn
-     * finished or parked (on a callback, or waiting for the user). A daemon
-     * shutting down calls it after it stops accepting work, then closes the
-     * host: parked turns resume on the next start. True if it got there in time.
+     * Hands this host's sessions over, waiting at most `grace`: while it
+     * runs, no actor starts here and each one stops (releasing its lease) as
+     * soon as its turn is not busy (finished, or parked on a callback or on
+     * the user). A daemon shutting down calls it after it stops accepting
+     * work, then closes the host: another worker, or the next start, takes
+     * the sessions up. True if every actor stopped in time.
      */
     readonly drain: (grace: Duration.DurationInput) => Effect.Effect<boolean>
     /** The sessions whose actors run here now. */

@@ -58,7 +58,7 @@ describe("the troupe command line", () => {
       for (
         const option of [
           "--store", "--name", "--socket", "--tcp", "--stdio", "--agents", "--tokens", "--model", "--grace",
-          "--auth-timeout", "--idle-timeout", "--max-connections", "--max-unauthenticated"
+          "--auth-timeout", "--idle-timeout", "--max-connections", "--max-unauthenticated", "--lease-ttl", "--max-busy"
         ]
       ) {
         assert.include(serve.stdout, option)

@@ -1,0 +1,254 @@
+/**
+ * A host as one worker of a pool sharing a store (several `troupe serve`
+ * processes on one PostgreSQL database, or on one SQLite file): how it claims
+ * the runnable sessions nobody drives, spreads them over the pool, and hands
+ * its own over when it stops. Decision 0013 gives the reasons.
+ *
+ * - **Claiming.** Every `claimInterval` (jittered, so the pool's members do
+ *   not tick in step) a worker with free busy slots asks the store for
+ *   runnable sessions (pending inbox items or a turn to resume, lease free or
+ *   expired) and starts actors for some of them; each actor acquires the
+ *   lease, so of two workers claiming one session exactly one gets it. A full
+ *   worker claims nothing: it does not even start actors that would wait.
+ * - **Spreading.** A worker takes half of what it sees (at least one) while
+ *   another worker is seen claiming too, so a burst (a dead worker's
+ *   sessions) is split over the pool instead of going to whoever ticks first;
+ *   a worker that sees nobody else claim takes all it can at its next tick.
+ * - **Handing over.** A draining worker stops claiming, starts no actor for
+ *   a wake, and asks its actors to hand their sessions over: an actor with no
+ *   busy turn (idle, or its turn parked on a callback or on the user)
+ *   releases its lease at once, a busy one as soon as its turn ends, parks,
+ *   or reaches a step boundary.
+ *   A busy turn stops itself at its next step boundary (`isStepBoundary`:
+ *   a tool's outcome committed, nothing in flight), so the next owner goes
+ *   on from there without calling a tool or the model again. The store's
+ *   release is epoch-checked, and the pool's next tick takes the sessions
+ *   up: no one waits for a TTL.
+ *
+ * @since 0.1.0
+ */
+import { Deferred, Duration, Effect, FiberId, Option, Queue, Random } from "effect"
+import type { SessionId } from "../schema/Ids.js"
+import type { RecordBody } from "../schema/Record.js"
+import type * as Lock from "../internal/Lock.js"
+import type { SessionStore } from "../services/SessionStore.js"
+
+/** How often a worker on a shared store looks for sessions to claim: a second, or half the lease TTL when that is shorter. */
+export const claimInterval = (leaseTtl: Duration.DurationInput | undefined): Duration.Duration =>
+  Duration.min(Duration.seconds(1), Duration.times(Duration.decode(leaseTtl ?? "15 seconds"), 0.5))
+
+/** What one claim tick saw, kept for the next. */
+export interface Seen {
+  /** Candidates this worker saw and left to others. */
+  readonly left: ReadonlySet<SessionId>
+}
+
+/** A worker that has not ticked yet has seen nothing. */
+export const nothingSeen: Seen = { left: new Set() }
+
+/**
+ * How many of `candidates` (runnable, not driven here) to claim with `free`
+ * slots: with `spread`, half of them (at least one) on a first look or while
+ * another worker was seen claiming (a candidate left last time is gone, and
+ * not to this worker), else all; never more than `free`.
+ */
+export const share = (
+  candidates: ReadonlyArray<SessionId>,
+  free: number,
+  seen: Seen,
+  isLocal: (id: SessionId) => boolean,
+  spread: boolean
+): number => {
+  if (free <= 0 || candidates.length === 0) return 0
+  if (!spread) return Math.min(free, candidates.length)
+  const now = new Set(candidates)
+  const othersClaim = [...seen.left].some((id) => !now.has(id) && !isLocal(id))
+  const wanted = othersClaim || seen.left.size === 0 ? Math.ceil(candidates.length / 2) : candidates.length
+  return Math.min(free, wanted)
+}
+
+/** A semaphore that knows how many of its permits are taken or waited for: the worker's load. */
+export interface CountedSemaphore {
+  readonly semaphore: Effect.Semaphore
+  /** Permits held or waited for right now. */
+  readonly busy: () => number
+}
+
+/** Wraps `semaphore` so that its load can be read. */
+export const counted = (semaphore: Effect.Semaphore): CountedSemaphore => {
+  let held = 0
+  let waiting = 0
+  const take = (permits: number) =>
+    Effect.suspend(() => {
+      waiting += permits
+      return semaphore.take(permits).pipe(
+        Effect.tap(() => Effect.sync(() => (held += permits))),
+        Effect.ensuring(Effect.sync(() => (waiting -= permits)))
+      )
+    })
+  const release = (permits: number) =>
+    Effect.suspend(() => {
+      held -= permits
+      return semaphore.release(permits)
+    })
+  return {
+    busy: () => held + waiting,
+    semaphore: {
+      resize: semaphore.resize,
+      take,
+      release,
+      releaseAll: Effect.suspend(() => {
+        held = 0
+        return semaphore.releaseAll
+      }),
+      withPermits: (permits) => (self) => Effect.acquireUseRelease(take(permits), () => self, () => release(permits)),
+      withPermitsIfAvailable: (permits) => (self) =>
+        Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(
+            semaphore.withPermitsIfAvailable(permits)(Effect.sync(() => (held += permits))),
+            (got) =>
+              Option.isNone(got)
+                ? Effect.succeed(Option.none())
+                : restore(self).pipe(
+                  Effect.map(Option.some),
+                  Effect.ensuring(Effect.sync(() => (held -= permits)))
+                )
+          )
+        )
+    }
+  }
+}
+
+/** What the claimer needs of its host. */
+export interface Member {
+  readonly store: SessionStore["Type"]
+  /** The host's `maxBusyActors`. */
+  readonly capacity: number
+  /** Busy slots held or waited for. */
+  readonly busy: () => number
+  /** Whether an actor for the session runs here already. */
+  readonly isLocal: (sessionId: SessionId) => boolean
+  /** Starts an actor for the session (it acquires the lease, or stops when another worker has it). */
+  readonly start: (sessionId: SessionId) => Effect.Effect<void>
+  /** Whether to take only a share of a burst (`share`). */
+  readonly spread: boolean
+  /** While true (the host is draining), nothing is claimed. */
+  readonly paused: () => boolean
+}
+
+/** Fisher–Yates on a copy, so that the pool's members try different sessions first. */
+const shuffled = <A>(items: ReadonlyArray<A>) =>
+  Effect.gen(function*() {
+    const out = [...items]
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = yield* Random.nextIntBetween(0, i + 1)
+      const t = out[i]!
+      out[i] = out[j]!
+      out[j] = t
+    }
+    return out
+  })
+
+/** What one claim tick saw, and whether free slots ran out before the candidates did. */
+export interface Tick {
+  readonly seen: Seen
+  readonly full: boolean
+}
+
+/** One claim tick: starts actors for this worker's share of the runnable sessions. */
+export const claimOnce = (member: Member, seen: Seen): Effect.Effect<Tick> =>
+  Effect.gen(function*() {
+    const free = member.capacity - member.busy()
+    if (member.paused()) return { seen, full: false }
+    // A full worker takes nothing, and asks the store nothing.
+    if (free <= 0) return { seen, full: true }
+    const runnable = yield* member.store.runnable({ limit: Math.min(1000, 2 * member.capacity) })
+    const candidates = yield* shuffled(runnable.filter((id) => !member.isLocal(id)))
+    const take = share(candidates, free, seen, member.isLocal, member.spread)
+    for (const sessionId of candidates.slice(0, take)) yield* member.start(sessionId)
+    return { seen: { left: new Set(candidates.slice(take)) }, full: take === free && candidates.length > take }
+  }).pipe(
+    Effect.catchAll((error) => Effect.as(Effect.logWarning("claiming runnable sessions failed", error), { seen, full: false }))
+  )
+
+/**
+ * Claims forever, every `interval` (±25 % with `spread`, so the pool's
+ * members drift apart); while slots are the limit, every 50 ms, so a slot given back is
+ * used soon (a full worker's tick reads nothing from the store).
+ */
+export const claimLoop = (member: Member, interval: Duration.Duration): Effect.Effect<never> =>
+  Effect.gen(function*() {
+    let seen = nothingSeen
+    const millis = Duration.toMillis(interval)
+    for (;;) {
+      const tick = yield* claimOnce(member, seen)
+      seen = tick.seen
+      const pause = tick.full
+        ? Math.min(50, millis)
+        : member.spread
+        ? millis * (0.75 + 0.5 * (yield* Random.next))
+        : millis
+      yield* Effect.sleep(Duration.millis(pause))
+    }
+  })
+
+/**
+ * A host's request that its actors hand their sessions over (it is draining).
+ * The host wakes every actor when it asks, so an actor looks at it after each wake.
+ */
+export interface Handover {
+  /** Whether it was asked for. */
+  readonly requested: () => boolean
+}
+
+/**
+ * Whether a turn's commit of `records` ends a step: it records a tool's
+ * outcome and opens nothing after it, so no call is in flight. A turn stopped
+ * right after it loses nothing (the next owner reuses every receipt and goes
+ * on with the next call); one stopped elsewhere would leave a tool's outcome
+ * unknown or a model call to be made again.
+ */
+export const isStepBoundary = (records: ReadonlyArray<RecordBody>): boolean =>
+  records.length > 0 && records[records.length - 1]!._tag === "operation_completed"
+
+/** The handover of a host that never drains. */
+export const neverHandsOver: Handover = { requested: () => false }
+
+/** A host's draining: its handover request while a drain runs, and the drain itself. */
+export interface Draining {
+  readonly handOver: Handover
+  /** The host calls it, under its lock, when an actor has gone from `actors`. */
+  readonly left: () => void
+  /**
+   * `SessionHost.drain`: asks for the handover, wakes every actor to look at
+   * it, and waits at most `grace` until none is left; true if none is.
+   */
+  readonly drain: (grace: Duration.DurationInput) => Effect.Effect<boolean>
+}
+
+/** The draining of a host whose live actors are `actors` (their wake-up queues), guarded by `lock`. */
+export const makeDraining = (lock: Lock.Exclusive, actors: ReadonlyMap<SessionId, Queue.Queue<void>>): Draining => {
+  let drains = 0
+  let emptied: Deferred.Deferred<void> | undefined
+  const begin = lock(Effect.suspend(() => {
+    drains++
+    if (actors.size === 0) return Effect.succeed(Effect.void)
+    const done = emptied ?? (emptied = Deferred.unsafeMake<void>(FiberId.none))
+    return Effect.as(
+      Effect.forEach(actors.values(), (wakes) => Queue.offer(wakes, undefined), { discard: true }),
+      Deferred.await(done)
+    )
+  }))
+  const end = Effect.sync(() => {
+    drains--
+    if (drains === 0) emptied = undefined
+  })
+  return {
+    handOver: { requested: () => drains > 0 },
+    left: () => {
+      if (actors.size === 0 && emptied !== undefined) Deferred.unsafeDone(emptied, Effect.void)
+    },
+    drain: (grace) =>
+      Effect.acquireUseRelease(begin, (allGone) => Effect.map(Effect.timeoutOption(allGone, grace), Option.isSome), () => end)
+  }
+}

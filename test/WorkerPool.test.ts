@@ -1,0 +1,325 @@
+/**
+ * The pool of workers on one store (src/actors/WorkerPool.ts, decision 0013).
+ *
+ * First the share a worker claims of a burst, as a pure rule. Then three real
+ * worker processes on one PostgreSQL database (test/support/poolWorker.ts: the
+ * runtime `troupe serve` builds on a shared store, a slow scripted model and a
+ * `step` tool that report every call to a side file, so "run once" is
+ * observed outside the runtime), driven through the store as a client would:
+ * - spread: six sessions made runnable at once are not all driven by one worker;
+ * - SIGKILL of the owner inside a model call: another worker finishes the
+ *   turn within TTL + 2 s, every step ran exactly once, the turn ended once;
+ * - SIGSTOP of the owner: another worker takes the turn over after the TTL;
+ *   SIGCONT'd, the old owner stops with LeaseLost and writes nothing (no
+ *   record of its model call reaches the log, no step or model call of it
+ *   follows);
+ * - SIGTERM: the draining owner hands its session over at once; another
+ *   worker continues it well before the TTL, and the drained worker exits 0.
+ */
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Context, Duration, Effect, Exit, Layer, ManagedRuntime, Schedule, Schema, Scope } from "effect"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as WorkerPool from "../src/actors/WorkerPool.js"
+import * as PgSessionStore from "../src/layers/PgSessionStore.js"
+import { Agent, ModelRef, ToolSpec } from "../src/schema/Agent.js"
+import type { SessionId } from "../src/schema/Ids.js"
+import { LogRecord } from "../src/schema/Record.js"
+import { SessionHost } from "../src/services/SessionHost.js"
+import { Sessions } from "../src/services/Sessions.js"
+import { SessionStore } from "../src/services/SessionStore.js"
+import * as Toolkit from "../src/services/Toolkit.js"
+import * as Troupe from "../src/Troupe.js"
+import { message, principal } from "./support/fixtures.js"
+import { readSide, type SideLine, startWorker, step, stepModel, type WorkerProcess } from "./support/poolWorker.js"
+import { availability, freshSchema } from "./support/postgres.js"
+
+const ids = (...names: Array<string>) => names as Array<SessionId>
+
+describe("WorkerPool.share", () => {
+  const none = () => false
+  it("takes everything it can when it is not spreading, never more than its free slots", () => {
+    const candidates = ids("a", "b", "c", "d", "e")
+    assert.strictEqual(WorkerPool.share(candidates, 64, WorkerPool.nothingSeen, none, false), 5)
+    assert.strictEqual(WorkerPool.share(candidates, 2, WorkerPool.nothingSeen, none, false), 2)
+    assert.strictEqual(WorkerPool.share(candidates, 0, WorkerPool.nothingSeen, none, false), 0)
+    assert.strictEqual(WorkerPool.share([], 8, WorkerPool.nothingSeen, none, true), 0)
+  })
+
+  it("spreading: half of a burst (at least one) on a first look, and while another worker is seen claiming", () => {
+    assert.strictEqual(WorkerPool.share(ids("a", "b", "c", "d", "e", "f"), 64, WorkerPool.nothingSeen, none, true), 3)
+    assert.strictEqual(WorkerPool.share(ids("a"), 64, WorkerPool.nothingSeen, none, true), 1)
+    // Left last time: d, e, f. Now e and f are gone, not to this worker: another one claims.
+    const seen = { left: new Set(ids("d", "e", "f")) }
+    assert.strictEqual(WorkerPool.share(ids("d", "g", "h"), 64, seen, none, true), 2)
+    assert.strictEqual(WorkerPool.share(ids("d", "g", "h"), 1, seen, none, true), 1)
+  })
+
+  it("spreading: all of it once nobody else took what it left, or what went was taken here", () => {
+    const seen = { left: new Set(ids("d", "e", "f")) }
+    assert.strictEqual(WorkerPool.share(ids("d", "e", "f", "g"), 64, seen, none, true), 4)
+    // e went to this worker (through a push): that is not another worker claiming.
+    assert.strictEqual(WorkerPool.share(ids("d", "f", "g"), 64, seen, (id) => id === "e", true), 3)
+    assert.strictEqual(WorkerPool.share(ids("d", "f", "g"), 2, seen, (id) => id === "e", true), 2)
+  })
+})
+
+describe("two hosts on one SQLite file", () => {
+  const hostOn = (filename: string, owner: string, side: string, scope: Scope.Scope) =>
+    Layer.buildWithScope(
+      Troupe.layerSqlite({ filename }, {
+        model: stepModel(owner, side, 300),
+        tools: Toolkit.layer([step(owner, side)]),
+        host: { owner, leaseTtl: "10 seconds" }
+      }),
+      scope
+    ).pipe(Effect.map((context) => ({ sessions: Context.get(context, Sessions), host: Context.get(context, SessionHost) })))
+
+  const serverStep = new Agent({ name: "stepper", instructions: "x", model: new ModelRef({ name: "scripted" }), tools: [step("spec", "").spec] })
+  const clientStep = new Agent({
+    name: "asker",
+    instructions: "x",
+    model: new ModelRef({ name: "scripted" }),
+    tools: [new ToolSpec({ ...step("spec", "").spec, client: true })]
+  })
+
+  it.scopedLive("a draining host hands a parked session over at once, and a busy one at its next step boundary", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "troupe-pool-sqlite-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const filename = join(dir, "shared.db")
+      const side = join(dir, "side")
+      const lines = () => (existsSync(side) ? readSide(readFileSync(side, "utf8")) : [])
+      const waitFor = <A>(find: () => A | undefined) =>
+        Effect.suspend(() => {
+          const found = find()
+          return found === undefined ? Effect.fail("not yet" as const) : Effect.succeed(found)
+        }).pipe(Effect.retry(Schedule.spaced("20 millis")), Effect.timeout("20 seconds"))
+      const scopeA = yield* Scope.make()
+      const a = yield* hostOn(filename, "a", side, scopeA)
+      const b = yield* hostOn(filename, "b", side, yield* Effect.scope)
+      const me = principal()
+
+      // Parked on A: a client tool's callback is open.
+      const parked = yield* a.sessions.create(me, { agent: clientStep })
+      const asked = yield* a.sessions.send(me, parked.id, { text: "steps 1" })
+      const callback = yield* b.sessions.callbacks(me, parked.id).pipe(
+        Effect.flatMap((open) => (open.length > 0 ? Effect.succeed(open[0]!) : Effect.fail("none yet" as const))),
+        Effect.retry(Schedule.spaced("20 millis")),
+        Effect.timeout("20 seconds")
+      )
+      // Busy on A: inside the second model call of three steps.
+      const busy = yield* a.sessions.create(me, { agent: serverStep })
+      yield* a.sessions.send(me, busy.id, { text: "steps 3" })
+      yield* waitFor(() => lines().find((line) => line.sessionId === busy.id && line.kind === "model" && line.n === 2))
+
+      const [elapsed, drained] = yield* Effect.timed(a.host.drain("10 seconds"))
+      assert.isTrue(drained)
+      // The model call (300 ms) and its step finished first; the grace period did not run out.
+      assert.isBelow(Duration.toMillis(elapsed), 5000)
+      yield* Scope.close(scopeA, Exit.void)
+
+      // B claims both within its claim interval (a second, ±25 %) and goes on.
+      yield* b.sessions.answerCallback(me, parked.id, { callbackId: callback.callbackId, result: { output: 1 } })
+      const first = yield* b.sessions.awaitTurn(me, parked.id, asked.turnId!)
+      assert.strictEqual(first.output, "done@b")
+      yield* waitFor(() => lines().find((line) => line.sessionId === busy.id && line.kind === "model" && line.n === 4))
+      assert.deepStrictEqual(
+        lines().filter((line) => line.sessionId === busy.id).map((line) => `${line.kind} ${line.n} ${line.owner}`),
+        ["model 1 a", "tool 1 a", "model 2 a", "tool 2 a", "model 3 b", "tool 3 b", "model 4 b"],
+        "handed over between steps: no call made twice"
+      )
+      assert.deepStrictEqual(
+        lines().filter((line) => line.sessionId === parked.id).map((line) => `${line.kind} ${line.n} ${line.owner}`),
+        ["model 1 a", "model 2 b"],
+        "the parked turn went on on b with the answer"
+      )
+    }), 40_000)
+})
+
+const pg = await availability()
+
+const TTL = 3000
+const MODEL_MS = 600
+
+if (pg.run) {
+  const { drop, url } = await freshSchema()
+  const dir = mkdtempSync(join(tmpdir(), "troupe-pool-"))
+  const side = join(dir, "side")
+  const store = ManagedRuntime.make(PgSessionStore.layer({ url, maxConnections: 2 }))
+  const workers: Array<WorkerProcess> = []
+  afterAll(async () => {
+    for (const worker of workers) {
+      if (worker.proc.exitCode === null && worker.proc.signalCode === null) {
+        worker.proc.kill("SIGCONT")
+        worker.proc.kill("SIGKILL")
+      }
+    }
+    await store.dispose()
+    await drop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  const me = principal()
+  const agent = new Agent({
+    name: "stepper",
+    instructions: "Do the steps.",
+    model: new ModelRef({ name: "scripted" }),
+    tools: [step("spec", side).spec]
+  })
+
+  /** A new session whose turn does `steps` steps: pushed, for the pool to claim. */
+  const submit = (steps: number) =>
+    store.runPromise(Effect.gen(function*() {
+      const sessions = yield* SessionStore
+      const session = yield* sessions.create({ principal: me, agent })
+      yield* sessions.push(session.id, message(`steps ${steps}`))
+      return session.id
+    }))
+
+  const sideLines = (): ReadonlyArray<SideLine> => (existsSync(side) ? readSide(readFileSync(side, "utf8")) : [])
+  const of = (sessionId: SessionId) => sideLines().filter((line) => line.sessionId === sessionId)
+
+  const until = async <A>(what: string, find: () => A | undefined, timeoutMs = 30_000): Promise<A> => {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      const found = find()
+      if (found !== undefined) return found
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${workers.map((w) => `--- ${w.owner}\n${w.output()}`).join("\n")}`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
+
+  /** The session's log, encoded (the owner marks `@wN` are in the model results). */
+  const logOf = (sessionId: SessionId) =>
+    store.runPromise(Effect.map(
+      SessionStore.pipe(Effect.flatMap((s) => s.readLog(sessionId, { limit: 10_000 }))),
+      (page) => page.records.map((record) => ({ tag: record.body._tag, json: JSON.stringify(Schema.encodeSync(LogRecord)(record)) }))
+    ))
+
+  const ended = async (sessionId: SessionId) => {
+    const deadline = Date.now() + 30_000
+    for (;;) {
+      const log = await logOf(sessionId)
+      if (log.some((r) => r.tag === "turn_ended")) return log
+      if (Date.now() > deadline) throw new Error(`${sessionId}: no turn_ended\n${JSON.stringify(of(sessionId))}`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+
+  /** Every step of the turn ran exactly once, and the turn started and ended once, completed by `by`. */
+  const assertDoneOnce = (log: ReadonlyArray<{ tag: string; json: string }>, sessionId: SessionId, steps: number, by: string) => {
+    const tools = of(sessionId).filter((line) => line.kind === "tool").map((line) => line.n)
+    assert.deepStrictEqual(tools, Array.from({ length: steps }, (_, i) => i + 1), "each step once, in order")
+    assert.strictEqual(log.filter((r) => r.tag === "turn_started").length, 1)
+    const ends = log.filter((r) => r.tag === "turn_ended")
+    assert.strictEqual(ends.length, 1)
+    assert.include(ends[0]!.json, `"completed"`)
+    assert.include(ends[0]!.json, `done@${by}`)
+  }
+
+  /** The first model call `n` of the session, and its owner. */
+  const modelCall = (sessionId: SessionId, n: number, not?: string) =>
+    until(`model call ${n} of ${sessionId}`, () =>
+      of(sessionId).find((line) => line.kind === "model" && line.n === n && line.owner !== not))
+
+  const worker = (owner: string) => workers.find((w) => w.owner === owner)!
+
+  describe("three worker processes on one PostgreSQL database", () => {
+    it("spread, SIGKILL, SIGSTOP and SIGTERM of the owner: sessions move, nothing is lost or done twice", async () => {
+      // Migrate once, before three processes would race to.
+      await store.runPromise(Effect.flatMap(SessionStore, (s) => s.now))
+      for (const owner of ["w1", "w2", "w3"]) {
+        workers.push(startWorker(url, owner, side, {
+          POOL_TTL_MS: String(TTL),
+          POOL_CLAIM_MS: "300",
+          POOL_GRACE_MS: "10000",
+          POOL_MODEL_MS: String(MODEL_MS)
+        }))
+      }
+      await Promise.all(workers.map((w) => w.waitFor(`READY ${w.owner}`, 60_000)))
+
+      // Spread: six sessions runnable at once go to more than one worker.
+      const burst = await Promise.all(Array.from({ length: 6 }, () => submit(1)))
+      const owners = await Promise.all(burst.map(async (id) => (await modelCall(id, 1)).owner))
+      for (const id of burst) assertDoneOnce(await ended(id), id, 1, (await modelCall(id, 2)).owner)
+      const counts = new Map<string, number>()
+      for (const owner of owners) counts.set(owner, (counts.get(owner) ?? 0) + 1)
+      console.log(`spread of 6 sessions: ${JSON.stringify(Object.fromEntries(counts))}`)
+      assert.isAtLeast(counts.size, 2, `not all on one worker: ${JSON.stringify(owners)}`)
+
+      // SIGKILL inside the second model call: another worker makes it again and finishes the turn.
+      const killed = await submit(4)
+      const doomed = await modelCall(killed, 2)
+      worker(doomed.owner).proc.kill("SIGKILL")
+      const killedAt = Date.now()
+      const taken = await modelCall(killed, 2, doomed.owner)
+      console.log(`SIGKILL: model call 2 again on ${taken.owner} after ${taken.at - killedAt} ms (TTL ${TTL} ms)`)
+      assert.isBelow(taken.at - killedAt, TTL + 2000)
+      assertDoneOnce(await ended(killed), killed, 4, taken.owner)
+      assert.deepStrictEqual(
+        of(killed).filter((line) => line.kind === "tool").map((line) => line.owner),
+        [doomed.owner, taken.owner, taken.owner, taken.owner],
+        "step 1 before the kill, the others after"
+      )
+      assert.strictEqual(await worker(doomed.owner).exited, "SIGKILL")
+
+      // SIGSTOP inside the second model call (after its start was committed): the other worker takes over after the TTL.
+      const paused = await submit(3)
+      const frozen = await modelCall(paused, 2)
+      await new Promise((resolve) => setTimeout(resolve, 150))
+      const old = worker(frozen.owner)
+      old.proc.kill("SIGSTOP")
+      const stoppedAt = Date.now()
+      const successor = await modelCall(paused, 2, frozen.owner)
+      // The lease had between two thirds of its TTL and all of it to run (renewed every third): it was waited out.
+      assert.isAtLeast(successor.at - stoppedAt, TTL / 3, "a live lease is not taken")
+      assert.isBelow(successor.at - stoppedAt, TTL + 2000 + MODEL_MS)
+      const log = await ended(paused)
+      assertDoneOnce(log, paused, 3, successor.owner)
+      // Woken up, the old owner finds its lease gone and stops: nothing more of it reaches the log or the side file.
+      const before = sideLines().length
+      old.proc.kill("SIGCONT")
+      await old.waitFor("LeaseLost", 15_000)
+      await new Promise((resolve) => setTimeout(resolve, MODEL_MS + 300))
+      const after = sideLines().slice(before)
+      assert.deepStrictEqual(after.filter((line) => line.owner === frozen.owner), [], "no step or model call after SIGCONT")
+      const final = await logOf(paused)
+      assert.strictEqual(final.length, log.length, "nothing was appended after the turn ended")
+      assert.isTrue(final.some((r) => r.json.includes(`s1@${frozen.owner}`)), "its first model result is in the log")
+      assert.isFalse(
+        final.some((r) => new RegExp(`(s2|s3|done)@${frozen.owner}`).test(r.json)),
+        "no model result of the paused owner after its first call"
+      )
+      console.log(`SIGSTOP: model call 2 again on ${successor.owner} after ${successor.at - stoppedAt} ms`)
+
+      // SIGTERM inside the second model call: the draining owner lets the call and its step finish, stops the
+      // turn at that step boundary and releases the lease; another worker goes on with call 3, well before the TTL.
+      const drained = await submit(3)
+      const leaving = await modelCall(drained, 2)
+      const draining = worker(leaving.owner)
+      draining.proc.kill("SIGTERM")
+      const termAt = Date.now()
+      const heir = await until("another worker on the drained session", () =>
+        of(drained).find((line) => line.kind === "model" && line.owner !== leaving.owner))
+      console.log(`SIGTERM: model call ${heir.n} on ${heir.owner} after ${heir.at - termAt} ms (TTL ${TTL} ms)`)
+      assert.isBelow(heir.at - termAt, TTL, "handed over, not left to expire")
+      assertDoneOnce(await ended(drained), drained, 3, heir.owner)
+      assert.deepStrictEqual(
+        of(drained).map((line) => `${line.kind} ${line.n} ${line.owner}`),
+        [
+          `model 1 ${leaving.owner}`, `tool 1 ${leaving.owner}`, `model 2 ${leaving.owner}`, `tool 2 ${leaving.owner}`,
+          `model 3 ${heir.owner}`, `tool 3 ${heir.owner}`, `model 4 ${heir.owner}`
+        ],
+        "handed over between steps: no call made twice"
+      )
+      assert.strictEqual(await draining.exited, 0)
+      assert.include(draining.output(), "DRAINED true")
+    }, 150_000)
+  })
+} else {
+  describe.skip(`three worker processes on one PostgreSQL database (${pg.reason})`, () => {
+    it("needs a PostgreSQL server", () => {})
+  })
+}
