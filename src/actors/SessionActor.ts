@@ -280,24 +280,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     if (actor.state.lastEnd !== undefined && actor.session.parentId !== null) {
       yield* FiberSet.run(background, SessionWriter.deliverResult({ store, wake: wiring.wake }, actor.session, actor.state.lastEnd))
     }
-    // A command pushed through another process is signalled by the store (StoreSignals)…
-    yield* Queue.take(changes).pipe(
-      Effect.flatMap((signal) =>
-        signal._tag === "Inbox" || signal._tag === "Missed" ? Queue.offer(wiring.wakes, undefined) : Effect.void
-      ),
-      Effect.forever,
-      Effect.forkScoped
-    )
-    // …and, as the backstop for a lost signal, the inbox is looked at again every `inboxPoll`.
-    if (options.inboxPoll !== undefined) {
-      yield* store.readInbox(sessionId, { limit: 1 }).pipe(
-        Effect.flatMap((items) => (items.length > 0 ? Queue.offer(wiring.wakes, undefined) : Effect.void)),
-        Effect.ignore,
-        Effect.repeat(Schedule.spaced(options.inboxPoll)),
-        Effect.delay(options.inboxPoll),
-        Effect.forkScoped
-      )
-    }
+    yield* wakeOnPushes(sessionId, store, changes, wiring.wakes, options.inboxPoll)
     // While handing over, a busy turn is looked at often: parking it wakes nobody.
     const nextWake = Effect.suspend(() =>
       handOver.requested() ? Effect.ignore(Effect.timeout(Queue.take(wiring.wakes), "50 millis")) : Queue.take(wiring.wakes)
@@ -325,6 +308,35 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     })
     yield* Effect.raceFirst(loop, Deferred.await(fatal))
   }))
+
+/**
+ * Wakes the actor (`wakes`) when a command is pushed through another process:
+ * the store signals it (`StoreSignals`), and, as the backstop for a lost
+ * signal, the inbox is looked at again every `inboxPoll`. Both fibers live in
+ * the actor's scope.
+ */
+const wakeOnPushes = (
+  sessionId: SessionId,
+  store: SessionStore["Type"],
+  changes: Queue.Dequeue<Signal>,
+  wakes: Queue.Queue<void>,
+  inboxPoll: Duration.Duration | undefined
+) =>
+  Effect.gen(function*() {
+    yield* Queue.take(changes).pipe(
+      Effect.flatMap((signal) => signal._tag === "Inbox" || signal._tag === "Missed" ? Queue.offer(wakes, undefined) : Effect.void),
+      Effect.forever,
+      Effect.forkScoped
+    )
+    if (inboxPoll === undefined) return
+    yield* store.readInbox(sessionId, { limit: 1 }).pipe(
+      Effect.flatMap((items) => (items.length > 0 ? Queue.offer(wakes, undefined) : Effect.void)),
+      Effect.ignore,
+      Effect.repeat(Schedule.spaced(inboxPoll)),
+      Effect.delay(inboxPoll),
+      Effect.forkScoped
+    )
+  })
 
 /**
  * Decides one inbox item and carries the outcome out: interrupt the running

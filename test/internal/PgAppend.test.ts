@@ -33,10 +33,13 @@ import {
   ChildResultRecorded,
   ChildSpawned,
   Closed,
+  GuardrailChecked,
+  HandoffRecorded,
   InputApplied,
   OperationCompleted,
   OperationStarted,
   OperationUnknown,
+  OutputRejected,
   RecordBody,
   Renamed,
   SessionCreated,
@@ -144,7 +147,10 @@ const batch = (rng: Random, p: Pools) =>
             new ChildSpawned({ childSessionId: child, agentName: "helper", alias: `helper-${i}`, turnId, operationId: operation }),
             new ChildResultRecorded({ childSessionId: child, turnId, outcome: "completed", output: "done" }),
             new SessionCreated({ agentName: "assistant", parentId: null, title: null }),
-            new ContextCompacted({ turnId, mode: "summary", messagesBefore: 4, tokensBefore: 900, tokensAfter: 300, replaced: 3, summary: "earlier" })
+            new ContextCompacted({ turnId, mode: "summary", messagesBefore: 4, tokensBefore: 900, tokensAfter: 300, replaced: 3, summary: "earlier" }),
+            new HandoffRecorded({ turnId, operationId: operation, from: "triage", to: "billing" }),
+            new GuardrailChecked({ turnId, stage: "input", guardrail: "policy", allowed: rng.next() < 0.5 }),
+            new OutputRejected({ turnId, operationId: operation, attempt: 1, problems: "$.total: missing" })
           ]))
           break
         }

@@ -17,6 +17,7 @@ import { writeSync } from "node:fs"
 import { runInNewContext } from "node:vm"
 import { setFlagsFromString } from "node:v8"
 import { Agent, ModelRef } from "../../src/schema/Agent.js"
+import { CompactionSettings } from "../../src/schema/Compaction.js"
 import { Principal } from "../../src/schema/Principal.js"
 import type { SessionId } from "../../src/schema/Ids.js"
 import { SessionHost } from "../../src/services/SessionHost.js"
@@ -42,7 +43,13 @@ const me = new Principal({
   organizationId: "00000000-0000-4000-8000-000000000002",
   workspaceId: "00000000-0000-4000-8000-000000000003"
 })
-const agent = new Agent({ name: "echo", instructions: "Echo.", model: new ModelRef({ name: "scripted" }) })
+// Compaction off: this measures what the actor holds of a whole conversation, not what compaction leaves of it.
+const agent = new Agent({
+  name: "echo",
+  instructions: "Echo.",
+  model: new ModelRef({ name: "scripted" }),
+  compaction: new CompactionSettings({ enabled: false })
+})
 
 const heapAfterGc = Effect.sync(() => {
   setFlagsFromString("--expose-gc")
