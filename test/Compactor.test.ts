@@ -7,7 +7,7 @@
  * the conversation as it was.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Layer } from "effect"
 import * as Compaction from "../src/actors/Compaction.js"
 import * as SessionState from "../src/actors/SessionState.js"
 import * as Transcript from "../src/actors/Transcript.js"
@@ -31,6 +31,7 @@ import * as Script from "./support/compactionScript.js"
 import { logOf } from "./support/actors.js"
 import { principal } from "./support/fixtures.js"
 import { availability, freshSchema } from "./support/postgres.js"
+import { recording } from "./support/agentLoop.js"
 
 const pg = await availability()
 const pgSchema = pg.run ? await freshSchema() : undefined
@@ -48,21 +49,10 @@ const stores: ReadonlyArray<readonly [string, () => Layer.Layer<SessionStore, un
 
 /** A scripted model that keeps every request, and a telemetry that keeps every event. */
 const recordingRuntime = (scripts: ScriptedModel.Scripts, store: Layer.Layer<SessionStore, unknown> = MemorySessionStore.layer) => {
-  const requests: Array<Model.Request> = []
+  const { requests, layer: model } = recording(scripts)
   const events: Array<ProductEvent> = []
   /** Whether each of `events` was emitted as excluded from analytics. */
   const excluded: Array<boolean> = []
-  const model = Layer.effect(
-    Model.Model,
-    Effect.map(ScriptedModel.make(scripts), (inner) =>
-      Model.Model.of({
-        stream: (request) =>
-          Stream.suspend(() => {
-            requests.push(request)
-            return inner.stream(request)
-          })
-      }))
-  )
   const telemetry = Layer.succeed(
     Telemetry.Telemetry,
     Telemetry.Telemetry.of({

@@ -5,7 +5,7 @@
  * the observable truth; a recording model shows what the model was sent.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, Queue, Ref, Schema, Stream, TestClock } from "effect"
+import { Chunk, Effect, Layer, Queue, Ref, Schema, TestClock } from "effect"
 import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import * as ScriptedModel from "../src/layers/ScriptedModel.js"
 import { Agent, ModelRef, ModelSettings, PermissionPolicy } from "../src/schema/Agent.js"
@@ -23,6 +23,7 @@ import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
 import { endsOfTurn, eventually, gatedModel, logOf } from "./support/actors.js"
 import { failure, principal } from "./support/fixtures.js"
+import { recording } from "./support/agentLoop.js"
 
 // ---------------------------------------------------------------------------
 // Tools
@@ -122,22 +123,6 @@ const agentWith = (fields: Partial<ConstructorParameters<typeof Agent>[0]> = {})
 
 const runtime = (scripts: ScriptedModel.Scripts) => Troupe.layerTest({ scripts, tools: Toolkit.layer([shout]) })
 
-/** A scripted model that also keeps every request it receives. */
-const recording = (scripts: ScriptedModel.Scripts) => {
-  const requests: Array<Model.Request> = []
-  const layer = Layer.effect(
-    Model.Model,
-    Effect.map(ScriptedModel.make(scripts), (inner) =>
-      Model.Model.of({
-        stream: (request) =>
-          Stream.suspend(() => {
-            requests.push(request)
-            return inner.stream(request)
-          })
-      }))
-  )
-  return { requests, layer }
-}
 
 const call = (id: string, name: string, args: unknown = {}): Model.ToolCall => ({
   id,
