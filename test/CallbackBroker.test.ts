@@ -1059,7 +1059,8 @@ describe("Callbacks", () => {
                 for (let i = 0; i < 200; i++) yield* Effect.yieldNow()
                 assert.deepStrictEqual(yield* host.running, [], "host A's lease still stands")
                 assert.deepStrictEqual(endsOf(yield* logOf(sessionId)), [])
-                yield* TestClock.adjust("2 seconds")
+                // The lease's TTL, and one claim tick of a host on a shared file (a second, ±25 %) after it.
+                yield* TestClock.adjust("3300 millis")
               }
               assert.strictEqual(yield* awaitOutput(who, sessionId, turnId), "done")
               assert.strictEqual(yield* Ref.get(runs), 1, "the tool ran exactly once")
@@ -1104,8 +1105,8 @@ describe("Callbacks", () => {
           assert.deepStrictEqual((yield* store.readInbox(sessionId)).map((i) => i.command._tag), ["callback_answer"])
           assert.deepStrictEqual(endsOf(yield* logOf(sessionId)), [])
 
-          // Once the lease expires, B takes the session over and applies the answer it accepted.
-          yield* TestClock.adjust("2 seconds")
+          // Once the lease expires (and B's next claim tick comes), B takes the session over and applies the answer it accepted.
+          yield* TestClock.adjust("3300 millis")
           assert.strictEqual(yield* awaitOutput(who, sessionId, turnId), "done")
           assert.strictEqual(yield* Ref.get(runs), 1, "approved: the tool ran once")
           const log = yield* logOf(sessionId)

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema, TestClock } from "effect"
+import { Duration, Effect, Schema, TestClock } from "effect"
 import { randomUUID } from "node:crypto"
 import { Agent, ModelRef, PermissionPolicy, ToolSpec } from "../src/schema/Agent.js"
 import {
@@ -84,6 +84,14 @@ describe("Principal", () => {
 })
 
 describe("ids", () => {
+  it.effect("a clock that reads fractions of a millisecond (a TestClock moved by jittered sleeps) still mints valid ids", () =>
+    Effect.gen(function*() {
+      yield* TestClock.adjust(Duration.millis(2754.165819))
+      const ids = [yield* makeSessionId, yield* makeTurnId, yield* makeSessionId]
+      for (const id of ids) assert.match(id, /^[a-z]+_[0-9A-HJKMNP-TV-Z]{26}$/, id)
+      assert.isTrue(Schema.is(SessionId)(ids[2]))
+    }))
+
   it.effect("minted ids match their schemas and only their own", () =>
     Effect.gen(function*() {
       const minted: ReadonlyArray<readonly [string, (u: unknown) => boolean, string]> = [

@@ -55,7 +55,8 @@ const body = (now: number) => encodeTime(Math.max(now, lastTime)) + lastRandom.m
  * in one step without further Effects.
  */
 export const ulid: Effect.Effect<string> = Effect.clockWith((clock) => {
-  const now = clock.unsafeCurrentTimeMillis()
+  // Whole milliseconds: a TestClock moved by fractional sleeps (the pool's jitter) reads fractions, which encodeTime cannot encode.
+  const now = Math.floor(clock.unsafeCurrentTimeMillis())
   if (now <= lastTime) {
     lastRandom = increment(lastRandom)
     return Effect.succeed(body(now))
