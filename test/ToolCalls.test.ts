@@ -26,6 +26,7 @@ import * as Troupe from "../src/Troupe.js"
 import type * as InProcessHost from "../src/actors/InProcessHost.js"
 import { endsOfTurn, eventually, logOf } from "./support/actors.js"
 import { failure, principal } from "./support/fixtures.js"
+import { call, calls } from "./support/agentLoop.js"
 
 // ---------------------------------------------------------------------------
 // Tools and helpers
@@ -53,8 +54,6 @@ const payTool = (paid: Ref.Ref<ReadonlyArray<number>>) =>
     handler: ({ amount }) => Effect.as(Ref.update(paid, (all) => [...all, amount]), `paid ${amount}`)
   })
 
-const call = (id: string, name: string, args: unknown = {}): Model.ToolCall => ({ id, name, arguments: JSON.stringify(args) })
-const calls = (...toolCalls: ReadonlyArray<Model.ToolCall>): ScriptedModel.ScriptedReply => ({ toolCalls })
 
 const worker = (fields: Partial<ConstructorParameters<typeof Agent>[0]> = {}) =>
   new Agent({ name: "worker", instructions: "Work.", model: new ModelRef({ name: "scripted" }), ...fields })

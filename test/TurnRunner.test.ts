@@ -23,7 +23,7 @@ import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
 import { endsOfTurn, eventually, gatedModel, logOf } from "./support/actors.js"
 import { failure, principal } from "./support/fixtures.js"
-import { recording } from "./support/agentLoop.js"
+import { call, calls, recording } from "./support/agentLoop.js"
 
 // ---------------------------------------------------------------------------
 // Tools
@@ -123,14 +123,6 @@ const agentWith = (fields: Partial<ConstructorParameters<typeof Agent>[0]> = {})
 
 const runtime = (scripts: ScriptedModel.Scripts) => Troupe.layerTest({ scripts, tools: Toolkit.layer([shout]) })
 
-
-const call = (id: string, name: string, args: unknown = {}): Model.ToolCall => ({
-  id,
-  name,
-  arguments: typeof args === "string" ? args : JSON.stringify(args)
-})
-
-const calls = (...toolCalls: ReadonlyArray<Model.ToolCall>): ScriptedModel.ScriptedReply => ({ toolCalls })
 
 const finishCall = (id: string, output: string) => call(id, "finish", { output })
 
