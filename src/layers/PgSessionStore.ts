@@ -11,6 +11,7 @@ import { Cause, Effect, Layer, Redacted } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as PgAppend from "../internal/PgAppend.js"
+import * as PgPush from "../internal/PgPush.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
 
 /** How to reach the database. */
@@ -29,13 +30,15 @@ export const dialect = Effect.gen(function*() {
     text: "(extract(epoch from clock_timestamp()) * 1000)::bigint",
     params: []
   }
+  const execute = PgAppend.named(sql)
   return {
     placeholders: "$n",
     clock: Effect.succeed(clock),
     lockRow: "FOR UPDATE",
     transaction: sql.withTransaction,
     // One statement per commit: every round trip costs ~150–250 µs of CPU here.
-    append: PgAppend.strategy(clock.text, { execute: PgAppend.named(sql) })
+    append: PgAppend.strategy(clock.text, { execute }),
+    push: PgPush.strategy(clock.text, execute)
   } satisfies SqlSessionStore.Dialect
 })
 

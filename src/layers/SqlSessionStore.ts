@@ -76,6 +76,8 @@ export interface Dialect {
   readonly outside?: SqlStatements.Executor | undefined
   /** Commits another way than the default transaction of several statements (PostgreSQL: one statement). */
   readonly append?: AppendStrategy | undefined
+  /** Admits a plain push another way than the default transaction of several statements (PostgreSQL: one statement). */
+  readonly push?: PushStrategy | undefined
   /**
    * Runs the statements of a write transaction (`Steps`) its own way, giving
    * them the store clock (SQLite: all at once, synchronously). By default each
@@ -101,6 +103,16 @@ export type AppendStrategy = (store: {
   readonly query: SqlStatements.Statements["query"]
   readonly inTransaction: Append
 }) => Append
+
+/** A plain push (not an answer) of the command `inputId` whose canonical JSON is `print`. */
+export type Push = (
+  sessionId: SessionId,
+  inputId: InputId,
+  print: string
+) => Effect.Effect<Admission, SessionNotFound | Conflict | SessionClosed | SqlError>
+
+/** A dialect's own push, given the store's push (one transaction of `pushSteps`) to fall back on. */
+export type PushStrategy = (inTransaction: Push) => Push
 
 /** The store clock in a statement: `text` where it goes, `params` it binds. */
 export interface Clock {
@@ -1082,12 +1094,15 @@ export const make = (dialect: Dialect) =>
       return yield* transact((clock) => childTurnSteps(input, clock, dialect.lockRow), input.childId)
     }, unavailable("admitChildTurn"))
 
+    const pushInTransaction: Push = (sessionId, inputId, print) =>
+      transact((clock) => pushSteps(sessionId, inputId, print, clock, dialect.lockRow), sessionId)
+    const pushWith = dialect.push === undefined ? pushInTransaction : dialect.push(pushInTransaction)
+
     const push = Effect.fnUntraced(function*(sessionId: SessionId, command: Pushable) {
       if ((command as Command)._tag === "callback_answer") {
         return yield* new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" })
       }
-      const print = canonical(encodeCommand(command))
-      return yield* transact((clock) => pushSteps(sessionId, command.inputId, print, clock, dialect.lockRow), sessionId)
+      return yield* pushWith(sessionId, command.inputId, canonical(encodeCommand(command)))
     }, unavailable("push"))
 
     const readInbox = Effect.fnUntraced(

@@ -240,7 +240,7 @@ if (status.run) {
     SessionStore,
     Effect.zipRight(
       SqlSessionStore.migrate,
-      Effect.flatMap(PgSessionStore.dialect, (dialect) => SqlSessionStore.make({ ...dialect, append: undefined }))
+      Effect.flatMap(PgSessionStore.dialect, (dialect) => SqlSessionStore.make({ ...dialect, append: undefined, push: undefined }))
     )
   ).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })))
 
@@ -420,6 +420,24 @@ if (status.run) {
         const current = yield* store.get(session.id)
         assert.strictEqual(current.headSeq, 2)
         assert.strictEqual(current.title, "first")
+      }), 30_000)
+
+    it.scoped("a push queued behind another push of the same input runs again and is its duplicate (or a Conflict)", () =>
+      Effect.gen(function*() {
+        const store = yield* storeOf(PgSessionStore.layer({ url, maxConnections: 4 }))
+        const { session } = yield* leased(store)
+        const once = message("pushed twice")
+        // The second's snapshot predates the first's row: only the run again can see it.
+        const twice = yield* queuedBehindLock(session.id, [store.push(session.id, once), store.push(session.id, once)])
+        assert.isTrue(twice.every(Either.isRight), String(twice))
+        const [first, second] = twice.map(Either.getOrThrow)
+        assert.deepStrictEqual([first!.position, first!.duplicate, second!.position, second!.duplicate], [1, false, 1, true])
+        const other = message("pushed once")
+        const changed = message("another command", other.inputId)
+        const outcomes = yield* queuedBehindLock(session.id, [outcome(store.push(session.id, other)), outcome(store.push(session.id, changed))])
+        assert.deepStrictEqual(outcomes.map(Either.getOrThrow), ["ok", `Conflict ${other.inputId}`])
+        assert.deepStrictEqual((yield* store.readInbox(session.id)).map((item) => item.position), [1, 2])
+        assert.strictEqual((yield* counters(session.id)).ready_count, 2)
       }), 30_000)
 
     it.scoped("a copy of a commit queued behind the first returns the first's receipt, even an empty commit", () =>
