@@ -16,7 +16,7 @@
  * round trip (decision 0021) and the batch sizes are reported.
  *
  *   npx tsx bench/pgturns.ts [--sessions 8,16,32,64] [--turns 100] [--rounds 3] [--warmup 30]
- *     [--connections 10] [--group off|on] [--statements 12]
+ *     [--connections 10] [--group off|on] [--inflight 2] [--statements 12]
  *
  * TROUPE_TEST_PG_URL as for the other PostgreSQL benches. The load average is
  * printed with every figure: the machine is shared.
@@ -41,6 +41,7 @@ const rounds = Number(arg("rounds", "3"))
 const warmup = Number(arg("warmup", "30"))
 const connections = Number(arg("connections", "10"))
 const group = arg("group", "off") === "on"
+const inFlight = Number(arg("inflight", "2"))
 const shownStatements = Number(arg("statements", "12"))
 
 // ---- counting every round trip of this process -------------------------------------------
@@ -126,7 +127,7 @@ let batches: Array<number> = []
 const runtime = (url: string, counts: Counts) => {
   const options: PgSessionStore.Options & { groupCommit?: unknown } = { url, maxConnections: connections }
   // `groupCommit` is read by stores that have it (decision 0021); a baseline checkout ignores it.
-  if (group) options.groupCommit = { onBatch: (size: number) => void batches.push(size) }
+  if (group) options.groupCommit = { inFlight, onBatch: (size: number) => void batches.push(size) }
   return Troupe.layer(counting(PgSessionStore.layer(options), counts), {
     signals: PgStoreSignals.layer({ url }),
     host: Troupe.sharedStoreHost({}),
@@ -227,7 +228,7 @@ const report = (sessionCount: number, results: ReadonlyArray<Round>) => {
     const sorted = [...last.batches].sort((a, b) => a - b)
     const grouped = sorted.reduce((a, b) => a + b, 0)
     console.log(
-      `  group commit (last round): ${sorted.length} round trips carried ${grouped} appends (${fixed(grouped / sorted.length)} each); ` +
+      `  group commit (last round): ${sorted.length} append round trips carried ${grouped} appends (${fixed(grouped / sorted.length)} each); ` +
         `size p50 ${percentile(sorted, 0.5)}, p90 ${percentile(sorted, 0.9)}, max ${sorted[sorted.length - 1]}`
     )
   }
@@ -235,7 +236,7 @@ const report = (sessionCount: number, results: ReadonlyArray<Round>) => {
 }
 
 const main = async () => {
-  console.log(`node ${process.version}, pool ${connections}, group commit ${group ? "on" : "off"}, load average ${loadAverage()}`)
+  console.log(`node ${process.version}, pool ${connections}, group commit ${group ? `on (${inFlight} in flight)` : "off"}, load average ${loadAverage()}`)
   if (warmup > 0) await runRound(8, warmup)
   for (const sessionCount of sessionCounts) {
     const results: Array<Round> = []

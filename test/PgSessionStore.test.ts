@@ -25,6 +25,16 @@ if (pg.run) {
   sessionStoreSuite(postgres)
   sessionTreeSuite(postgres)
 
+  // The same store with group commit, one append round trip at a time so that concurrent appends batch (decision 0021).
+  const grouped: StoreBackend = {
+    ...postgres,
+    name: "postgres with group commit",
+    layer: PgSessionStore.layer({ url, maxConnections: 8, groupCommit: { inFlight: 1 } }),
+    second: PgSessionStore.layer({ url, maxConnections: 2, groupCommit: { inFlight: 1 } })
+  }
+  sessionStoreSuite(grouped)
+  sessionTreeSuite(grouped)
+
   describe("PgSessionStore database", () => {
     persistsAcrossProcesses(`postgres:${url}`, PgSessionStore.layer({ url, maxConnections: 2 }))
   })

@@ -8,10 +8,13 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Effect, Layer, Redacted } from "effect"
+import { createHash } from "node:crypto"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as PgAppend from "../internal/PgAppend.js"
+import * as PgGroupCommit from "../internal/PgGroupCommit.js"
 import * as PgPush from "../internal/PgPush.js"
+import type * as SqlStatements from "../internal/SqlStatements.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
 
 /** How to reach the database. */
@@ -20,34 +23,69 @@ export interface Options {
   readonly url: string
   /** Pool size (default 10). */
   readonly maxConnections?: number | undefined
+  /**
+   * Group commit (decision 0021): appends of several sessions that meet a
+   * busy store go to the database together, in one round trip and one
+   * transaction, each still fenced on its own. `true` for the defaults.
+   */
+  readonly groupCommit?: boolean | PgGroupCommit.Options | undefined
 }
 
-/** The PostgreSQL dialect over the `SqlClient` in context. */
-export const dialect = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  // clock_timestamp(), not now(): now() is frozen at transaction start, before the row lock.
-  const clock: SqlSessionStore.Clock = {
-    text: "(extract(epoch from clock_timestamp()) * 1000)::bigint",
-    params: []
+// clock_timestamp(), not now(): now() is frozen at transaction start, before the row lock.
+const clock: SqlSessionStore.Clock = {
+  text: "(extract(epoch from clock_timestamp()) * 1000)::bigint",
+  params: []
+}
+
+/** Runs each statement text as a named prepared statement (`troupe_q_` and a hash of the text): parsed and planned once per connection. */
+const preparedOutside = (execute: PgAppend.Named): SqlStatements.Executor => {
+  const names = new Map<string, string>()
+  return (text, params) => {
+    let name = names.get(text)
+    if (name === undefined) {
+      name = `troupe_q_${createHash("sha1").update(text).digest("hex").slice(0, 16)}`
+      names.set(text, name)
+    }
+    return execute(name, text, params)
   }
+}
+
+/** The dialect; `writes` runs the one-statement append and push (alone, or through group commit). */
+const dialectOf = (sql: SqlClient.SqlClient, writes: PgAppend.Named) => {
   const execute = PgAppend.named(sql)
   return {
     placeholders: "$n",
+    // Reads and one-statement writes outside a transaction (readInbox, get, readLog, acquire, …), prepared too.
+    outside: preparedOutside(execute),
     clock: Effect.succeed(clock),
     lockRow: "FOR UPDATE",
     transaction: sql.withTransaction,
-    // One statement per commit: every round trip costs ~150–250 µs of CPU here.
-    append: PgAppend.strategy(clock.text, { execute }),
-    push: PgPush.strategy(clock.text, execute)
+    // One statement per commit and per push: every round trip costs ~150–250 µs of CPU here.
+    append: PgAppend.strategy(clock.text, { execute: writes }),
+    push: PgPush.strategy(clock.text, writes)
   } satisfies SqlSessionStore.Dialect
-})
+}
+
+/** The PostgreSQL dialect over the `SqlClient` in context. */
+export const dialect = Effect.map(SqlClient.SqlClient, (sql) => dialectOf(sql, PgAppend.named(sql)))
+
+/** The dialect with group commit: its batches run on fibers of the scope. */
+export const groupedDialect = (options: PgGroupCommit.Options = {}) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return dialectOf(sql, yield* PgGroupCommit.make(PgAppend.named(sql), options))
+  })
 
 /** The store over the PostgreSQL `SqlClient` in context. */
 export const make = Effect.zipRight(SqlSessionStore.migrate, Effect.flatMap(dialect, SqlSessionStore.make))
 
+/** The store with group commit (`options.groupCommit`), over the `SqlClient` in context. */
+export const makeGrouped = (options: PgGroupCommit.Options = {}) =>
+  Effect.zipRight(SqlSessionStore.migrate, Effect.flatMap(groupedDialect(options), SqlSessionStore.make))
+
 /** The store on a PostgreSQL database it connects to (and disconnects from with the layer). */
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavailable> =>
-  Layer.effect(SessionStore, make).pipe(
+  (options.groupCommit ? Layer.scoped(SessionStore, makeGrouped(options.groupCommit === true ? {} : options.groupCommit)) : Layer.effect(SessionStore, make)).pipe(
     Layer.provide(
       PgClient.layer({
         url: Redacted.make(options.url),
