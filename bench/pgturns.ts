@@ -12,11 +12,12 @@
  * latency (send → awaitTurn answered), the round trips per turn (every
  * `pg.Client#query` of this process, by statement, so LISTEN/NOTIFY, claims
  * and lease renewals count too) and the store calls per turn (a wrapper of
- * the port). With `--group on` the store batches concurrent appends into one
- * round trip (decision 0021) and the batch sizes are reported.
+ * the port). The store's group commit (decision 0021, its default) batches
+ * concurrent appends and pushes into one round trip; the batch sizes are
+ * reported, and `--group off` sends every write alone.
  *
  *   npx tsx bench/pgturns.ts [--sessions 8,16,32,64] [--turns 100] [--rounds 3] [--warmup 30]
- *     [--connections 10] [--group off|on] [--inflight 2] [--statements 12]
+ *     [--connections 10] [--group on|off] [--inflight 2] [--statements 12]
  *
  * TROUPE_TEST_PG_URL as for the other PostgreSQL benches. The load average is
  * printed with every figure: the machine is shared.
@@ -40,7 +41,8 @@ const turns = Number(arg("turns", "100"))
 const rounds = Number(arg("rounds", "3"))
 const warmup = Number(arg("warmup", "30"))
 const connections = Number(arg("connections", "10"))
-const group = arg("group", "off") === "on"
+// Group commit is the store's default; `--group off` sends every write alone (a baseline checkout ignores the option).
+const group = arg("group", "on") === "on"
 const inFlight = Number(arg("inflight", "2"))
 const shownStatements = Number(arg("statements", "12"))
 
@@ -52,8 +54,10 @@ const backends = new Set<number>()
 
 const labelOf = (text: string): string => {
   const words = text.replace(/\s+/g, " ").trim()
-  if (words.startsWith("WITH s AS MATERIALIZED")) return "append (one statement)"
-  if (words.startsWith("WITH b AS MATERIALIZED")) return "append (group of sessions)"
+  if (words.startsWith("WITH s AS MATERIALIZED ( SELECT ctid AS version, head_seq")) return "append (one statement)"
+  if (words.startsWith("WITH s AS MATERIALIZED ( SELECT ctid AS version, closed")) return "push (one statement)"
+  if (words.startsWith("EXECUTE troupe_group_")) return "group commit (appends or pushes together)"
+  if (words.startsWith("PREPARE troupe_group_")) return "PREPARE for group commit"
   return words.slice(0, 64)
 }
 
@@ -126,8 +130,7 @@ let batches: Array<number> = []
 /** What `Troupe.layerPg` builds, with the store wrapped to count its calls. */
 const runtime = (url: string, counts: Counts) => {
   const options: PgSessionStore.Options & { groupCommit?: unknown } = { url, maxConnections: connections }
-  // `groupCommit` is read by stores that have it (decision 0021); a baseline checkout ignores it.
-  if (group) options.groupCommit = { inFlight, onBatch: (size: number) => void batches.push(size) }
+  options.groupCommit = group ? { inFlight, onBatch: (size: number) => void batches.push(size) } : false
   return Troupe.layer(counting(PgSessionStore.layer(options), counts), {
     signals: PgStoreSignals.layer({ url }),
     host: Troupe.sharedStoreHost({}),
@@ -228,7 +231,7 @@ const report = (sessionCount: number, results: ReadonlyArray<Round>) => {
     const sorted = [...last.batches].sort((a, b) => a - b)
     const grouped = sorted.reduce((a, b) => a + b, 0)
     console.log(
-      `  group commit (last round): ${sorted.length} append round trips carried ${grouped} appends (${fixed(grouped / sorted.length)} each); ` +
+      `  group commit (last round): ${sorted.length} round trips carried ${grouped} appends and pushes (${fixed(grouped / sorted.length)} each); ` +
         `size p50 ${percentile(sorted, 0.5)}, p90 ${percentile(sorted, 0.9)}, max ${sorted[sorted.length - 1]}`
     )
   }

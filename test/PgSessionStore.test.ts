@@ -15,8 +15,9 @@ if (pg.run) {
 
   const postgres: StoreBackend = {
     name: "postgres",
-    layer: PgSessionStore.layer({ url, maxConnections: 8 }),
-    second: PgSessionStore.layer({ url, maxConnections: 2 }),
+    // Every write alone; the default, group commit, runs the suite below.
+    layer: PgSessionStore.layer({ url, maxConnections: 8, groupCommit: false }),
+    second: PgSessionStore.layer({ url, maxConnections: 2, groupCommit: false }),
     // The store's clock is the database's, so only real time moves it; a plain
     // timer, because the suite runs under TestClock, where Effect.sleep never fires.
     advance: (millis) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis))),
@@ -25,7 +26,7 @@ if (pg.run) {
   sessionStoreSuite(postgres)
   sessionTreeSuite(postgres)
 
-  // The same store with group commit, one append round trip at a time so that concurrent appends batch (decision 0021).
+  // The same store with group commit (the default), one write round trip at a time so that concurrent writes batch (decision 0021).
   const grouped: StoreBackend = {
     ...postgres,
     name: "postgres with group commit",

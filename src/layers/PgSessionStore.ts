@@ -24,9 +24,10 @@ export interface Options {
   /** Pool size (default 10). */
   readonly maxConnections?: number | undefined
   /**
-   * Group commit (decision 0021): appends of several sessions that meet a
-   * busy store go to the database together, in one round trip and one
-   * transaction, each still fenced on its own. `true` for the defaults.
+   * Group commit (decision 0021, on by default): appends and pushes of
+   * several sessions that meet a busy store go to the database together, in
+   * one round trip and one transaction, each still fenced and refused on its
+   * own. `false` sends every one alone.
    */
   readonly groupCommit?: boolean | PgGroupCommit.Options | undefined
 }
@@ -76,16 +77,18 @@ export const groupedDialect = (options: PgGroupCommit.Options = {}) =>
     return dialectOf(sql, yield* PgGroupCommit.make(PgAppend.named(sql), options))
   })
 
-/** The store over the PostgreSQL `SqlClient` in context. */
+/** The store over the PostgreSQL `SqlClient` in context, every write sent alone. */
 export const make = Effect.zipRight(SqlSessionStore.migrate, Effect.flatMap(dialect, SqlSessionStore.make))
 
-/** The store with group commit (`options.groupCommit`), over the `SqlClient` in context. */
+/** The store with group commit, over the `SqlClient` in context (what `layer` builds by default). */
 export const makeGrouped = (options: PgGroupCommit.Options = {}) =>
   Effect.zipRight(SqlSessionStore.migrate, Effect.flatMap(groupedDialect(options), SqlSessionStore.make))
 
 /** The store on a PostgreSQL database it connects to (and disconnects from with the layer). */
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavailable> =>
-  (options.groupCommit ? Layer.scoped(SessionStore, makeGrouped(options.groupCommit === true ? {} : options.groupCommit)) : Layer.effect(SessionStore, make)).pipe(
+  (options.groupCommit === false
+    ? Layer.effect(SessionStore, make)
+    : Layer.scoped(SessionStore, makeGrouped(options.groupCommit === true ? {} : options.groupCommit))).pipe(
     Layer.provide(
       PgClient.layer({
         url: Redacted.make(options.url),
