@@ -130,9 +130,13 @@ export const make = (solo: Named, options: Options = {}) =>
           })
         // Newest session first: the store's other writers that lock two rows (spawn, a child's turn) lock the root last.
         const ordered = [...items].sort((a, b) => (String(a.params[0]) > String(b.params[0]) ? -1 : String(a.params[0]) < String(b.params[0]) ? 1 : 0))
-        const text = ordered.map((item) =>
-          `EXECUTE ${name}(${item.params.map(literal).join(", ")})`
-        ).join(";\n")
+        let text: string
+        try {
+          text = ordered.map((item) => `EXECUTE ${name}(${item.params.map(literal).join(", ")})`).join(";\n")
+        } catch {
+          // A parameter with no literal: nothing was sent, each goes alone.
+          return Effect.sync(() => ordered.forEach((item) => item.resume(solo(item.name, item.text, item.params))))
+        }
         return Effect.zipRight(prepare, queryOn(client, text)).pipe(
           Effect.matchEffect({
             onFailure: (error) =>
@@ -149,13 +153,18 @@ export const make = (solo: Named, options: Options = {}) =>
             onSuccess: (result) =>
               Effect.sync(() => {
                 const results = (Array.isArray(result) ? result : [result]) as ReadonlyArray<{ readonly rows?: Rows }>
-                ordered.forEach((item, i) => item.resume(Effect.succeed(results[i]?.rows ?? [])))
+                ordered.forEach((item, i) => {
+                  const rows = results.length === ordered.length ? results[i]?.rows : undefined
+                  item.resume(rows === undefined ? Effect.fail(failed(new Error("a batch answered without its rows"))) : Effect.succeed(rows))
+                })
               })
           })
         )
       })).pipe(
-        // A failure to reserve a connection is every append's.
-        Effect.catchAll((error) => Effect.sync(() => items.forEach((item) => item.resume(Effect.fail(failed(error))))))
+        // A failure to reserve a connection is every write's; so is a batch ended otherwise (the layer closing).
+        Effect.catchAll((error) => Effect.sync(() => items.forEach((item) => item.resume(Effect.fail(failed(error)))))),
+        Effect.ensuring(Effect.sync(() => items.forEach((item) => item.resume(Effect.fail(failed(new Error("the store closed"))))))
+        )
       )
 
     /** Sends what waits, while fewer than `inFlight` round trips are under way. */
@@ -186,7 +195,14 @@ export const make = (solo: Named, options: Options = {}) =>
           ? solo(name, text, params)
           // Once queued it runs: an interrupted caller does not cancel it (as alone), and a round trip it leads is counted until it ends.
           : Effect.uninterruptible(Effect.flatten(Effect.async<Effect.Effect<Rows, SqlError>>((resume) => {
-            waiting.push({ name, text, params, resume: (effect) => resume(Effect.succeed(effect)) })
+            let settled = false
+            // The first outcome counts; a later one (the batch's closing guard) is ignored.
+            const once = (effect: Effect.Effect<Rows, SqlError>) => {
+              if (settled) return
+              settled = true
+              resume(Effect.succeed(effect))
+            }
+            waiting.push({ name, text, params, resume: once })
             pump()
           }))))
     return execute
