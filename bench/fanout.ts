@@ -25,11 +25,22 @@ import type { ScriptedReply } from "../src/layers/ScriptedModel.js"
 import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
-import { SessionStore } from "../src/services/SessionStore.js"
+import type { SessionStore } from "../src/services/SessionStore.js"
 import { Sessions } from "../src/services/Sessions.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
-import { arg, benchPrincipal as principal, cpuMicros, echo, loadAverage, percentile, upperMedian } from "./support.js"
+import {
+  arg,
+  benchPrincipal as principal,
+  countingStore,
+  cpuMicros,
+  echo,
+  loadAverage,
+  percentile,
+  type StoreCounts,
+  storeWrites,
+  upperMedian
+} from "./support.js"
 
 const sessionCount = Number(arg("sessions", "500"))
 const rounds = Number(arg("rounds", "5"))
@@ -44,31 +55,9 @@ const askForTool: ScriptedReply = { toolCalls: [{ id: "call_1", name: "echo", ar
 const answer = "The tool said hi."
 const agent = new Agent({ name: "short", instructions: "benchmark", model: new ModelRef({ name: "scripted" }), tools: [echo.spec] })
 
-/** Store calls by method, counted by a wrapper of the port. */
-type Counts = Record<string, number>
 
-/** The methods that write (each one write transaction, or one statement on PostgreSQL). */
-const writes = new Set(["create", "push", "admitAnswer", "acquire", "renew", "release", "append", "spawn", "admitChildTurn", "updateMetadata"])
-
-const counting = <E, R>(store: Layer.Layer<SessionStore, E, R>, counts: Counts) =>
-  Layer.effect(
-    SessionStore,
-    Effect.map(SessionStore, (inner) => {
-      const wrapped: Record<string, unknown> = {}
-      for (const [name, value] of Object.entries(inner)) {
-        wrapped[name] = typeof value === "function"
-          ? (...args: Array<unknown>) => {
-            counts[name] = (counts[name] ?? 0) + 1
-            return (value as (...a: Array<unknown>) => unknown)(...args)
-          }
-          : value
-      }
-      return wrapped as unknown as SessionStore["Type"]
-    })
-  ).pipe(Layer.provide(store))
-
-const runtime = <E>(store: Layer.Layer<SessionStore, E>, counts: Counts) =>
-  Troupe.layer(counting(store, counts), {
+const runtime = <E>(store: Layer.Layer<SessionStore, E>, counts: StoreCounts) =>
+  Troupe.layer(countingStore(store, counts), {
     host: { idleTimeout: "200 millis", inboxPoll: "250 millis" },
     scripts: { agents: { short: [askForTool, answer] } },
     tools: Toolkit.layer([echo])
@@ -82,7 +71,7 @@ const checkToolTurn = (usage: { readonly modelCalls: number; readonly toolCalls:
 interface Round {
   readonly wallMs: number
   readonly cpuMsPerSession: number
-  readonly counts: Counts
+  readonly counts: StoreCounts
   /** Sizes of the group-commit batches (transactions that waited for company). */
   readonly batches: ReadonlyArray<number>
   readonly load: string
@@ -105,7 +94,7 @@ const fanout = (count: number) =>
 
 const round = (kind: "sqlite" | "memory", filename: string, count: number) =>
   Effect.gen(function*() {
-    const counts: Counts = {}
+    const counts: StoreCounts = {}
     batches = []
     const groupCommit = group ? { onBatch: (size: number) => void batches.push(size) } : false
     const store = kind === "sqlite" ? SqliteSessionStore.layer({ filename, groupCommit }) : MemorySessionStore.layer
@@ -137,9 +126,9 @@ const report = (kind: string, results: ReadonlyArray<Round>, count: number) => {
   console.log(`  wall s               ${fixed(upperMedian(results.map((r) => r.wallMs)) / 1000, 3)} (rounds: ${results.map((r) => fixed(r.wallMs / 1000, 3)).join(" ")})`)
   const counts = results[results.length - 1]!.counts
   const perSession = (n: number | undefined) => fixed((n ?? 0) / count, 2)
-  const written = Object.entries(counts).filter(([name]) => writes.has(name))
+  const written = Object.entries(counts).filter(([name]) => storeWrites.has(name))
   console.log(`  store writes per session ${perSession(written.reduce((a, [, n]) => a + n, 0))}: ${written.map(([name, n]) => `${name} ${perSession(n)}`).join(", ")}`)
-  const read = Object.entries(counts).filter(([name]) => !writes.has(name))
+  const read = Object.entries(counts).filter(([name]) => !storeWrites.has(name))
   console.log(`  store reads per session  ${read.map(([name, n]) => `${name} ${perSession(n)}`).join(", ")}`)
   const last = results[results.length - 1]!
   if (last.batches.length > 0) {

@@ -30,11 +30,22 @@ import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import * as PgStoreSignals from "../src/layers/PgStoreSignals.js"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
 import type * as Model from "../src/services/Model.js"
-import { SessionStore } from "../src/services/SessionStore.js"
 import { Sessions } from "../src/services/Sessions.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
-import { arg, benchPrincipal as principal, cpuMicros, echo, loadAverage, percentile, upperMedian, withPgSchema } from "./support.js"
+import {
+  arg,
+  benchPrincipal as principal,
+  countingStore,
+  cpuMicros,
+  echo,
+  loadAverage,
+  percentile,
+  type StoreCounts,
+  storeWrites,
+  upperMedian,
+  withPgSchema
+} from "./support.js"
 
 const sessionCounts = arg("sessions", "8,16,32,64").split(",").map(Number)
 const turns = Number(arg("turns", "100"))
@@ -104,34 +115,14 @@ const decide = (request: Model.Request): ScriptedReply =>
   request.messages[request.messages.length - 1]?.role === "tool" ? answer : askForTool(`call_${request.turnId}`)
 const agent = new Agent({ name: "pgturns", instructions: "benchmark", model: new ModelRef({ name: "scripted" }), tools: [echo.spec] })
 
-type Counts = Record<string, number>
-const writes = new Set(["create", "push", "admitAnswer", "acquire", "renew", "release", "append", "spawn", "admitChildTurn", "updateMetadata"])
-
-/** The store port, counting calls by method. */
-const counting = <E, R>(store: Layer.Layer<SessionStore, E, R>, counts: Counts) =>
-  Layer.effect(
-    SessionStore,
-    Effect.map(SessionStore, (inner) => {
-      const wrapped: Record<string, unknown> = {}
-      for (const [name, value] of Object.entries(inner)) {
-        wrapped[name] = typeof value === "function"
-          ? (...args: Array<unknown>) => {
-            counts[name] = (counts[name] ?? 0) + 1
-            return (value as (...a: Array<unknown>) => unknown)(...args)
-          }
-          : value
-      }
-      return wrapped as unknown as SessionStore["Type"]
-    })
-  ).pipe(Layer.provide(store))
 
 let batches: Array<number> = []
 
 /** What `Troupe.layerPg` builds, with the store wrapped to count its calls. */
-const runtime = (url: string, counts: Counts) => {
+const runtime = (url: string, counts: StoreCounts) => {
   const options: PgSessionStore.Options & { groupCommit?: unknown } = { url, maxConnections: connections }
   options.groupCommit = group ? { inFlight, onBatch: (size: number) => void batches.push(size) } : false
-  return Troupe.layer(counting(PgSessionStore.layer(options), counts), {
+  return Troupe.layer(countingStore(PgSessionStore.layer(options), counts), {
     signals: PgStoreSignals.layer({ url }),
     host: Troupe.sharedStoreHost({}),
     scripts: { fallback: decide },
@@ -152,12 +143,12 @@ interface Round {
   readonly p99: number
   readonly roundTripsPerTurn: number
   readonly statements: ReadonlyArray<readonly [string, number]>
-  readonly counts: Counts
+  readonly counts: StoreCounts
   readonly batches: ReadonlyArray<number>
   readonly load: string
 }
 
-const round = (counts: Counts, sessionCount: number, turnCount: number) =>
+const round = (counts: StoreCounts, sessionCount: number, turnCount: number) =>
   Effect.gen(function*() {
     const sessions = yield* Sessions
     const created = yield* Effect.forEach(
@@ -204,7 +195,7 @@ const round = (counts: Counts, sessionCount: number, turnCount: number) =>
 
 const runRound = (sessionCount: number, turnCount: number) =>
   withPgSchema("troupe_pgturns", (url) => {
-    const counts: Counts = {}
+    const counts: StoreCounts = {}
     return Effect.runPromise(round(counts, sessionCount, turnCount).pipe(Effect.provide(runtime(url, counts))))
   })
 
@@ -221,8 +212,8 @@ const report = (sessionCount: number, results: ReadonlyArray<Round>) => {
   console.log(`  round trips per turn    ${fixed(med((r) => r.roundTripsPerTurn))} [${all((r) => r.roundTripsPerTurn)}]`)
   const last = results[results.length - 1]!
   const perTurn = (n: number | undefined) => fixed((n ?? 0) / (sessionCount * turns), 2)
-  const written = Object.entries(last.counts).filter(([name]) => writes.has(name))
-  const read = Object.entries(last.counts).filter(([name]) => !writes.has(name))
+  const written = Object.entries(last.counts).filter(([name]) => storeWrites.has(name))
+  const read = Object.entries(last.counts).filter(([name]) => !storeWrites.has(name))
   console.log(`  store writes per turn   ${perTurn(written.reduce((a, [, n]) => a + n, 0))}: ${written.map(([k, n]) => `${k} ${perTurn(n)}`).join(", ")}`)
   console.log(`  store reads per turn    ${read.map(([k, n]) => `${k} ${perTurn(n)}`).join(", ")}`)
   console.log(`  round trips per turn by statement (last round):`)

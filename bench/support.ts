@@ -4,7 +4,7 @@
  * turn, and a session whose log is filled with such turns straight through
  * the store.
  */
-import { Effect, Option, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
 import { loadavg } from "node:os"
 import pg from "pg"
 import type { Agent } from "../src/schema/Agent.js"
@@ -125,3 +125,38 @@ export const withPgSchema = async <A>(prefix: string, use: (url: string) => Prom
     await admin.end()
   }
 }
+
+/** Store calls by method, counted by a wrapper of the port. */
+export type StoreCounts = Record<string, number>
+
+/** The store methods that write (each one write transaction, or one statement on PostgreSQL). */
+export const storeWrites = new Set([
+  "create",
+  "push",
+  "admitAnswer",
+  "acquire",
+  "renew",
+  "release",
+  "append",
+  "spawn",
+  "admitChildTurn",
+  "updateMetadata"
+])
+
+/** `store` with every call of the port counted by method into `counts`. */
+export const countingStore = <E, R>(store: Layer.Layer<SessionStore, E, R>, counts: StoreCounts) =>
+  Layer.effect(
+    SessionStore,
+    Effect.map(SessionStore, (inner) => {
+      const wrapped: Record<string, unknown> = {}
+      for (const [name, value] of Object.entries(inner)) {
+        wrapped[name] = typeof value === "function"
+          ? (...args: Array<unknown>) => {
+            counts[name] = (counts[name] ?? 0) + 1
+            return (value as (...a: Array<unknown>) => unknown)(...args)
+          }
+          : value
+      }
+      return wrapped as unknown as SessionStore["Type"]
+    })
+  ).pipe(Layer.provide(store))
