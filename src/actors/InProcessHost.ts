@@ -26,6 +26,10 @@ import * as Telemetry from "../services/Telemetry.js"
 import { Decision, type Expectation, type Refusal, type Refusals, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import { StoreSignals } from "../services/StoreSignals.js"
+import * as Doorbell from "../internal/Doorbell.js"
+import * as Idleness from "./Idleness.js"
+import * as InboxBackstop from "./InboxBackstop.js"
+import * as LeaseKeeper from "./LeaseKeeper.js"
 import * as LiveEvents from "./LiveEvents.js"
 import * as Lock from "../internal/Lock.js"
 import * as SessionActor from "./SessionActor.js"
@@ -79,11 +83,10 @@ export const make = (options: Options = {}) =>
     const broker = yield* CallbackBroker
     const signals = yield* StoreSignals
     const leaseTtl = Duration.decode(options.leaseTtl ?? "15 seconds")
+    const idleTimeout = Duration.decode(options.idleTimeout ?? "30 seconds")
     const actorOptions: SessionActor.Options = {
       owner: options.owner ?? `host-${yield* ulid}`,
       leaseTtl,
-      idleTimeout: Duration.decode(options.idleTimeout ?? "30 seconds"),
-      inboxPoll: options.inboxPoll === undefined ? undefined : Duration.decode(options.inboxPoll),
       modelSettings: options.modelSettings,
       toolPolicy: options.toolPolicy
     }
@@ -92,7 +95,15 @@ export const make = (options: Options = {}) =>
     const maxBusy = options.maxBusyActors ?? 64
     const permits = WorkerPool.counted(yield* Effect.makeSemaphore(maxBusy))
     const slots = permits.semaphore
-    const entries = new Map<SessionId, Queue.Queue<void>>()
+    // The live actors' doorbells; one keeper, one idleness and one backstop serve them all.
+    const entries = new Map<SessionId, Doorbell.Doorbell>()
+    const keeper = yield* LeaseKeeper.make(leaseTtl)
+    yield* Effect.forkScoped(keeper.run)
+    const idleness = yield* Idleness.make(idleTimeout)
+    yield* Effect.forkScoped(idleness.run)
+    if (options.inboxPoll !== undefined && signals.shared) {
+      yield* Effect.forkScoped(InboxBackstop.run(store, Duration.decode(options.inboxPoll), entries))
+    }
     const lock = Lock.make()
     // Who waits for a decision, by session, then by input.
     const waiters = new Map<SessionId, Waiters.Registry<InputId, Decision, Refusal>>()
@@ -126,8 +137,8 @@ export const make = (options: Options = {}) =>
     /** Starts an actor; the caller holds `lock`. */
     const start = (sessionId: SessionId): Effect.Effect<void> =>
       Effect.gen(function*() {
-        const wakes = yield* Queue.sliding<void>(1)
-        entries.set(sessionId, wakes)
+        const bell = Doorbell.make()
+        entries.set(sessionId, bell)
         // When this actor stops without deciding (its lease is held elsewhere, or
         // lost), waiters learn no decision is coming from here, unless a successor
         // actor already runs and will decide for them. A passivated actor settles
@@ -136,12 +147,15 @@ export const make = (options: Options = {}) =>
         const finish = (settle: boolean) =>
           lock(Effect.suspend(() => {
             const current = entries.get(sessionId)
-            if (current === wakes) entries.delete(sessionId)
+            if (current === bell) entries.delete(sessionId)
+            idleness.busy(bell)
             draining.left()
-            return settle && (current === undefined || current === wakes) ? settleAll(sessionId) : Effect.void
+            return settle && (current === undefined || current === bell) ? settleAll(sessionId) : Effect.void
           }))
         const actor = SessionActor.run(sessionId, actorOptions, {
-          wakes,
+          bell,
+          keeper,
+          idleness,
           slots,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           publishRecords: (firstSeq, at, records) =>
@@ -151,7 +165,7 @@ export const make = (options: Options = {}) =>
             ),
           // Volatile deltas go to followers here and, best effort, in other processes.
           broadcast: (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas)),
-          changes: signals.watch(sessionId),
+          changes: signals.shared ? signals.watch(sessionId) : undefined,
           wake: (other) => wake(other),
           expect,
           onLease: (held) => (held ? Effect.void : finish(true)),
@@ -159,9 +173,9 @@ export const make = (options: Options = {}) =>
           mayPassivate: (lease) =>
             lock(Effect.gen(function*() {
               const pending = yield* store.readInbox(sessionId, { limit: 1 })
-              if (pending.length > 0 || (yield* Queue.size(wakes)) > 0) return false
+              if (pending.length > 0 || bell.pending()) return false
               yield* store.release(lease)
-              if (entries.get(sessionId) === wakes) entries.delete(sessionId)
+              if (entries.get(sessionId) === bell) entries.delete(sessionId)
               return true
             }))
         }).pipe(
@@ -181,8 +195,8 @@ export const make = (options: Options = {}) =>
 
     const wake = (sessionId: SessionId): Effect.Effect<void> =>
       lock(Effect.suspend(() => {
-        const wakes = entries.get(sessionId)
-        if (wakes !== undefined) return Effect.asVoid(Queue.offer(wakes, undefined))
+        const bell = entries.get(sessionId)
+        if (bell !== undefined) return Effect.sync(() => bell.ring())
         // Draining: the command is safe in the store, for the pool's next claim.
         return handOver.requested() ? settleAll(sessionId) : start(sessionId)
       }))

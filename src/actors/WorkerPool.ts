@@ -27,9 +27,10 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Duration, Effect, FiberId, Option, Queue, Random } from "effect"
+import { Deferred, Duration, Effect, FiberId, Option, Random } from "effect"
 import type { SessionId } from "../schema/Ids.js"
 import type { RecordBody } from "../schema/Record.js"
+import type * as Doorbell from "../internal/Doorbell.js"
 import type * as Lock from "../internal/Lock.js"
 import type { SessionStore } from "../services/SessionStore.js"
 
@@ -226,18 +227,16 @@ export interface Draining {
   readonly drain: (grace: Duration.DurationInput) => Effect.Effect<boolean>
 }
 
-/** The draining of a host whose live actors are `actors` (their wake-up queues), guarded by `lock`. */
-export const makeDraining = (lock: Lock.Exclusive, actors: ReadonlyMap<SessionId, Queue.Queue<void>>): Draining => {
+/** The draining of a host whose live actors are `actors` (their doorbells), guarded by `lock`. */
+export const makeDraining = (lock: Lock.Exclusive, actors: ReadonlyMap<SessionId, Doorbell.Doorbell>): Draining => {
   let drains = 0
   let emptied: Deferred.Deferred<void> | undefined
   const begin = lock(Effect.suspend(() => {
     drains++
     if (actors.size === 0) return Effect.succeed(Effect.void)
     const done = emptied ?? (emptied = Deferred.unsafeMake<void>(FiberId.none))
-    return Effect.as(
-      Effect.forEach(actors.values(), (wakes) => Queue.offer(wakes, undefined), { discard: true }),
-      Deferred.await(done)
-    )
+    for (const bell of actors.values()) bell.ring()
+    return Effect.succeed(Deferred.await(done))
   }))
   const end = Effect.sync(() => {
     drains--
