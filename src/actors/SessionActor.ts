@@ -18,12 +18,12 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Option, Queue, Ref, type Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, HashMap, Option, Queue, Ref, type Scope } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"
 import type { AssistantDelta } from "../schema/Event.js"
-import { type InputId, makeTurnId, type SessionId, type TurnId } from "../schema/Ids.js"
+import { type CallbackId, type InputId, makeTurnId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { InboxItem } from "../schema/Inbox.js"
 import type { CommitReceipt, Lease } from "../schema/Lease.js"
 import type { RecordBody } from "../schema/Record.js"
@@ -157,6 +157,22 @@ const holdLease = (acquired: Lease, keeper: LeaseKeeper.LeaseKeeper, lost: (loss
     return { lease, handedBack }
   })
 
+/**
+ * Where a parked turn waits for the answer to `callbackId`: registered for the
+ * commit that applies it, or, when that commit came first (a resumed turn that
+ * reaches its wait after the answer was applied), already had.
+ */
+const answerOf = (actor: Actor, callbackId: CallbackId): Deferred.Deferred<unknown> => {
+  const waiting = actor.answers.get(callbackId)
+  if (waiting !== undefined) return waiting
+  const answer = Deferred.unsafeMake<unknown>(FiberId.none)
+  const known = HashMap.get(actor.state.callbacks, callbackId)
+  if (Option.isSome(known) && known.value.status !== "open" && known.value.result !== undefined) {
+    Deferred.unsafeDone(answer, Exit.succeed(known.value.result))
+  } else actor.answers.set(callbackId, answer)
+  return answer
+}
+
 // Stands for the id of a turn a command cannot start.
 const noTurn = "" as TurnId
 
@@ -261,11 +277,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           Effect.tap(() => (handOver.requested() && WorkerPool.isStepBoundary(records) ? stopForHandover : Effect.void))
         ),
       broadcast: wiring.broadcast,
-      answers: (callbackId) => {
-        let answer = actor.answers.get(callbackId)
-        if (answer === undefined) actor.answers.set(callbackId, answer = Deferred.unsafeMake(FiberId.none))
-        return answer
-      },
+      answers: (callbackId) => answerOf(actor, callbackId),
       wake: Effect.sync(() => bell.ring()),
       broker,
       slot,
