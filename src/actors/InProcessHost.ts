@@ -32,6 +32,7 @@ import * as InboxBackstop from "./InboxBackstop.js"
 import * as LeaseKeeper from "./LeaseKeeper.js"
 import * as LiveEvents from "./LiveEvents.js"
 import * as Lock from "../internal/Lock.js"
+import * as Permits from "../internal/Permits.js"
 import * as SessionActor from "./SessionActor.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
 import * as Waiters from "../internal/Waiters.js"
@@ -93,7 +94,8 @@ export const make = (options: Options = {}) =>
     const liveBuffer = options.liveBuffer ?? 256
     const actors = yield* FiberSet.make<void>()
     const maxBusy = options.maxBusyActors ?? 64
-    const permits = WorkerPool.counted(yield* Effect.makeSemaphore(maxBusy))
+    // First come, first served: a release wakes one waiter, not every actor waiting for a slot.
+    const permits = WorkerPool.counted(Permits.make(maxBusy))
     const slots = permits.semaphore
     // The live actors' doorbells; one keeper, one idleness and one backstop serve them all.
     const entries = new Map<SessionId, Doorbell.Doorbell>()
