@@ -224,7 +224,8 @@ export const make = (options: Options = {}) =>
       live: events.live,
       turnEnded: events.turnEnded,
       drain: draining.drain,
-      running: Effect.sync(() => [...entries.keys()])
+      running: Effect.sync(() => [...entries.keys()]),
+      drives: (sessionId) => Effect.sync(() => entries.has(sessionId))
     })
   })
 
