@@ -23,8 +23,8 @@ const flakyStore = (down: { value: boolean }) =>
     Effect.map(SessionStore, (store) =>
       SessionStore.of({
         ...store,
-        renew: (lease, ttlMillis) =>
-          down.value ? Effect.fail(new StoreUnavailable({ operation: "renew", cause: "down" })) : store.renew(lease, ttlMillis)
+        renewAll: (leases, ttlMillis) =>
+          down.value ? Effect.fail(new StoreUnavailable({ operation: "renew", cause: "down" })) : store.renewAll(leases, ttlMillis)
       }))
   ).pipe(Layer.provide(MemorySessionStore.layer))
 

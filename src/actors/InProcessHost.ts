@@ -75,6 +75,24 @@ export interface Options {
   readonly toolPolicy?: ToolPolicy.Rules | undefined
 }
 
+/** The timers of a host's actors, one fiber each in the host's scope: lease renewals, idle timeouts, and the inbox backstop. */
+const timers = (
+  actors: ReadonlyMap<SessionId, Doorbell.Doorbell>,
+  leaseTtl: Duration.Duration,
+  idleTimeout: Duration.Duration,
+  inboxPoll: Duration.DurationInput | undefined
+) =>
+  Effect.gen(function*() {
+    const keeper = yield* LeaseKeeper.make(leaseTtl)
+    yield* Effect.forkScoped(keeper.run)
+    const idleness = yield* Idleness.make(idleTimeout)
+    yield* Effect.forkScoped(idleness.run)
+    if (inboxPoll !== undefined) {
+      yield* Effect.forkScoped(InboxBackstop.run(yield* SessionStore, Duration.decode(inboxPoll), actors))
+    }
+    return { keeper, idleness }
+  })
+
 /** Builds the host; its actors and poller live as long as the enclosing scope. */
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
@@ -99,13 +117,7 @@ export const make = (options: Options = {}) =>
     const slots = permits.semaphore
     // The live actors' doorbells; one keeper, one idleness and one backstop serve them all.
     const entries = new Map<SessionId, Doorbell.Doorbell>()
-    const keeper = yield* LeaseKeeper.make(leaseTtl)
-    yield* Effect.forkScoped(keeper.run)
-    const idleness = yield* Idleness.make(idleTimeout)
-    yield* Effect.forkScoped(idleness.run)
-    if (options.inboxPoll !== undefined && signals.shared) {
-      yield* Effect.forkScoped(InboxBackstop.run(store, Duration.decode(options.inboxPoll), entries))
-    }
+    const { idleness, keeper } = yield* timers(entries, leaseTtl, idleTimeout, signals.shared ? options.inboxPoll : undefined)
     const lock = Lock.make()
     // Who waits for a decision, by session, then by input.
     const waiters = new Map<SessionId, Waiters.Registry<InputId, Decision, Refusal>>()

@@ -320,6 +320,16 @@ export const make = Effect.sync(() => {
   const entryOf = (session: Session) =>
     new ChildEntry({ session, alias: session.alias, agent: session.agent.name, agentPath: session.agentPath }, true)
 
+  /** `lease` renewed at `at`, or the loss that refuses it. */
+  const renewAt = (lease: Lease, ttlMillis: number, at: number): Lease | LeaseLost => {
+    const entry = sessions.get(lease.sessionId)
+    if (!entry || !holds(entry, lease.owner, lease.epoch, at)) {
+      return new LeaseLost({ sessionId: lease.sessionId, epoch: lease.epoch, owner: lease.owner })
+    }
+    entry.lease = { ...entry.lease, expiresAt: at + ttlMillis }
+    return new Lease({ ...lease, expiresAt: entry.lease.expiresAt }, true)
+  }
+
   return SessionStore.of({
     now,
 
@@ -566,15 +576,12 @@ export const make = Effect.sync(() => {
       }),
 
     renew: (lease, ttlMillis) =>
-      Effect.gen(function*() {
-        const entry = sessions.get(lease.sessionId)
-        const at = yield* now
-        if (!entry || !holds(entry, lease.owner, lease.epoch, at)) {
-          return yield* new LeaseLost({ sessionId: lease.sessionId, epoch: lease.epoch, owner: lease.owner })
-        }
-        entry.lease = { ...entry.lease, expiresAt: at + ttlMillis }
-        return new Lease({ ...lease, expiresAt: entry.lease.expiresAt }, true)
+      Effect.flatMap(now, (at): Effect.Effect<Lease, LeaseLost> => {
+        const renewed = renewAt(lease, ttlMillis, at)
+        return renewed instanceof LeaseLost ? Effect.fail(renewed) : Effect.succeed(renewed)
       }),
+
+    renewAll: (leases, ttlMillis) => Effect.map(now, (at) => leases.map((lease) => renewAt(lease, ttlMillis, at))),
 
     release: (lease) =>
       Effect.sync(() => {
