@@ -43,21 +43,40 @@ const encodeBudgets = Schema.encodeSync(Budgets)
 const encodePolicy = Schema.encodeSync(SubagentPolicy)
 
 /**
+ * The canonical text of each `Agent` value fingerprinted so far. An `Agent` is
+ * immutable, and callers mostly create many sessions of one agent value: its
+ * encoding and canonical text (most of a fingerprint's cost) are made once.
+ */
+const agentTexts = new WeakMap<Agent, string>()
+
+const agentText = (agent: Agent): string => {
+  let text = agentTexts.get(agent)
+  if (text === undefined) {
+    text = canonical(encodeAgent(agent))
+    agentTexts.set(agent, text)
+  }
+  return text
+}
+
+/**
  * The canonical content of a create request: what "the same request" means
- * for idempotency keys.
+ * for idempotency keys. The text of `canonical` over the whole request, with
+ * the agent's part taken from `agentText` (`agent` is the first key in sorted
+ * order, and the rest is never empty: `alias`, `title`… are always there).
  */
 export const fingerprint = (input: CreateSession): string =>
-  canonical({
-    principal: encodePrincipal(input.principal),
-    agent: encodeAgent(input.agent),
-    title: input.title ?? null,
-    parentId: input.parentId ?? null,
-    alias: input.alias ?? null,
-    busyPolicy: input.busyPolicy ?? "queue",
-    budgets: input.budgets ? encodeBudgets(input.budgets) : null,
-    subagentPolicy: input.subagentPolicy ? encodePolicy(input.subagentPolicy) : null,
-    metadata: input.metadata ?? {}
-  })
+  `{"agent":${agentText(input.agent)},${
+    canonical({
+      principal: encodePrincipal(input.principal),
+      title: input.title ?? null,
+      parentId: input.parentId ?? null,
+      alias: input.alias ?? null,
+      busyPolicy: input.busyPolicy ?? "queue",
+      budgets: input.budgets ? encodeBudgets(input.budgets) : null,
+      subagentPolicy: input.subagentPolicy ? encodePolicy(input.subagentPolicy) : null,
+      metadata: input.metadata ?? {}
+    }).slice(1)
+  }`
 
 /** The new session, with lineage derived from its parent (if any). */
 export const draft = (
