@@ -43,19 +43,31 @@ const encodeBudgets = Schema.encodeSync(Budgets)
 const encodePolicy = Schema.encodeSync(SubagentPolicy)
 
 /**
- * The canonical text of each `Agent` value fingerprinted so far. An `Agent` is
- * immutable, and callers mostly create many sessions of one agent value: its
- * encoding and canonical text (most of a fingerprint's cost) are made once.
+ * The texts of each `Agent` value seen so far: its canonical text (for
+ * fingerprints) and its stored JSON text (what a SQL store writes). An `Agent`
+ * is immutable, and callers mostly create many sessions of one agent value:
+ * its encoding (most of a fingerprint's cost, and of a SQL create's) is made once.
  */
-const agentTexts = new WeakMap<Agent, string>()
+const agentTexts = new WeakMap<Agent, { readonly encoded: unknown; canonical?: string; json?: string }>()
+
+const encodedOf = (agent: Agent) => {
+  let texts = agentTexts.get(agent)
+  if (texts === undefined) {
+    texts = { encoded: encodeAgent(agent) }
+    agentTexts.set(agent, texts)
+  }
+  return texts
+}
 
 const agentText = (agent: Agent): string => {
-  let text = agentTexts.get(agent)
-  if (text === undefined) {
-    text = canonical(encodeAgent(agent))
-    agentTexts.set(agent, text)
-  }
-  return text
+  const texts = encodedOf(agent)
+  return texts.canonical ??= canonical(texts.encoded)
+}
+
+/** `JSON.stringify` of the encoded `agent`, made once per `Agent` value. */
+export const agentJson = (agent: Agent): string => {
+  const texts = encodedOf(agent)
+  return texts.json ??= JSON.stringify(texts.encoded)
 }
 
 /**

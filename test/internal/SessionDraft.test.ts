@@ -1,11 +1,12 @@
 /**
  * A create request's fingerprint is the canonical text of the whole request
  * (what the stores keep beside an idempotency key, and compare on a retry),
- * whether or not its agent's part was made before for the same `Agent` value.
+ * whether or not its agent's part was made before for the same `Agent` value;
+ * an agent's stored JSON text is its encoding's, the first time and again.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
-import { fingerprint } from "../../src/internal/SessionDraft.js"
+import { agentJson, fingerprint } from "../../src/internal/SessionDraft.js"
 import { Agent, ModelRef } from "../../src/schema/Agent.js"
 import { Budgets } from "../../src/schema/Budget.js"
 import type { SessionId } from "../../src/schema/Ids.js"
@@ -57,5 +58,9 @@ describe("SessionDraft.fingerprint", () => {
     const same = new Agent({ name: "a", instructions: "be brief", model: new ModelRef({ name: "m" }) })
     assert.strictEqual(fingerprint({ principal, agent: same }), fingerprint({ principal, agent }))
     assert.notStrictEqual(fingerprint({ principal, agent: helper }), fingerprint({ principal, agent }))
+  })
+
+  it("agentJson is the JSON text of the encoded agent, the first time and again", () => {
+    for (const a of [agent, helper, agent]) assert.strictEqual(agentJson(a), JSON.stringify(Schema.encodeSync(Agent)(a)))
   })
 })
