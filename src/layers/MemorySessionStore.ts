@@ -88,6 +88,15 @@ export const make = Effect.sync(() => {
   const isLive = (entry: Entry, now: number) => entry.lease.owner !== null && entry.lease.expiresAt > now
 
   const now = Clock.currentTimeMillis
+  /**
+   * Runs `f` with the time read in place: one Effect step, where `yield* now`
+   * inside a generator costs several (the store's hot writes are synchronous).
+   */
+  const at = <X extends Effect.Effect<unknown, unknown>>(
+    f: (now: number) => X
+  ): Effect.Effect<Effect.Effect.Success<X>, Effect.Effect.Error<X>> =>
+    Effect.clockWith((clock) => f(clock.unsafeCurrentTimeMillis())) as never
+  const missing = (sessionId: SessionId) => Effect.fail(new SessionNotFound({ sessionId }))
 
   /** Stores a new session (validated by the caller) and its `session_created` record. */
   const insert = (
@@ -530,16 +539,17 @@ export const make = Effect.sync(() => {
       }),
 
     push: (sessionId, command: Pushable) =>
-      Effect.gen(function*() {
-        const entry = yield* find(sessionId)
+      at((now) => {
+        const entry = sessions.get(sessionId)
+        if (entry === undefined) return missing(sessionId)
         if ((command as Command)._tag === "callback_answer") {
-          return yield* new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" })
+          return Effect.fail(new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" }))
         }
         const print = canonical(encodeCommand(command))
         const known = earlier(entry, command, print)
-        if (known !== undefined) return yield* known
-        if (entry.session.status === "closed") return yield* new SessionClosed({ sessionId })
-        return enqueue(entry, command, print, yield* now)
+        if (known !== undefined) return known
+        if (entry.session.status === "closed") return Effect.fail(new SessionClosed({ sessionId }))
+        return Effect.succeed(enqueue(entry, command, print, now))
       }),
 
     admitAnswer: (sessionId, answer) =>
@@ -567,12 +577,14 @@ export const make = Effect.sync(() => {
       }),
 
     acquire: (sessionId, owner, ttlMillis) =>
-      Effect.gen(function*() {
-        const entry = yield* find(sessionId)
-        const at = yield* now
-        if (isLive(entry, at)) return Option.none()
-        entry.lease = { owner, epoch: entry.lease.epoch + 1, expiresAt: at + ttlMillis }
-        return Option.some(new Lease({ sessionId, owner, epoch: entry.lease.epoch, expiresAt: entry.lease.expiresAt }, true))
+      at((now) => {
+        const entry = sessions.get(sessionId)
+        if (entry === undefined) return missing(sessionId)
+        if (isLive(entry, now)) return Effect.succeed(Option.none())
+        entry.lease = { owner, epoch: entry.lease.epoch + 1, expiresAt: now + ttlMillis }
+        return Effect.succeed(
+          Option.some(new Lease({ sessionId, owner, epoch: entry.lease.epoch, expiresAt: entry.lease.expiresAt }, true))
+        )
       }),
 
     renew: (lease, ttlMillis) =>
@@ -592,12 +604,13 @@ export const make = Effect.sync(() => {
       }),
 
     append: (commit) =>
-      Effect.gen(function*() {
+      at((now) => {
         const replay = replayOf(commit)
-        if (replay !== undefined) return yield* replay
-        const entry = yield* find(commit.sessionId)
-        const apply = yield* prepare(entry, commit, yield* now)
-        return apply()
+        if (replay !== undefined) return replay
+        const entry = sessions.get(commit.sessionId)
+        if (entry === undefined) return missing(commit.sessionId)
+        const apply = prepare(entry, commit, now)
+        return Either.isLeft(apply) ? Effect.fail(apply.left) : Effect.succeed(apply.right())
       }),
 
     readLog,

@@ -37,6 +37,7 @@ import { ChildEntry, ChildPage, maxTreeNodes, Session, SessionPage, SessionTree,
 import * as ListCursor from "../internal/ListCursor.js"
 import { type OperationChange, project, statusOf } from "../internal/LogProjection.js"
 import {
+  agentJson,
   aliasFor,
   childInput,
   childTurnRefusal,
@@ -137,7 +138,6 @@ const decodeOperation = Schema.decodeUnknown(OperationReceipt)
 const decodeCallback = Schema.decodeUnknown(OpenCallback)
 const decodeCommand = Schema.decodeUnknownSync(Command)
 const encodeCommand = Schema.encodeSync(Command)
-const encodeAgent = Schema.encodeSync(Agent)
 const encodePrincipal = Schema.encodeSync(Principal)
 const encodeBudgets = Schema.encodeSync(Budgets)
 const encodePolicy = Schema.encodeSync(SubagentPolicy)
@@ -381,7 +381,7 @@ export const insertSession = (row: NewRow): Step => {
       session.principal.workspaceId.toLowerCase(),
       row.tenant,
       JSON.stringify(encodePrincipal(session.principal)),
-      JSON.stringify(encodeAgent(session.agent)),
+      agentJson(session.agent),
       session.parentId,
       session.rootId,
       row.path,
