@@ -36,6 +36,8 @@ const turnsEach = Number(arg("turns", "5"))
 const poolSizes = arg("workers", "1,2,4").split(",").map(Number)
 const only = arg("only", "")
 const keep = process.argv.includes("--keep")
+// Throughput: after a tenth of the steps, SIGSTOP every worker for this long (ms; longer than the TTL makes every lease lapse mid-turn), then SIGCONT.
+const pauseMs = Number(arg("pause", "0"))
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -73,6 +75,7 @@ const pool = async (url: string, label: string) => {
       return worker
     },
     worker: (owner: string) => workers.find((w) => w.owner === owner)!,
+    workers: (): ReadonlyArray<WorkerProcess> => workers,
     log: (sessionId: SessionId) =>
       store.runPromise(Effect.map(
         Effect.flatMap(SessionStore, (s) => s.readLog(sessionId, { limit: 10_000 })),
@@ -138,6 +141,13 @@ const throughput = (url: string, workers: number) =>
       const t0 = Date.now()
       const ids: Array<SessionId> = await Promise.all(Array.from({ length: sessionCount }, () => p.submit(1, turnsEach)))
       const total = sessionCount * turnsEach
+      if (pauseMs > 0) {
+        await until("a tenth of the steps", () => (p.side().filter((line) => line.kind === "tool").length >= total / 10 ? true : undefined))
+        for (const worker of p.workers()) worker.proc.kill("SIGSTOP")
+        await sleep(pauseMs)
+        for (const worker of p.workers()) worker.proc.kill("SIGCONT")
+        console.log(`  paused every worker for ${pauseMs} ms after ${total / 10} steps`)
+      }
       // A turn is two model calls and one step: done when every step ran and every turn ended.
       await until("every step", () => (p.side().filter((line) => line.kind === "tool").length >= total ? true : undefined), 120_000).catch((error) => {
         const side = p.side()

@@ -14,7 +14,9 @@
  *   record of its model call reaches the log, no step or model call of it
  *   follows);
  * - SIGTERM: the draining owner hands its session over at once; another
- *   worker continues it well before the TTL, and the drained worker exits 0.
+ *   worker continues it well before the TTL, and the drained worker exits 0;
+ * - SIGSTOP of the last worker, longer than the TTL, in the middle of six
+ *   turns: SIGCONT'd, it finishes them all, each step once.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Exit, Layer, ManagedRuntime, Schedule, Schema, Scope } from "effect"
@@ -316,6 +318,17 @@ if (pg.run) {
       )
       assert.strictEqual(await draining.exited, 0)
       assert.include(draining.output(), "DRAINED true")
+
+      // A pause longer than the TTL in the middle of several turns (a starved machine): every lease lapses
+      // mid-turn and the worker's actors stop with LeaseLost as it wakes, without taking its store
+      // connections with them; it claims its sessions again and finishes them, each step once.
+      const last = workers.find((w) => w.proc.exitCode === null && w.proc.signalCode === null)!
+      const starved = await Promise.all(Array.from({ length: 6 }, () => submit(2)))
+      await Promise.all(starved.map((id) => modelCall(id, 1)))
+      last.proc.kill("SIGSTOP")
+      await new Promise((resolve) => setTimeout(resolve, TTL + 1000))
+      last.proc.kill("SIGCONT")
+      for (const id of starved) assertDoneOnce(await ended(id), id, 2, last.owner)
     }, 150_000)
   })
 } else {

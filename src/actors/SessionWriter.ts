@@ -127,7 +127,12 @@ export const make = (target: Target, deps: Deps) => {
   ): Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable> =>
     Effect.gen(function*() {
       const current = yield* Ref.get(lease)
-      const receipt = yield* store.append(yield* commitOf(current, records, consumes)).pipe(Effect.catchAll(fenced(current)))
+      // Waited for even when interrupted: the statement commits or not on its own anyway, and the
+      // PostgreSQL store's append reserves a connection that an interrupted wait would leak.
+      const receipt = yield* store.append(yield* commitOf(current, records, consumes)).pipe(
+        Effect.uninterruptible,
+        Effect.catchAll(fenced(current))
+      )
       yield* written(receipt.firstSeq, receipt.at, records)
       return receipt
     })
