@@ -15,7 +15,9 @@
  * A payload holds lines: `i <session> <position>` (inbox pushed), `l <session>
  * <seq>` (log appended up to seq), `d <origin> <session> <turn> <json texts>`
  * (volatile deltas, best effort, in chunks under the 8000-byte payload limit;
- * a larger single delta is skipped). A process does not read its own deltas back.
+ * a larger single delta is skipped), and `c` (the pool's hint: sessions became
+ * claimable; every process hears it, the sender's too). A process does not
+ * read its own deltas back.
  *
  * @since 0.1.0
  */
@@ -41,6 +43,7 @@ const payloadLimit = 7900
 const forwardBacklog = 4096
 
 type Outgoing =
+  | { readonly _tag: "claimable" }
   | { readonly _tag: "log"; readonly sessionId: SessionId; readonly seq: number }
   | { readonly _tag: "deltas"; readonly sessionId: SessionId; readonly events: ReadonlyArray<AssistantDelta> }
 
@@ -78,6 +81,9 @@ export const parse = (payload: string, origin: string): ReadonlyArray<Signal> =>
   }
   return signals
 }
+
+/** Whether a payload carries the pool's hint (a `c` line). */
+export const claimable = (payload: string): boolean => payload.split("\n").includes("c")
 
 /** Lines packed into payloads under the limit, in order. */
 export const pack = (lines: ReadonlyArray<string>): ReadonlyArray<string> => {
@@ -150,6 +156,7 @@ export const make = (options: Options) =>
         client.on("notification", (message) => {
           if (message.channel !== channel || message.payload === undefined) return
           for (const signal of parse(message.payload, origin)) hub.emit(signal)
+          if (claimable(message.payload)) hub.claimable()
         })
         // Listening from here on; whatever committed while no connection listened is read again.
         client.query(`LISTEN "${channel}"`).then(() => {
@@ -175,7 +182,12 @@ export const make = (options: Options) =>
       if (target === undefined) return
       const heads = new Map<SessionId, number>()
       const deltas = new Map<SessionId, Array<AssistantDelta>>()
+      let hint = false
       for (const item of batch) {
+        if (item._tag === "claimable") {
+          hint = true
+          continue
+        }
         if (item._tag === "log") {
           heads.set(item.sessionId, Math.max(item.seq, heads.get(item.sessionId) ?? 0))
           continue
@@ -184,7 +196,7 @@ export const make = (options: Options) =>
         if (list === undefined) deltas.set(item.sessionId, [...item.events])
         else list.push(...item.events)
       }
-      const lines: Array<string> = []
+      const lines: Array<string> = hint ? ["c"] : []
       for (const [sessionId, events] of deltas) lines.push(...deltaPayloads(origin, sessionId, events))
       for (const [sessionId, seq] of heads) lines.push(`l ${sessionId} ${seq}`)
       for (const payload of pack(lines)) {
@@ -203,6 +215,10 @@ export const make = (options: Options) =>
         Effect.sync(() => {
           if (current !== undefined && events.length > 0) Queue.unsafeOffer(outbox, { _tag: "deltas", sessionId, events })
         }),
+      announceClaimable: Effect.sync(() => {
+        if (current !== undefined) Queue.unsafeOffer(outbox, { _tag: "claimable" })
+      }),
+      watchClaimable: hub.watchClaimable,
       shared: true
     })
   })
