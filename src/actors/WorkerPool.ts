@@ -272,7 +272,8 @@ export const makeDraining = (
       if (drains === 0) emptied = undefined
     })
     // Hands each burst of departures to the pool as one hint, until the drain ends; then whatever left last.
-    const hintDepartures = Effect.forever(Effect.zipRight(Queue.take(departures), announce))
+    // Interruptible even in a finalizer (the daemon drains in one): the drain's end stops it.
+    const hintDepartures = Effect.interruptible(Effect.forever(Effect.zipRight(Queue.take(departures), announce)))
     const lastOnes = Effect.flatMap(Queue.poll(departures), (left) => (Option.isSome(left) ? announce : Effect.void))
     return {
       handOver: { requested: () => drains > 0 },
