@@ -30,7 +30,7 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Duration, Effect, FiberId, Option, Queue, Random } from "effect"
+import { Deferred, Duration, Effect, Fiber, FiberId, Option, Queue, Random } from "effect"
 import type { SessionId } from "../schema/Ids.js"
 import type { RecordBody } from "../schema/Record.js"
 import type * as Lock from "../internal/Lock.js"
@@ -272,8 +272,11 @@ export const makeDraining = (
       if (drains === 0) emptied = undefined
     })
     // Hands each burst of departures to the pool as one hint, until the drain ends; then whatever left last.
-    // Interruptible even in a finalizer (the daemon drains in one): the drain's end stops it.
-    const hintDepartures = Effect.interruptible(Effect.forever(Effect.zipRight(Queue.take(departures), announce)))
+    // The wait is interruptible even in a finalizer (the daemon drains in one), a hint being sent is not:
+    // the drain's end waits for it, since the process may exit right after.
+    const hintDepartures = Effect.interruptible(
+      Effect.forever(Effect.zipRight(Queue.take(departures), Effect.uninterruptible(announce)))
+    )
     const lastOnes = Effect.flatMap(Queue.poll(departures), (left) => (Option.isSome(left) ? announce : Effect.void))
     return {
       handOver: { requested: () => drains > 0 },
@@ -285,9 +288,13 @@ export const makeDraining = (
         Effect.acquireUseRelease(
           begin,
           (allGone) =>
-            Effect.raceFirst(Effect.map(Effect.timeoutOption(allGone, grace), Option.isSome), hintDepartures).pipe(
-              Effect.zipLeft(lastOnes)
-            ),
+            Effect.scoped(Effect.gen(function*() {
+              const hinting = yield* Effect.forkScoped(hintDepartures)
+              const gone = yield* Effect.map(Effect.timeoutOption(allGone, grace), Option.isSome)
+              yield* Fiber.interrupt(hinting)
+              yield* lastOnes
+              return gone
+            })),
           () => end
         )
     }

@@ -16,8 +16,9 @@
  * <seq>` (log appended up to seq), `d <origin> <session> <turn> <json texts>`
  * (volatile deltas, best effort, in chunks under the 8000-byte payload limit;
  * a larger single delta is skipped), and `c` (the pool's hint: sessions became
- * claimable; every process hears it, the sender's too). A process does not
- * read its own deltas back.
+ * claimable; every process hears it, the sender's too; sent on its own and
+ * waited for, since the draining process that sends it may exit right after).
+ * A process does not read its own deltas back.
  *
  * @since 0.1.0
  */
@@ -43,7 +44,6 @@ const payloadLimit = 7900
 const forwardBacklog = 4096
 
 type Outgoing =
-  | { readonly _tag: "claimable" }
   | { readonly _tag: "log"; readonly sessionId: SessionId; readonly seq: number }
   | { readonly _tag: "deltas"; readonly sessionId: SessionId; readonly events: ReadonlyArray<AssistantDelta> }
 
@@ -182,12 +182,7 @@ export const make = (options: Options) =>
       if (target === undefined) return
       const heads = new Map<SessionId, number>()
       const deltas = new Map<SessionId, Array<AssistantDelta>>()
-      let hint = false
       for (const item of batch) {
-        if (item._tag === "claimable") {
-          hint = true
-          continue
-        }
         if (item._tag === "log") {
           heads.set(item.sessionId, Math.max(item.seq, heads.get(item.sessionId) ?? 0))
           continue
@@ -196,7 +191,7 @@ export const make = (options: Options) =>
         if (list === undefined) deltas.set(item.sessionId, [...item.events])
         else list.push(...item.events)
       }
-      const lines: Array<string> = hint ? ["c"] : []
+      const lines: Array<string> = []
       for (const [sessionId, events] of deltas) lines.push(...deltaPayloads(origin, sessionId, events))
       for (const [sessionId, seq] of heads) lines.push(`l ${sessionId} ${seq}`)
       for (const payload of pack(lines)) {
@@ -215,8 +210,15 @@ export const make = (options: Options) =>
         Effect.sync(() => {
           if (current !== undefined && events.length > 0) Queue.unsafeOffer(outbox, { _tag: "deltas", sessionId, events })
         }),
-      announceClaimable: Effect.sync(() => {
-        if (current !== undefined) Queue.unsafeOffer(outbox, { _tag: "claimable" })
+      // Sent at once and waited for (at most a second), not batched: a draining process may exit right after.
+      announceClaimable: Effect.suspend(() => {
+        const target = current
+        if (target === undefined) return Effect.void
+        return Effect.tryPromise(() => target.client.query("SELECT pg_notify($1, 'c')", [target.channel])).pipe(
+          Effect.interruptible,
+          Effect.timeout("1 second"),
+          Effect.catchAll((error) => Effect.logDebug("pool hint not sent", error))
+        )
       }),
       watchClaimable: hub.watchClaimable,
       shared: true
