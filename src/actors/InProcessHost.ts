@@ -122,7 +122,7 @@ export const make = (options: Options = {}) =>
     // Who waits for a decision, by session, then by input.
     const waiters = new Map<SessionId, Waiters.Registry<InputId, Decision, Refusal>>()
     // Draining: actors hand their sessions over, and no new one starts here.
-    const draining = WorkerPool.makeDraining(lock, entries)
+    const draining = yield* WorkerPool.makeDraining(lock, entries, signals.announceClaimable)
     const handOver = draining.handOver
 
     const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
@@ -216,6 +216,7 @@ export const make = (options: Options = {}) =>
       }))
 
     // Crash recovery, the pool's claims, and the backstop: drive what the store says needs driving.
+    const claimable = yield* signals.watchClaimable
     const member: WorkerPool.Member = {
       store,
       capacity: maxBusy,
@@ -223,7 +224,8 @@ export const make = (options: Options = {}) =>
       isLocal: (sessionId) => entries.has(sessionId),
       start: wake,
       spread: options.spread ?? false,
-      paused: handOver.requested
+      paused: handOver.requested,
+      claimable: Queue.take(claimable)
     }
     yield* WorkerPool.claimLoop(member, Duration.decode(options.pollInterval ?? leaseTtl)).pipe(Effect.forkScoped)
 

@@ -140,10 +140,12 @@ export const make = (target: Target, deps: Deps) => {
     records: ReadonlyArray<RecordBody>,
     consumes: ReadonlyArray<InputId>
   ): Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable> =>
-    // Steps chained by hand rather than a generator: every commit of a turn runs them.
+    // Steps chained by hand rather than a generator: every commit of a turn runs them. The append is
+    // waited for even when interrupted: the statement commits or not on its own anyway, and the
+    // PostgreSQL store's append reserves a connection that an interrupted wait would leak.
     Effect.flatMap(Ref.get(lease), (current) =>
       Effect.flatMap(commitOf(current, records, consumes), (commit) =>
-        Effect.flatMap(Effect.catchAll(store.append(commit), fenced(current)), (receipt) =>
+        Effect.flatMap(Effect.catchAll(Effect.uninterruptible(store.append(commit)), fenced(current)), (receipt) =>
           Effect.as(written(receipt.firstSeq, receipt.at, records), receipt))))
 
   /**
