@@ -10,12 +10,18 @@
  *   (SIGKILL) inside a model call, and the time until another worker makes
  *   that call again is measured; a fresh worker replaces the dead one; over
  *   `--kills` kills: median and max, against the aim TTL + 2 s.
+ * - **Handover**: three workers; a session's turn is inside its second model
+ *   call when its owner is sent SIGTERM: it drains, lets the call and its
+ *   step finish, releases the lease and tells the pool; the time from that
+ *   step to the next model call on another worker is measured; a fresh worker
+ *   replaces the drained one; over `--drains` drains: median and max.
  * - **Throughput**: tool turns (model → tool → model) per second with 1, 2
  *   and 4 workers on zero-latency models: `--sessions` sessions with
  *   `--turns` messages each, all written at once; the turns/s between the
  *   first and the last model call, and how the turns spread over the workers.
  *
- *   npx tsx bench/failover.ts [--kills 20] [--ttl 2000] [--sessions 48] [--turns 5] [--workers 1,2,4] [--only failover|throughput]
+ *   npx tsx bench/failover.ts [--kills 20] [--drains 10] [--ttl 2000] [--sessions 48] [--turns 5] [--workers 1,2,4]
+ *     [--pause MS] [--keep] [--only failover|handover|throughput]
  */
 import { Effect, ManagedRuntime } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
@@ -30,12 +36,15 @@ import { readSide, type SideLine, startWorker, step, type WorkerProcess } from "
 import { arg, benchPrincipal as principal, loadAverage, median, percentile, withPgSchema } from "./support.js"
 
 const kills = Number(arg("kills", "20"))
+const drains = Number(arg("drains", "10"))
 const ttl = Number(arg("ttl", "2000"))
 const sessionCount = Number(arg("sessions", "48"))
 const turnsEach = Number(arg("turns", "5"))
 const poolSizes = arg("workers", "1,2,4").split(",").map(Number)
 const only = arg("only", "")
 const keep = process.argv.includes("--keep")
+// Throughput: after a tenth of the steps, SIGSTOP every worker for this long (ms; longer than the TTL makes every lease lapse mid-turn), then SIGCONT.
+const pauseMs = Number(arg("pause", "0"))
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -73,6 +82,7 @@ const pool = async (url: string, label: string) => {
       return worker
     },
     worker: (owner: string) => workers.find((w) => w.owner === owner)!,
+    workers: (): ReadonlyArray<WorkerProcess> => workers,
     log: (sessionId: SessionId) =>
       store.runPromise(Effect.map(
         Effect.flatMap(SessionStore, (s) => s.readLog(sessionId, { limit: 10_000 })),
@@ -129,6 +139,34 @@ const failover = (url: string) =>
     }
   })
 
+const handover = (url: string) =>
+  Effect.promise(async () => {
+    const p = await pool(url, "h")
+    const env = { POOL_TTL_MS: String(ttl), POOL_MODEL_MS: "400", POOL_GRACE_MS: "10000" }
+    try {
+      await Promise.all([p.start(env), p.start(env), p.start(env)])
+      const times: Array<number> = []
+      for (let k = 0; k < drains; k++) {
+        const sessionId = await p.submit(3)
+        const of = () => p.side().filter((line) => line.sessionId === sessionId)
+        const second = await until("the turn's second model call", () => of().find((line) => line.kind === "model" && line.n === 2))
+        const leaving = p.worker(second.owner)
+        leaving.proc.kill("SIGTERM")
+        const heir = await until("another worker's model call", () => of().find((line) => line.kind === "model" && line.owner !== second.owner))
+        const lastStep = of().filter((line) => line.kind === "tool" && line.owner === second.owner).at(-1)!
+        times.push(heir.at - lastStep.at)
+        if ((await leaving.exited) !== 0) throw new Error(`${leaving.owner} did not exit 0 after draining`)
+        await p.start(env)
+      }
+      const sorted = [...times].sort((a, b) => a - b)
+      console.log(`\nhandover on SIGTERM of the owner, ${drains} drains, 3 workers, lease TTL ${ttl} ms (default claim interval)`)
+      console.log(`  the drained owner's last step → the next model call on another worker, ms: median ${median(times).toFixed(0)}, max ${sorted.at(-1)!.toFixed(0)}`)
+      console.log(`  min ${sorted[0]!.toFixed(0)}; all: ${times.map((t) => t.toFixed(0)).join(" ")}`)
+    } finally {
+      await p.close()
+    }
+  })
+
 const throughput = (url: string, workers: number) =>
   Effect.promise(async () => {
     const p = await pool(url, `t${workers}x`)
@@ -138,6 +176,13 @@ const throughput = (url: string, workers: number) =>
       const t0 = Date.now()
       const ids: Array<SessionId> = await Promise.all(Array.from({ length: sessionCount }, () => p.submit(1, turnsEach)))
       const total = sessionCount * turnsEach
+      if (pauseMs > 0) {
+        await until("a tenth of the steps", () => (p.side().filter((line) => line.kind === "tool").length >= total / 10 ? true : undefined))
+        for (const worker of p.workers()) worker.proc.kill("SIGSTOP")
+        await sleep(pauseMs)
+        for (const worker of p.workers()) worker.proc.kill("SIGCONT")
+        console.log(`  paused every worker for ${pauseMs} ms after ${total / 10} steps`)
+      }
       // A turn is two model calls and one step: done when every step ran and every turn ended.
       await until("every step", () => (p.side().filter((line) => line.kind === "tool").length >= total ? true : undefined), 120_000).catch((error) => {
         const side = p.side()
@@ -184,6 +229,7 @@ const throughput = (url: string, workers: number) =>
 console.log(`load average at start: ${loadAverage()}`)
 await withPgSchema("troupe_bench_pool", async (url) => {
   if (only === "" || only === "failover") await Effect.runPromise(failover(url))
+  if (only === "" || only === "handover") await Effect.runPromise(handover(url))
   if (only === "" || only === "throughput") {
     for (const size of poolSizes) await Effect.runPromise(throughput(url, size))
   }

@@ -4,10 +4,11 @@
  * skipped, a process's own deltas not read back), payloads parse into the
  * signals they carry, and the LISTEN
  * connection comes back after the server drops it: the watcher is told it may
- * have missed signals, and a commit after is signalled again.
+ * have missed signals, and a commit after is signalled again. The pool's hint
+ * (sessions became claimable) reaches every process on the database.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option, Queue } from "effect"
+import { Context, Effect, Layer, Option, Queue } from "effect"
 import pg from "pg"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import * as PgStoreSignals from "../src/layers/PgStoreSignals.js"
@@ -41,6 +42,11 @@ describe("PgStoreSignals payloads", () => {
       assert.deepStrictEqual(back.slice(-2), [{ _tag: "Log", sessionId, seq: 42 }, { _tag: "Inbox", sessionId }] as Array<Signal>)
       assert.deepStrictEqual(PgStoreSignals.parse(payloads[0]!, "origin-a"), [])
       assert.deepStrictEqual(PgStoreSignals.parse("garbage", "x"), [])
+      // The pool's hint is a line of its own, packed with the others, and no session's signal.
+      const withHint = PgStoreSignals.pack(["c", `l ${sessionId} 43`])
+      assert.deepStrictEqual(withHint.map(PgStoreSignals.claimable), [true])
+      assert.deepStrictEqual(withHint.flatMap((p) => PgStoreSignals.parse(p, "x")), [{ _tag: "Log", sessionId, seq: 43 }] as Array<Signal>)
+      assert.isFalse(PgStoreSignals.claimable(packed[packed.length - 1]!))
     }))
 })
 
@@ -89,5 +95,25 @@ describe.skipIf(!pgAvailable.run)("PgStoreSignals on a database", () => {
       yield* push(sessionId)
       const again = yield* next("Inbox")
       assert.strictEqual(again.sessionId, sessionId)
+    }), 30_000)
+
+  it.scopedLive("the pool's hint reaches every process on the database, the sender's too", () =>
+    Effect.gen(function*() {
+      const { drop, url } = yield* Effect.promise(freshSchema)
+      yield* Effect.addFinalizer(() => Effect.promise(drop))
+      const a = Context.get(yield* Layer.build(PgStoreSignals.layer({ url })), StoreSignals)
+      const b = Context.get(yield* Layer.build(PgStoreSignals.layer({ url })), StoreSignals)
+      const atA = yield* a.watchClaimable
+      const atB = yield* b.watchClaimable
+      // Once both connections listen (they are made in the background), A's hint is heard by B.
+      const heard = yield* Effect.gen(function*() {
+        for (let i = 0; i < 40; i++) {
+          yield* a.announceClaimable
+          if (Option.isSome(yield* Effect.option(Effect.timeout(Queue.take(atB), "250 millis")))) return true
+        }
+        return false
+      })
+      assert.isTrue(heard)
+      assert.isTrue(Option.isSome(yield* Effect.option(Effect.timeout(Queue.take(atA), "2 seconds"))))
     }), 30_000)
 })

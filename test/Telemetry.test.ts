@@ -3,10 +3,10 @@
  * exactly the events emitted, with the excluded flag; noop and a disabled
  * configuration emit nothing and set nothing up; the OpenTelemetry layer
  * sends events, counters and spans to a real OTLP/HTTP receiver and drops
- * excluded events.
+ * excluded events. Spans are made under any tracer but Effect's built-in one.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, FastCheck as fc, Fiber, Schema } from "effect"
+import { ConfigProvider, Effect, Either, FastCheck as fc, Fiber, Option, Schema, Tracer } from "effect"
 import { existsSync, mkdtempSync, readFileSync } from "node:fs"
 import { createServer, type IncomingMessage } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -378,6 +378,41 @@ describe("noop and configuration", () => {
       assert.deepStrictEqual(readEvents(path), [
         { event: "session.started", kind: "root", excluded: false, at: "1970-01-01T00:00:00.000Z" }
       ])
+    }))
+})
+
+describe("Telemetry spans", () => {
+  const operation = Effect.map(Effect.option(Effect.currentSpan), Option.map((span) => span.name)).pipe(
+    Telemetry.withOperationSpan("tool", { sessionId, turnId, operationId, epoch: 2 }, { "troupe.tool": "echo" }),
+    Telemetry.withTurnSpan({ sessionId, turnId, epoch: 2 })
+  )
+
+  it.effect("under Effect's built-in tracer none is made: the caller's span is the current one", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* operation, Option.none())
+      assert.deepStrictEqual(yield* Effect.withSpan(operation, "caller"), Option.some("caller"))
+    }))
+
+  it.effect("under a tracer of one's own, turn and operation spans are made, nested, with their ids, and ended", () =>
+    Effect.gen(function*() {
+      const made: Array<Tracer.Span> = []
+      const native = yield* Effect.tracer
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = native.span(...args)
+          made.push(span)
+          return span
+        },
+        context: (f) => f()
+      })
+      assert.deepStrictEqual(yield* Effect.withTracer(operation, recording), Option.some("troupe.tool_call"))
+      assert.deepStrictEqual(made.map((span) => span.name), ["troupe.turn", "troupe.tool_call"])
+      const [turn, tool] = made
+      assert.strictEqual(Option.getOrUndefined(tool!.parent)?.spanId, turn!.spanId)
+      assert.strictEqual(tool!.attributes.get("troupe.operation_id"), operationId)
+      assert.strictEqual(tool!.attributes.get("troupe.tool"), "echo")
+      assert.strictEqual(turn!.attributes.get("troupe.lease_epoch"), 2)
+      assert.isTrue(made.every((span) => span.status._tag === "Ended"))
     }))
 })
 

@@ -14,7 +14,9 @@
  *   record of its model call reaches the log, no step or model call of it
  *   follows);
  * - SIGTERM: the draining owner hands its session over at once; another
- *   worker continues it well before the TTL, and the drained worker exits 0.
+ *   worker continues it well before the TTL, and the drained worker exits 0;
+ * - SIGSTOP of the last worker, longer than the TTL, in the middle of six
+ *   turns: SIGCONT'd, it finishes them all, each step once.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Exit, Layer, ManagedRuntime, Schedule, Schema, Scope } from "effect"
@@ -66,12 +68,12 @@ describe("WorkerPool.share", () => {
 })
 
 describe("two hosts on one SQLite file", () => {
-  const hostOn = (filename: string, owner: string, side: string, scope: Scope.Scope) =>
+  const hostOn = (filename: string, owner: string, side: string, scope: Scope.Scope, pollInterval?: Duration.DurationInput) =>
     Layer.buildWithScope(
       Troupe.layerSqlite({ filename }, {
         model: stepModel(owner, side, 300),
         tools: Toolkit.layer([step(owner, side)]),
-        host: { owner, leaseTtl: "10 seconds" }
+        host: { owner, leaseTtl: "10 seconds", ...(pollInterval === undefined ? {} : { pollInterval }) }
       }),
       scope
     ).pipe(Effect.map((context) => ({ sessions: Context.get(context, Sessions), host: Context.get(context, SessionHost) })))
@@ -98,7 +100,8 @@ describe("two hosts on one SQLite file", () => {
         }).pipe(Effect.retry(Schedule.spaced("20 millis")), Effect.timeout("20 seconds"))
       const scopeA = yield* Scope.make()
       const a = yield* hostOn(filename, "a", side, scopeA)
-      const b = yield* hostOn(filename, "b", side, yield* Effect.scope)
+      // B's claim tick is an hour away: only the pool's hint (another connection's commit, here A's release) wakes it.
+      const b = yield* hostOn(filename, "b", side, yield* Effect.scope, "1 hour")
       const me = principal()
 
       // Parked on A: a client tool's callback is open.
@@ -120,7 +123,7 @@ describe("two hosts on one SQLite file", () => {
       assert.isBelow(Duration.toMillis(elapsed), 5000)
       yield* Scope.close(scopeA, Exit.void)
 
-      // B claims both within its claim interval (a second, ±25 %) and goes on.
+      // B claims the busy one on the hint, and takes the parked one with the answer through it, and goes on.
       yield* b.sessions.answerCallback(me, parked.id, { callbackId: callback.callbackId, result: { output: 1 } })
       const first = yield* b.sessions.awaitTurn(me, parked.id, asked.turnId!)
       assert.strictEqual(first.output, "done@b")
@@ -303,7 +306,9 @@ if (pg.run) {
       const termAt = Date.now()
       const heir = await until("another worker on the drained session", () =>
         of(drained).find((line) => line.kind === "model" && line.owner !== leaving.owner))
-      console.log(`SIGTERM: model call ${heir.n} on ${heir.owner} after ${heir.at - termAt} ms (TTL ${TTL} ms)`)
+      // The handover proper: from the drained owner's last step (its lease is released right after it) to the heir's call.
+      const lastStep = of(drained).filter((line) => line.kind === "tool" && line.owner === leaving.owner).at(-1)!
+      console.log(`SIGTERM: model call ${heir.n} on ${heir.owner} after ${heir.at - termAt} ms (TTL ${TTL} ms), ${heir.at - lastStep.at} ms after the last step`)
       assert.isBelow(heir.at - termAt, TTL, "handed over, not left to expire")
       assertDoneOnce(await ended(drained), drained, 3, heir.owner)
       assert.deepStrictEqual(
@@ -316,6 +321,17 @@ if (pg.run) {
       )
       assert.strictEqual(await draining.exited, 0)
       assert.include(draining.output(), "DRAINED true")
+
+      // A pause longer than the TTL in the middle of several turns (a starved machine): every lease lapses
+      // mid-turn and the worker's actors stop with LeaseLost as it wakes, without taking its store
+      // connections with them; it claims its sessions again and finishes them, each step once.
+      const last = workers.find((w) => w.proc.exitCode === null && w.proc.signalCode === null)!
+      const starved = await Promise.all(Array.from({ length: 6 }, () => submit(2)))
+      await Promise.all(starved.map((id) => modelCall(id, 1)))
+      last.proc.kill("SIGSTOP")
+      await new Promise((resolve) => setTimeout(resolve, TTL + 1000))
+      last.proc.kill("SIGCONT")
+      for (const id of starved) assertDoneOnce(await ended(id), id, 2, last.owner)
     }, 150_000)
   })
 } else {

@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Stream } from "effect"
+import { Context, Effect, Either, Stream } from "effect"
 import { ContextCompacted } from "../schema/Compaction.js"
 import type { ModelError } from "../schema/Errors.js"
 import { makeOperationId } from "../schema/Ids.js"
@@ -74,9 +74,10 @@ interface SummaryOutput {
 /** The compaction of the turn `ctx`. */
 export const make = (ctx: TurnContext, deps: Deps) =>
   Effect.gen(function*() {
-    const store = yield* SessionStore
-    const telemetry = yield* Telemetry.Telemetry
-    const costs = yield* CostMeter
+    const services = yield* Effect.context<SessionStore | Telemetry.Telemetry | CostMeter>()
+    const store = Context.get(services, SessionStore)
+    const telemetry = Context.get(services, Telemetry.Telemetry)
+    const costs = Context.get(services, CostMeter)
     const { meter, model, pending, spanIds } = deps
     const { agent, plan, sessionId, turnId } = ctx
     const settings = plan.compaction

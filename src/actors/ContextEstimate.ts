@@ -32,10 +32,22 @@ export const charsOf = (message: Model.Message): number => {
   return chars
 }
 
+/** The characters of each tool spec measured so far: a spec is immutable, and every turn of its agent measures it. */
+const specChars = new WeakMap<ToolSpec, number>()
+
+const charsOfSpec = (tool: ToolSpec): number => {
+  let chars = specChars.get(tool)
+  if (chars === undefined) {
+    chars = tool.name.length + tool.description.length + JSON.stringify(tool.parameters).length
+    specChars.set(tool, chars)
+  }
+  return chars
+}
+
 /** The characters every request of a turn carries besides its messages: instructions and tool specs. */
 export const fixedChars = (instructions: string, tools: ReadonlyArray<ToolSpec>): number => {
   let chars = instructions.length
-  for (const tool of tools) chars += tool.name.length + tool.description.length + JSON.stringify(tool.parameters).length
+  for (const tool of tools) chars += charsOfSpec(tool)
   return chars
 }
 

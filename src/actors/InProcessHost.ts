@@ -26,8 +26,13 @@ import * as Telemetry from "../services/Telemetry.js"
 import { Decision, type Expectation, type Refusal, type Refusals, SessionHost } from "../services/SessionHost.js"
 import { SessionStore } from "../services/SessionStore.js"
 import { StoreSignals } from "../services/StoreSignals.js"
+import * as Doorbell from "../internal/Doorbell.js"
+import * as Idleness from "./Idleness.js"
+import * as InboxBackstop from "./InboxBackstop.js"
+import * as LeaseKeeper from "./LeaseKeeper.js"
 import * as LiveEvents from "./LiveEvents.js"
 import * as Lock from "../internal/Lock.js"
+import * as Permits from "../internal/Permits.js"
 import * as SessionActor from "./SessionActor.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
 import * as Waiters from "../internal/Waiters.js"
@@ -70,6 +75,24 @@ export interface Options {
   readonly toolPolicy?: ToolPolicy.Rules | undefined
 }
 
+/** The timers of a host's actors, one fiber each in the host's scope: lease renewals, idle timeouts, and the inbox backstop. */
+const timers = (
+  actors: ReadonlyMap<SessionId, Doorbell.Doorbell>,
+  leaseTtl: Duration.Duration,
+  idleTimeout: Duration.Duration,
+  inboxPoll: Duration.DurationInput | undefined
+) =>
+  Effect.gen(function*() {
+    const keeper = yield* LeaseKeeper.make(leaseTtl)
+    yield* Effect.forkScoped(keeper.run)
+    const idleness = yield* Idleness.make(idleTimeout)
+    yield* Effect.forkScoped(idleness.run)
+    if (inboxPoll !== undefined) {
+      yield* Effect.forkScoped(InboxBackstop.run(yield* SessionStore, Duration.decode(inboxPoll), actors))
+    }
+    return { keeper, idleness }
+  })
+
 /** Builds the host; its actors and poller live as long as the enclosing scope. */
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
@@ -79,25 +102,27 @@ export const make = (options: Options = {}) =>
     const broker = yield* CallbackBroker
     const signals = yield* StoreSignals
     const leaseTtl = Duration.decode(options.leaseTtl ?? "15 seconds")
+    const idleTimeout = Duration.decode(options.idleTimeout ?? "30 seconds")
     const actorOptions: SessionActor.Options = {
       owner: options.owner ?? `host-${yield* ulid}`,
       leaseTtl,
-      idleTimeout: Duration.decode(options.idleTimeout ?? "30 seconds"),
-      inboxPoll: options.inboxPoll === undefined ? undefined : Duration.decode(options.inboxPoll),
       modelSettings: options.modelSettings,
       toolPolicy: options.toolPolicy
     }
     const liveBuffer = options.liveBuffer ?? 256
     const actors = yield* FiberSet.make<void>()
     const maxBusy = options.maxBusyActors ?? 64
-    const permits = WorkerPool.counted(yield* Effect.makeSemaphore(maxBusy))
+    // First come, first served: a release wakes one waiter, not every actor waiting for a slot.
+    const permits = WorkerPool.counted(Permits.make(maxBusy))
     const slots = permits.semaphore
-    const entries = new Map<SessionId, Queue.Queue<void>>()
+    // The live actors' doorbells; one keeper, one idleness and one backstop serve them all.
+    const entries = new Map<SessionId, Doorbell.Doorbell>()
+    const { idleness, keeper } = yield* timers(entries, leaseTtl, idleTimeout, signals.shared ? options.inboxPoll : undefined)
     const lock = Lock.make()
     // Who waits for a decision, by session, then by input.
     const waiters = new Map<SessionId, Waiters.Registry<InputId, Decision, Refusal>>()
     // Draining: actors hand their sessions over, and no new one starts here.
-    const draining = WorkerPool.makeDraining(lock, entries)
+    const draining = yield* WorkerPool.makeDraining(lock, entries, signals.announceClaimable)
     const handOver = draining.handOver
 
     const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
@@ -126,8 +151,8 @@ export const make = (options: Options = {}) =>
     /** Starts an actor; the caller holds `lock`. */
     const start = (sessionId: SessionId): Effect.Effect<void> =>
       Effect.gen(function*() {
-        const wakes = yield* Queue.sliding<void>(1)
-        entries.set(sessionId, wakes)
+        const bell = Doorbell.make()
+        entries.set(sessionId, bell)
         // When this actor stops without deciding (its lease is held elsewhere, or
         // lost), waiters learn no decision is coming from here, unless a successor
         // actor already runs and will decide for them. A passivated actor settles
@@ -136,12 +161,15 @@ export const make = (options: Options = {}) =>
         const finish = (settle: boolean) =>
           lock(Effect.suspend(() => {
             const current = entries.get(sessionId)
-            if (current === wakes) entries.delete(sessionId)
+            if (current === bell) entries.delete(sessionId)
+            idleness.busy(bell)
             draining.left()
-            return settle && (current === undefined || current === wakes) ? settleAll(sessionId) : Effect.void
+            return settle && (current === undefined || current === bell) ? settleAll(sessionId) : Effect.void
           }))
         const actor = SessionActor.run(sessionId, actorOptions, {
-          wakes,
+          bell,
+          keeper,
+          idleness,
           slots,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           publishRecords: (firstSeq, at, records) =>
@@ -151,7 +179,7 @@ export const make = (options: Options = {}) =>
             ),
           // Volatile deltas go to followers here and, best effort, in other processes.
           broadcast: (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas)),
-          changes: signals.watch(sessionId),
+          changes: signals.shared ? signals.watch(sessionId) : undefined,
           wake: (other) => wake(other),
           expect,
           onLease: (held) => (held ? Effect.void : finish(true)),
@@ -159,9 +187,9 @@ export const make = (options: Options = {}) =>
           mayPassivate: (lease) =>
             lock(Effect.gen(function*() {
               const pending = yield* store.readInbox(sessionId, { limit: 1 })
-              if (pending.length > 0 || (yield* Queue.size(wakes)) > 0) return false
+              if (pending.length > 0 || bell.pending()) return false
               yield* store.release(lease)
-              if (entries.get(sessionId) === wakes) entries.delete(sessionId)
+              if (entries.get(sessionId) === bell) entries.delete(sessionId)
               return true
             }))
         }).pipe(
@@ -181,13 +209,14 @@ export const make = (options: Options = {}) =>
 
     const wake = (sessionId: SessionId): Effect.Effect<void> =>
       lock(Effect.suspend(() => {
-        const wakes = entries.get(sessionId)
-        if (wakes !== undefined) return Effect.asVoid(Queue.offer(wakes, undefined))
+        const bell = entries.get(sessionId)
+        if (bell !== undefined) return Effect.sync(() => bell.ring())
         // Draining: the command is safe in the store, for the pool's next claim.
         return handOver.requested() ? settleAll(sessionId) : start(sessionId)
       }))
 
     // Crash recovery, the pool's claims, and the backstop: drive what the store says needs driving.
+    const claimable = yield* signals.watchClaimable
     const member: WorkerPool.Member = {
       store,
       capacity: maxBusy,
@@ -195,7 +224,8 @@ export const make = (options: Options = {}) =>
       isLocal: (sessionId) => entries.has(sessionId),
       start: wake,
       spread: options.spread ?? false,
-      paused: handOver.requested
+      paused: handOver.requested,
+      claimable: Queue.take(claimable)
     }
     yield* WorkerPool.claimLoop(member, Duration.decode(options.pollInterval ?? leaseTtl)).pipe(Effect.forkScoped)
 
@@ -208,7 +238,8 @@ export const make = (options: Options = {}) =>
       live: events.live,
       turnEnded: events.turnEnded,
       drain: draining.drain,
-      running: Effect.sync(() => [...entries.keys()])
+      running: Effect.sync(() => [...entries.keys()]),
+      drives: (sessionId) => Effect.sync(() => entries.has(sessionId))
     })
   })
 

@@ -1,35 +1,155 @@
 /**
- * The heartbeat of a session actor: renews its lease every third of the TTL
- * and fails with `LeaseLost` the moment a renewal is refused, so the actor
- * stops before it could write with a stale epoch.
+ * The heartbeat of a host's actors: one fiber renews every lease the host
+ * holds, each every third of the TTL, and tells an actor the moment its
+ * renewal is refused (`LeaseLost`), so it stops before it could write with a
+ * stale epoch. A store outage is retried every quarter period for one renewal
+ * period, then the actor is told `StoreUnavailable`. Either way it must stop.
+ *
+ * One keeper per host instead of one fiber per actor: an idle actor costs no
+ * timer of its own. Every lease is renewed the same period after its last
+ * renewal, so the regular entries stay in due order as they are inserted and
+ * the fiber sleeps until the first one only; the few being retried are kept
+ * beside them. Whatever is due at once is renewed in one store call
+ * (`renewAll`: a statement per few hundred leases), so a host with thousands
+ * of idle actors spends a statement, not thousands, on each tick.
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Ref, Schedule } from "effect"
+import { Duration, Effect, Ref, type Scope } from "effect"
 import type { LeaseLost, StoreUnavailable } from "../schema/Errors.js"
-import type { Lease } from "../schema/Lease.js"
+import { Lease } from "../schema/Lease.js"
+import * as Doorbell from "../internal/Doorbell.js"
 import { SessionStore } from "../services/SessionStore.js"
 
-/**
- * Renews `lease` forever; never succeeds. Fails with `LeaseLost` when the
- * store refuses a renewal; a store outage is retried for one renewal period,
- * then fails with `StoreUnavailable`. Either way the actor must stop.
- */
-export const run = (lease: Ref.Ref<Lease>, ttl: Duration.Duration) =>
+/** Why a kept lease ended: the actor holding it must stop. */
+export type Loss = LeaseLost | StoreUnavailable
+
+/** The host's lease keeper. */
+export interface LeaseKeeper {
+  /**
+   * Renews `lease` (updating the ref) until the scope closes; `lost` is called
+   * once if a renewal is refused or the store stays unavailable for a period.
+   */
+  readonly keep: (lease: Ref.Ref<Lease>, lost: (loss: Loss) => Effect.Effect<void>) => Effect.Effect<void, never, Scope.Scope>
+  /** Renews forever; the host forks it in its scope. */
+  readonly run: Effect.Effect<never>
+}
+
+interface Entry {
+  readonly lease: Ref.Ref<Lease>
+  readonly lost: (loss: Loss) => Effect.Effect<void>
+  /** When renewals began to fail for want of the store, if they do. */
+  failingSince: number | undefined
+  kept: boolean
+}
+
+/** A keeper for leases of `ttl`. */
+export const make = (ttl: Duration.Duration): Effect.Effect<LeaseKeeper, never, SessionStore> =>
   Effect.gen(function*() {
     const store = yield* SessionStore
-    const every = Duration.divide(ttl, 3).pipe((d) => (d._tag === "Some" ? d.value : ttl))
-    const renew = Effect.flatMap(Ref.get(lease), (current) =>
-      store.renew(current, Duration.toMillis(ttl)).pipe(Effect.flatMap((next) => Ref.set(lease, next))))
-    return yield* renew.pipe(
-      Effect.retry({
-        while: (error: LeaseLost | StoreUnavailable) => error._tag === "StoreUnavailable",
-        schedule: Schedule.spaced(Duration.divide(every, 4).pipe((d) => (d._tag === "Some" ? d.value : every))).pipe(
-          Schedule.upTo(every)
-        )
-      }),
-      Effect.repeat(Schedule.spaced(every)),
-      Effect.delay(every),
-      Effect.flatMap(() => Effect.never)
-    )
+    const clock = yield* Effect.clock
+    const ttlMillis = Duration.toMillis(ttl)
+    const every = ttlMillis / 3
+    const retryEvery = every / 4
+    // Regular entries, in due order; entries being retried, with their retry time.
+    const due = new Map<Entry, number>()
+    const retrying = new Map<Entry, number>()
+    const someone = Doorbell.make()
+    const now = () => clock.unsafeCurrentTimeMillis()
+
+    const end = (entry: Entry, loss: Loss) =>
+      Effect.suspend(() => {
+        if (!entry.kept) return Effect.void
+        entry.kept = false
+        due.delete(entry)
+        retrying.delete(entry)
+        return entry.lost(loss)
+      })
+
+    const renewed = (entry: Entry, next: Lease) =>
+      Effect.suspend(() => {
+        if (!entry.kept) return Effect.void
+        entry.failingSince = undefined
+        retrying.delete(entry)
+        due.set(entry, now() + every)
+        return Ref.set(entry.lease, next)
+      })
+
+    const failed = (entry: Entry, error: Loss) =>
+      Effect.suspend(() => {
+        if (error._tag === "LeaseLost") return end(entry, error)
+        const at = now()
+        const since = entry.failingSince ?? (entry.failingSince = at)
+        if (at - since >= every) return end(entry, error)
+        if (entry.kept) retrying.set(entry, at + retryEvery)
+        return Effect.void
+      })
+
+    /** Renews `entries` in one store call: each renewed, lost, or (the store being down) retried. */
+    const renew = (entries: ReadonlyArray<Entry>) =>
+      Effect.forEach(entries, (entry) => Ref.get(entry.lease)).pipe(
+        Effect.flatMap((leases) => store.renewAll(leases, ttlMillis)),
+        Effect.matchEffect({
+          onFailure: (error) => Effect.forEach(entries, (entry) => failed(entry, error), { discard: true }),
+          onSuccess: (results) =>
+            Effect.forEach(entries, (entry, i) => {
+              const result = results[i]!
+              return result instanceof Lease ? renewed(entry, result) : failed(entry, result)
+            }, { discard: true })
+        })
+      )
+
+    /** The entries due by `at`, taken out of their maps; the time of the next one after them otherwise. */
+    const takeDue = (at: number): Array<Entry> | number => {
+      const ready: Array<Entry> = []
+      let next = Infinity
+      for (const [entry, when] of due) {
+        if (when > at) {
+          next = when
+          break
+        }
+        ready.push(entry)
+      }
+      for (const [entry, when] of retrying) {
+        if (when <= at) ready.push(entry)
+        else next = Math.min(next, when)
+      }
+      if (ready.length === 0) return next
+      for (const entry of ready) {
+        due.delete(entry)
+        retrying.delete(entry)
+      }
+      return ready
+    }
+
+    const run = Effect.gen(function*() {
+      for (;;) {
+        const ready = takeDue(now())
+        if (typeof ready !== "number") {
+          yield* renew(ready)
+          continue
+        }
+        if (ready === Infinity) yield* someone.wait
+        else yield* Effect.sleep(Duration.millis(ready - now()))
+      }
+    })
+
+    return {
+      keep: (lease, lost) =>
+        Effect.acquireRelease(
+          Effect.sync(() => {
+            const entry: Entry = { lease, lost, failingSince: undefined, kept: true }
+            due.set(entry, now() + every)
+            if (due.size === 1) someone.ring()
+            return entry
+          }),
+          (entry) =>
+            Effect.sync(() => {
+              entry.kept = false
+              due.delete(entry)
+              retrying.delete(entry)
+            })
+        ),
+      run
+    }
   })

@@ -4,22 +4,26 @@
  * the only writer of the session's log while its lease lasts.
  *
  * A thin loop over two pure parts: acquire the lease (or leave the session to
- * whoever holds it), start the `LeaseKeeper`, fold the log into a
+ * whoever holds it), hand it to the host's `LeaseKeeper`, fold the log into a
  * `SessionState`, resume a turn a crashed owner left active, then read the
- * inbox → `Decisions.decide` → append → run the outcome, until idle for
- * `idleTimeout` (passivation) or the lease is lost (then nothing more is
- * written and the actor stops with `LeaseLost`). Every commit, the actor's or
- * its turn's, goes through one write path that folds what it wrote onto the
- * state.
+ * inbox → `Decisions.decide` → append → run the outcome, until idle for the
+ * host's `idleTimeout` (passivation) or the lease is lost (then nothing more
+ * is written and the actor stops with `LeaseLost`). Every commit, the actor's
+ * or its turn's, goes through one write path that folds what it wrote onto
+ * the state.
+ *
+ * It waits on its `Doorbell` alone: an idle actor is one suspended fiber (two
+ * on a store other processes share: one follows their signals), its timers
+ * kept by the host for all actors at once.
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Option, Queue, Ref, Schedule, type Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, HashMap, Option, Queue, Ref, type Scope } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"
 import type { AssistantDelta } from "../schema/Event.js"
-import { type InputId, makeTurnId, type SessionId, type TurnId } from "../schema/Ids.js"
+import { type CallbackId, type InputId, makeTurnId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { InboxItem } from "../schema/Inbox.js"
 import type { CommitReceipt, Lease } from "../schema/Lease.js"
 import type { RecordBody } from "../schema/Record.js"
@@ -36,7 +40,9 @@ import * as Telemetry from "../services/Telemetry.js"
 import type { Toolkit } from "../services/Toolkit.js"
 import * as BusySlot from "./BusySlot.js"
 import * as Decisions from "./Decisions.js"
-import * as LeaseKeeper from "./LeaseKeeper.js"
+import type * as Doorbell from "../internal/Doorbell.js"
+import type * as Idleness from "./Idleness.js"
+import type * as LeaseKeeper from "./LeaseKeeper.js"
 import * as Lock from "../internal/Lock.js"
 import * as RunningTurn from "./RunningTurn.js"
 import * as SessionState from "./SessionState.js"
@@ -49,9 +55,6 @@ export interface Options {
   /** This host's lease owner name. */
   readonly owner: string
   readonly leaseTtl: Duration.Duration
-  readonly idleTimeout: Duration.Duration
-  /** How often a live actor reads its inbox again unsignalled (the backstop for a lost cross-process signal); never when absent. */
-  readonly inboxPoll?: Duration.Duration | undefined
   /** The host's default model settings, under the agent's and the run's. */
   readonly modelSettings?: ModelSettings | undefined
   /** The host's permission layer: no agent or run lifts its denials. */
@@ -71,8 +74,12 @@ export type Services =
 
 /** What the host gives an actor. */
 export interface Wiring {
-  /** Wake-ups: a command was admitted or a turn ended. */
-  readonly wakes: Queue.Queue<void>
+  /** Wake-ups: a command was admitted or a turn ended (and the host's "idle long enough"). */
+  readonly bell: Doorbell.Doorbell
+  /** Renews the lease while the actor holds it. */
+  readonly keeper: LeaseKeeper.LeaseKeeper
+  /** Expires the bell once the actor has been idle for the host's `idleTimeout`. */
+  readonly idleness: Idleness.Idleness
   /** Delivers a decision (or refusal) on an input to whoever waits for it. */
   readonly decide: (inputId: InputId, decision: Exit.Exit<Decision, Refusal>) => Effect.Effect<void>
   /**
@@ -82,14 +89,17 @@ export interface Wiring {
   readonly publishRecords: (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
   /** Broadcasts volatile events to live subscribers. */
   readonly broadcast: (events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
-  /** Signals of this session's changes by other processes (`StoreSignals.watch`), for the actor's scope. */
-  readonly changes: Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
+  /**
+   * Signals of this session's changes by other processes (`StoreSignals.watch`), for the actor's
+   * scope; absent for a store no other process shares.
+   */
+  readonly changes: Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope> | undefined
   /** Wakes another session's actor (a child given a message, a parent given a result). */
   readonly wake: (sessionId: SessionId) => Effect.Effect<void>
   /** Registers interest in the decision on another session's input, before it is pushed. */
   readonly expect: SessionHost["Type"]["expect"]
   /**
-   * Called when the actor has been idle for `idleTimeout`: true lets it stop.
+   * Called when the actor has been idle for the host's `idleTimeout`: true lets it stop.
    * The host answers under its own lock: when nothing is pending it releases
    * the lease and forgets the actor, so a new command starts a fresh one.
    */
@@ -128,8 +138,11 @@ export const foldLog = (sessionId: SessionId) =>
     }
   })
 
-/** Holds the lease for the actor's scope: renewed by the keeper, released at the end unless lost or handed back. */
-const holdLease = (acquired: Lease, ttl: Duration.Duration, fatal: Deferred.Deferred<never, LeaseLost | StoreUnavailable>) =>
+/**
+ * Holds the lease for the actor's scope: renewed by the host's keeper (a loss
+ * is reported to `lost`), released at the end unless lost or handed back.
+ */
+const holdLease = (acquired: Lease, keeper: LeaseKeeper.LeaseKeeper, lost: (loss: LeaseKeeper.Loss) => Effect.Effect<void>) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
     const lease = yield* Ref.make(acquired)
@@ -140,9 +153,25 @@ const holdLease = (acquired: Lease, ttl: Duration.Duration, fatal: Deferred.Defe
         ? Effect.void
         : Effect.ignore(Effect.flatMap(Ref.get(lease), store.release))
     )
-    yield* LeaseKeeper.run(lease, ttl).pipe(Effect.catchAll((error) => Deferred.fail(fatal, error)), Effect.forkScoped)
+    yield* keeper.keep(lease, lost)
     return { lease, handedBack }
   })
+
+/**
+ * Where a parked turn waits for the answer to `callbackId`: registered for the
+ * commit that applies it, or, when that commit came first (a resumed turn that
+ * reaches its wait after the answer was applied), already had.
+ */
+const answerOf = (actor: Actor, callbackId: CallbackId): Deferred.Deferred<unknown> => {
+  const waiting = actor.answers.get(callbackId)
+  if (waiting !== undefined) return waiting
+  const answer = Deferred.unsafeMake<unknown>(FiberId.none)
+  const known = HashMap.get(actor.state.callbacks, callbackId)
+  if (Option.isSome(known) && known.value.status !== "open" && known.value.result !== undefined) {
+    Deferred.unsafeDone(answer, Exit.succeed(known.value.result))
+  } else actor.answers.set(callbackId, answer)
+  return answer
+}
 
 // Stands for the id of a turn a command cannot start.
 const noTurn = "" as TurnId
@@ -184,7 +213,16 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const acquired = yield* store.acquire(sessionId, options.owner, Duration.toMillis(options.leaseTtl))
     yield* wiring.onLease(Option.isSome(acquired))
     if (Option.isNone(acquired)) return
+    // What ends the actor early: its lease is lost, the store is gone, or a turn died. The loop looks at
+    // `ended` whenever it wakes (the bell is rung), instead of racing a fiber against it.
     const fatal = yield* Deferred.make<never, LeaseLost | StoreUnavailable>()
+    const bell = wiring.bell
+    let ended = false
+    const endWith = (complete: Effect.Effect<boolean>) =>
+      Effect.map(complete, () => {
+        ended = true
+        bell.ring()
+      })
     const handOver = wiring.handOver ?? WorkerPool.neverHandsOver
     // Handing over, a busy turn stops itself at its next step boundary: the next owner goes on from there.
     let stoppedForHandover = false
@@ -192,9 +230,9 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       stoppedForHandover = true
       return Effect.interrupt
     })
-    const { handedBack, lease } = yield* holdLease(acquired.value, options.leaseTtl, fatal)
+    const { handedBack, lease } = yield* holdLease(acquired.value, wiring.keeper, (loss) => endWith(Deferred.fail(fatal, loss)))
     // Watched from before the first inbox read, so a push from another process in between is signalled.
-    const changes = yield* wiring.changes
+    if (wiring.changes !== undefined) yield* wakeOnSignals(yield* wiring.changes, bell)
     const turns = yield* FiberSet.make<void>()
     const exclusive = Lock.make()
     const actor: Actor = {
@@ -209,7 +247,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       store,
       broker,
       lease,
-      lose: (error) => Effect.zipRight(Deferred.fail(fatal, error), Effect.fail(error)),
+      lose: (error) => Effect.zipRight(endWith(Deferred.fail(fatal, error)), Effect.fail(error)),
       announceEnd: (end, excluded) =>
         Telemetry.withExcluded(
           telemetry.emit(ProductEvent.turnEnded({
@@ -239,16 +277,12 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           Effect.tap(() => (handOver.requested() && WorkerPool.isStepBoundary(records) ? stopForHandover : Effect.void))
         ),
       broadcast: wiring.broadcast,
-      answers: (callbackId) => {
-        let answer = actor.answers.get(callbackId)
-        if (answer === undefined) actor.answers.set(callbackId, answer = Deferred.unsafeMake(FiberId.none))
-        return answer
-      },
-      wake: Effect.asVoid(Queue.offer(wiring.wakes, undefined)),
+      answers: (callbackId) => answerOf(actor, callbackId),
+      wake: Effect.sync(() => bell.ring()),
       broker,
       slot,
       turns,
-      die: (defect) => Deferred.die(fatal, defect),
+      die: (defect) => Effect.asVoid(endWith(Deferred.die(fatal, defect))),
       subagents: {
         store,
         catalog: yield* AgentCatalog,
@@ -280,63 +314,48 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     if (actor.state.lastEnd !== undefined && actor.session.parentId !== null) {
       yield* FiberSet.run(background, SessionWriter.deliverResult({ store, wake: wiring.wake }, actor.session, actor.state.lastEnd))
     }
-    yield* wakeOnPushes(sessionId, store, changes, wiring.wakes, options.inboxPoll)
     // While handing over, a busy turn is looked at often: parking it wakes nobody.
     const nextWake = Effect.suspend(() =>
-      handOver.requested() ? Effect.ignore(Effect.timeout(Queue.take(wiring.wakes), "50 millis")) : Queue.take(wiring.wakes)
+      handOver.requested() ? Effect.ignore(Effect.timeout(bell.wait, "50 millis")) : bell.wait
     )
-    const loop = Effect.gen(function*() {
-      for (;;) {
-        // Handing over: the pending inbox stays for the next owner; the scope's end releases the lease.
-        if (stoppedForHandover || (handOver.requested() && (actor.running === undefined || !slot.held()))) return
-        if (yield* drain) continue
-        if (actor.running !== undefined) {
-          yield* nextWake
-          continue
-        }
-        // Idle: let another actor work while this one waits.
-        yield* slot.give
-        const woke = yield* Queue.take(wiring.wakes).pipe(Effect.timeout(options.idleTimeout), Effect.option)
-        if (handOver.requested()) return
-        if (Option.isNone(woke) && actor.running === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) {
-          // The host released the lease as it agreed.
-          handedBack.value = true
-          return
-        }
-        yield* slot.take
+    for (;;) {
+      if (ended) return yield* Deferred.await(fatal)
+      // Handing over: the pending inbox stays for the next owner; the scope's end releases the lease.
+      if (stoppedForHandover || (handOver.requested() && (actor.running === undefined || !slot.held()))) return
+      if (yield* drain) continue
+      if (actor.running !== undefined) {
+        yield* nextWake
+        continue
       }
-    })
-    yield* Effect.raceFirst(loop, Deferred.await(fatal))
+      // Idle: let another actor work while this one waits; the host's idleness expires the bell in time.
+      yield* slot.give
+      yield* wiring.idleness.idle(bell)
+      const woke = yield* bell.wait
+      wiring.idleness.busy(bell)
+      if (ended) return yield* Deferred.await(fatal)
+      if (handOver.requested()) return
+      if (woke === "expired" && actor.running === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) {
+        // The host released the lease as it agreed.
+        handedBack.value = true
+        return
+      }
+      yield* slot.take
+    }
   }))
 
 /**
- * Wakes the actor (`wakes`) when a command is pushed through another process:
- * the store signals it (`StoreSignals`), and, as the backstop for a lost
- * signal, the inbox is looked at again every `inboxPoll`. Both fibers live in
- * the actor's scope.
+ * Rings the actor's bell when a command is pushed through another process (the
+ * store signals it, `StoreSignals`). The fiber lives in the actor's scope; the
+ * host's `InboxBackstop` covers a lost signal.
  */
-const wakeOnPushes = (
-  sessionId: SessionId,
-  store: SessionStore["Type"],
-  changes: Queue.Dequeue<Signal>,
-  wakes: Queue.Queue<void>,
-  inboxPoll: Duration.Duration | undefined
-) =>
-  Effect.gen(function*() {
-    yield* Queue.take(changes).pipe(
-      Effect.flatMap((signal) => signal._tag === "Inbox" || signal._tag === "Missed" ? Queue.offer(wakes, undefined) : Effect.void),
-      Effect.forever,
-      Effect.forkScoped
-    )
-    if (inboxPoll === undefined) return
-    yield* store.readInbox(sessionId, { limit: 1 }).pipe(
-      Effect.flatMap((items) => (items.length > 0 ? Queue.offer(wakes, undefined) : Effect.void)),
-      Effect.ignore,
-      Effect.repeat(Schedule.spaced(inboxPoll)),
-      Effect.delay(inboxPoll),
-      Effect.forkScoped
-    )
-  })
+const wakeOnSignals = (changes: Queue.Dequeue<Signal>, bell: Doorbell.Doorbell) =>
+  Queue.take(changes).pipe(
+    Effect.map((signal) => {
+      if (signal._tag === "Inbox" || signal._tag === "Missed") bell.ring()
+    }),
+    Effect.forever,
+    Effect.forkScoped
+  )
 
 /**
  * Decides one inbox item and carries the outcome out: interrupt the running

@@ -70,6 +70,11 @@ export const deliverResult = (deps: Pick<Deps, "store" | "wake">, session: Sessi
     )
   })
 
+/** Whether folding `record` causes more than the fold (see `written`'s switch). */
+const causes = (record: RecordBody): boolean =>
+  record._tag === "turn_ended" || record._tag === "callback_resolved" || record._tag === "child_result" ||
+  (record._tag === "input_applied" && record.kind === "steer")
+
 /** The write path of an actor. */
 export const make = (target: Target, deps: Deps) => {
   const { lease, lose, store } = deps
@@ -91,8 +96,18 @@ export const make = (target: Target, deps: Deps) => {
       consumes
     }))
 
-  /** Folds what a commit wrote from `firstSeq`, then runs what it causes and announces it. */
+  /**
+   * Folds what a commit wrote from `firstSeq`, then runs what it causes and
+   * announces it. A commit whose records cause nothing (most of a turn's:
+   * operations, receipts) is folded in place and goes straight to the announcing.
+   */
   const written = (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) =>
+    records.some(causes) ? causing(firstSeq, at, records) : Effect.suspend(() => {
+      target.state = SessionState.applyCommit(target.state, firstSeq, at, records)
+      return deps.publishRecords(firstSeq, at, records)
+    })
+
+  const causing = (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) =>
     Effect.gen(function*() {
       const before = target.state
       target.state = SessionState.applyCommit(before, firstSeq, at, records)
@@ -125,12 +140,13 @@ export const make = (target: Target, deps: Deps) => {
     records: ReadonlyArray<RecordBody>,
     consumes: ReadonlyArray<InputId>
   ): Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable> =>
-    Effect.gen(function*() {
-      const current = yield* Ref.get(lease)
-      const receipt = yield* store.append(yield* commitOf(current, records, consumes)).pipe(Effect.catchAll(fenced(current)))
-      yield* written(receipt.firstSeq, receipt.at, records)
-      return receipt
-    })
+    // Steps chained by hand rather than a generator: every commit of a turn runs them. The append is
+    // waited for even when interrupted: the statement commits or not on its own anyway, and the
+    // PostgreSQL store's append reserves a connection that an interrupted wait would leak.
+    Effect.flatMap(Ref.get(lease), (current) =>
+      Effect.flatMap(commitOf(current, records, consumes), (commit) =>
+        Effect.flatMap(Effect.catchAll(Effect.uninterruptible(store.append(commit)), fenced(current)), (receipt) =>
+          Effect.as(written(receipt.firstSeq, receipt.at, records), receipt))))
 
   /**
    * Spawns a child with the parent's `records` in one transaction: the store

@@ -25,7 +25,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Either, Stream } from "effect"
+import { Clock, Context, Effect, Either, Stream } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import type { CallbackKind, CallbackRequest } from "../schema/Callback.js"
 import type { ModelError } from "../schema/Errors.js"
@@ -248,10 +248,12 @@ const endings = (
 /** Runs one turn to its end, resuming from the receipts and callbacks it is given. */
 export const run = (ctx: TurnContext) =>
   Effect.gen(function*() {
-    const model = yield* Model.Model
-    const toolkit = yield* Toolkit
-    const costs = yield* CostMeter
-    const guardrails = yield* Guardrails
+    // The services read from the context at once: one Effect step rather than one (and its continuation) per tag.
+    const services = yield* Effect.context<Model.Model | Toolkit | CostMeter | Guardrails>()
+    const model = Context.get(services, Model.Model)
+    const toolkit = Context.get(services, Toolkit)
+    const costs = Context.get(services, CostMeter)
+    const guardrails = Context.get(services, Guardrails)
     // Read in place rather than one Effect step per reading: the meter is checked around every operation.
     const clock = yield* Effect.clock
     const now = () => clock.unsafeCurrentTimeMillis()

@@ -22,14 +22,18 @@
  *   A busy turn stops itself at its next step boundary (`isStepBoundary`:
  *   a tool's outcome committed, nothing in flight), so the next owner goes
  *   on from there without calling a tool or the model again. The store's
- *   release is epoch-checked, and the pool's next tick takes the sessions
- *   up: no one waits for a TTL.
+ *   release is epoch-checked, and each time actors leave the draining host
+ *   tells the pool that sessions became claimable
+ *   (`StoreSignals.announceClaimable`): every claim loop looks at once
+ *   (within 50 ms of jitter), its tick staying the backstop. No one waits for
+ *   a TTL, nor for a tick. Decision 0020.
  *
  * @since 0.1.0
  */
-import { Deferred, Duration, Effect, FiberId, Option, Queue, Random } from "effect"
+import { Deferred, Duration, Effect, Fiber, FiberId, Option, Queue, Random } from "effect"
 import type { SessionId } from "../schema/Ids.js"
 import type { RecordBody } from "../schema/Record.js"
+import type * as Doorbell from "../internal/Doorbell.js"
 import type * as Lock from "../internal/Lock.js"
 import type { SessionStore } from "../services/SessionStore.js"
 
@@ -134,6 +138,12 @@ export interface Member {
   readonly spread: boolean
   /** While true (the host is draining), nothing is claimed. */
   readonly paused: () => boolean
+  /**
+   * Waits for the pool's next hint that sessions became claimable
+   * (`StoreSignals.watchClaimable`: a draining worker released some); the
+   * claim loop then looks at once instead of at its next tick.
+   */
+  readonly claimable: Effect.Effect<void>
 }
 
 /** Fisher–Yates on a copy, so that the pool's members try different sessions first. */
@@ -171,10 +181,15 @@ export const claimOnce = (member: Member, seen: Seen): Effect.Effect<Tick> =>
     Effect.catchAll((error) => Effect.as(Effect.logWarning("claiming runnable sessions failed", error), { seen, full: false }))
   )
 
+/** The most a worker waits after the pool's hint before it looks, with `spread`: the pool hears a hint at once, and drifts apart. */
+const hintJitterMillis = 50
+
 /**
  * Claims forever, every `interval` (±25 % with `spread`, so the pool's
- * members drift apart); while slots are the limit, every 50 ms, so a slot given back is
- * used soon (a full worker's tick reads nothing from the store).
+ * members drift apart), and as soon as the pool hints that sessions became
+ * claimable (with `spread`, after up to 50 ms more); while slots are the
+ * limit, every 50 ms, so a slot given back is used soon (a full worker's tick
+ * reads nothing from the store). The tick stays the backstop for a lost hint.
  */
 export const claimLoop = (member: Member, interval: Duration.Duration): Effect.Effect<never> =>
   Effect.gen(function*() {
@@ -188,7 +203,11 @@ export const claimLoop = (member: Member, interval: Duration.Duration): Effect.E
         : member.spread
         ? millis * (0.75 + 0.5 * (yield* Random.next))
         : millis
-      yield* Effect.sleep(Duration.millis(pause))
+      const hinted = yield* Effect.raceFirst(
+        Effect.as(Effect.sleep(Duration.millis(pause)), false),
+        Effect.as(member.claimable, true)
+      )
+      if (hinted && member.spread) yield* Effect.sleep(Duration.millis(hintJitterMillis * (yield* Random.next)))
     }
   })
 
@@ -217,38 +236,65 @@ export const neverHandsOver: Handover = { requested: () => false }
 /** A host's draining: its handover request while a drain runs, and the drain itself. */
 export interface Draining {
   readonly handOver: Handover
-  /** The host calls it, under its lock, when an actor has gone from `actors`. */
+  /** The host calls it, under its lock, when an actor has gone from `actors` (its lease released, or never held). */
   readonly left: () => void
   /**
    * `SessionHost.drain`: asks for the handover, wakes every actor to look at
-   * it, and waits at most `grace` until none is left; true if none is.
+   * it, and waits at most `grace` until none is left; true if none is. Each
+   * time actors leave meanwhile, the pool is told sessions became claimable.
    */
   readonly drain: (grace: Duration.DurationInput) => Effect.Effect<boolean>
 }
 
-/** The draining of a host whose live actors are `actors` (their wake-up queues), guarded by `lock`. */
-export const makeDraining = (lock: Lock.Exclusive, actors: ReadonlyMap<SessionId, Queue.Queue<void>>): Draining => {
-  let drains = 0
-  let emptied: Deferred.Deferred<void> | undefined
-  const begin = lock(Effect.suspend(() => {
-    drains++
-    if (actors.size === 0) return Effect.succeed(Effect.void)
-    const done = emptied ?? (emptied = Deferred.unsafeMake<void>(FiberId.none))
-    return Effect.as(
-      Effect.forEach(actors.values(), (wakes) => Queue.offer(wakes, undefined), { discard: true }),
-      Deferred.await(done)
+/**
+ * The draining of a host whose live actors are `actors` (their doorbells),
+ * guarded by `lock`; `announce` tells the pool that sessions became
+ * claimable (`StoreSignals.announceClaimable`).
+ */
+export const makeDraining = (
+  lock: Lock.Exclusive,
+  actors: ReadonlyMap<SessionId, Doorbell.Doorbell>,
+  announce: Effect.Effect<void>
+): Effect.Effect<Draining> =>
+  Effect.map(Queue.sliding<void>(1), (departures) => {
+    let drains = 0
+    let emptied: Deferred.Deferred<void> | undefined
+    const begin = lock(Effect.suspend(() => {
+      drains++
+      if (actors.size === 0) return Effect.succeed(Effect.void)
+      const done = emptied ?? (emptied = Deferred.unsafeMake<void>(FiberId.none))
+      for (const bell of actors.values()) bell.ring()
+      return Effect.succeed(Deferred.await(done))
+    }))
+    const end = Effect.sync(() => {
+      drains--
+      if (drains === 0) emptied = undefined
+    })
+    // Hands each burst of departures to the pool as one hint, until the drain ends; then whatever left last.
+    // The wait is interruptible even in a finalizer (the daemon drains in one), a hint being sent is not:
+    // the drain's end waits for it, since the process may exit right after.
+    const hintDepartures = Effect.interruptible(
+      Effect.forever(Effect.zipRight(Queue.take(departures), Effect.uninterruptible(announce)))
     )
-  }))
-  const end = Effect.sync(() => {
-    drains--
-    if (drains === 0) emptied = undefined
+    const lastOnes = Effect.flatMap(Queue.poll(departures), (left) => (Option.isSome(left) ? announce : Effect.void))
+    return {
+      handOver: { requested: () => drains > 0 },
+      left: () => {
+        if (drains > 0) Queue.unsafeOffer(departures, undefined)
+        if (actors.size === 0 && emptied !== undefined) Deferred.unsafeDone(emptied, Effect.void)
+      },
+      drain: (grace) =>
+        Effect.acquireUseRelease(
+          begin,
+          (allGone) =>
+            Effect.scoped(Effect.gen(function*() {
+              const hinting = yield* Effect.forkScoped(hintDepartures)
+              const gone = yield* Effect.map(Effect.timeoutOption(allGone, grace), Option.isSome)
+              yield* Fiber.interrupt(hinting)
+              yield* lastOnes
+              return gone
+            })),
+          () => end
+        )
+    }
   })
-  return {
-    handOver: { requested: () => drains > 0 },
-    left: () => {
-      if (actors.size === 0 && emptied !== undefined) Deferred.unsafeDone(emptied, Effect.void)
-    },
-    drain: (grace) =>
-      Effect.acquireUseRelease(begin, (allGone) => Effect.map(Effect.timeoutOption(allGone, grace), Option.isSome), () => end)
-  }
-}

@@ -43,21 +43,52 @@ const encodeBudgets = Schema.encodeSync(Budgets)
 const encodePolicy = Schema.encodeSync(SubagentPolicy)
 
 /**
+ * The texts of each `Agent` value seen so far: its canonical text (for
+ * fingerprints) and its stored JSON text (what a SQL store writes). An `Agent`
+ * is immutable, and callers mostly create many sessions of one agent value:
+ * its encoding (most of a fingerprint's cost, and of a SQL create's) is made once.
+ */
+const agentTexts = new WeakMap<Agent, { readonly encoded: unknown; canonical?: string; json?: string }>()
+
+const encodedOf = (agent: Agent) => {
+  let texts = agentTexts.get(agent)
+  if (texts === undefined) {
+    texts = { encoded: encodeAgent(agent) }
+    agentTexts.set(agent, texts)
+  }
+  return texts
+}
+
+const agentText = (agent: Agent): string => {
+  const texts = encodedOf(agent)
+  return texts.canonical ??= canonical(texts.encoded)
+}
+
+/** `JSON.stringify` of the encoded `agent`, made once per `Agent` value. */
+export const agentJson = (agent: Agent): string => {
+  const texts = encodedOf(agent)
+  return texts.json ??= JSON.stringify(texts.encoded)
+}
+
+/**
  * The canonical content of a create request: what "the same request" means
- * for idempotency keys.
+ * for idempotency keys. The text of `canonical` over the whole request, with
+ * the agent's part taken from `agentText` (`agent` is the first key in sorted
+ * order, and the rest is never empty: `alias`, `title`… are always there).
  */
 export const fingerprint = (input: CreateSession): string =>
-  canonical({
-    principal: encodePrincipal(input.principal),
-    agent: encodeAgent(input.agent),
-    title: input.title ?? null,
-    parentId: input.parentId ?? null,
-    alias: input.alias ?? null,
-    busyPolicy: input.busyPolicy ?? "queue",
-    budgets: input.budgets ? encodeBudgets(input.budgets) : null,
-    subagentPolicy: input.subagentPolicy ? encodePolicy(input.subagentPolicy) : null,
-    metadata: input.metadata ?? {}
-  })
+  `{"agent":${agentText(input.agent)},${
+    canonical({
+      principal: encodePrincipal(input.principal),
+      title: input.title ?? null,
+      parentId: input.parentId ?? null,
+      alias: input.alias ?? null,
+      busyPolicy: input.busyPolicy ?? "queue",
+      budgets: input.budgets ? encodeBudgets(input.budgets) : null,
+      subagentPolicy: input.subagentPolicy ? encodePolicy(input.subagentPolicy) : null,
+      metadata: input.metadata ?? {}
+    }).slice(1)
+  }`
 
 /** The new session, with lineage derived from its parent (if any). */
 export const draft = (

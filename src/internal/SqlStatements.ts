@@ -40,7 +40,9 @@ export type Executor = (text: string, params: ReadonlyArray<unknown>) => Effect.
 /**
  * Builds the runner over the `SqlClient` in context. Inside a transaction a
  * statement runs on the transaction's connection; outside, on `outside`
- * (default: a connection reserved for the one statement).
+ * (default: a connection reserved for the one statement, which an interrupted
+ * caller waits for: a statement is short, and a reserve given up on would leak
+ * its connection).
  */
 export const make = (placeholders: Placeholders, outside?: Executor) =>
   Effect.map(SqlClient.SqlClient, (sql): Statements => {
@@ -55,8 +57,12 @@ export const make = (placeholders: Placeholders, outside?: Executor) =>
       }
       return out
     }
+    // Uninterruptible: `@effect/sql-pg` cannot cancel a `reserve` still waiting for a pool
+    // connection, so an interrupted waiter would leave the connection it later gets checked out
+    // for good; a few such waiters (an actor stopping after its lease lapsed) starve the store.
     const single: Executor = outside ??
-      ((text, params) => Effect.scoped(Effect.flatMap(sql.reserve, (conn) => conn.execute(text, params, undefined))))
+      ((text, params) =>
+        Effect.uninterruptible(Effect.scoped(Effect.flatMap(sql.reserve, (conn) => conn.execute(text, params, undefined)))))
     return {
       query: <Row>(text: string, params: ReadonlyArray<unknown>) =>
         Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) =>

@@ -88,6 +88,15 @@ export const make = Effect.sync(() => {
   const isLive = (entry: Entry, now: number) => entry.lease.owner !== null && entry.lease.expiresAt > now
 
   const now = Clock.currentTimeMillis
+  /**
+   * Runs `f` with the time read in place: one Effect step, where `yield* now`
+   * inside a generator costs several (the store's hot writes are synchronous).
+   */
+  const at = <X extends Effect.Effect<unknown, unknown>>(
+    f: (now: number) => X
+  ): Effect.Effect<Effect.Effect.Success<X>, Effect.Effect.Error<X>> =>
+    Effect.clockWith((clock) => f(clock.unsafeCurrentTimeMillis())) as never
+  const missing = (sessionId: SessionId) => Effect.fail(new SessionNotFound({ sessionId }))
 
   /** Stores a new session (validated by the caller) and its `session_created` record. */
   const insert = (
@@ -320,6 +329,16 @@ export const make = Effect.sync(() => {
   const entryOf = (session: Session) =>
     new ChildEntry({ session, alias: session.alias, agent: session.agent.name, agentPath: session.agentPath }, true)
 
+  /** `lease` renewed at `at`, or the loss that refuses it. */
+  const renewAt = (lease: Lease, ttlMillis: number, at: number): Lease | LeaseLost => {
+    const entry = sessions.get(lease.sessionId)
+    if (!entry || !holds(entry, lease.owner, lease.epoch, at)) {
+      return new LeaseLost({ sessionId: lease.sessionId, epoch: lease.epoch, owner: lease.owner })
+    }
+    entry.lease = { ...entry.lease, expiresAt: at + ttlMillis }
+    return new Lease({ ...lease, expiresAt: entry.lease.expiresAt }, true)
+  }
+
   return SessionStore.of({
     now,
 
@@ -520,16 +539,17 @@ export const make = Effect.sync(() => {
       }),
 
     push: (sessionId, command: Pushable) =>
-      Effect.gen(function*() {
-        const entry = yield* find(sessionId)
+      at((now) => {
+        const entry = sessions.get(sessionId)
+        if (entry === undefined) return missing(sessionId)
         if ((command as Command)._tag === "callback_answer") {
-          return yield* new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" })
+          return Effect.fail(new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" }))
         }
         const print = canonical(encodeCommand(command))
         const known = earlier(entry, command, print)
-        if (known !== undefined) return yield* known
-        if (entry.session.status === "closed") return yield* new SessionClosed({ sessionId })
-        return enqueue(entry, command, print, yield* now)
+        if (known !== undefined) return known
+        if (entry.session.status === "closed") return Effect.fail(new SessionClosed({ sessionId }))
+        return Effect.succeed(enqueue(entry, command, print, now))
       }),
 
     admitAnswer: (sessionId, answer) =>
@@ -557,24 +577,23 @@ export const make = Effect.sync(() => {
       }),
 
     acquire: (sessionId, owner, ttlMillis) =>
-      Effect.gen(function*() {
-        const entry = yield* find(sessionId)
-        const at = yield* now
-        if (isLive(entry, at)) return Option.none()
-        entry.lease = { owner, epoch: entry.lease.epoch + 1, expiresAt: at + ttlMillis }
-        return Option.some(new Lease({ sessionId, owner, epoch: entry.lease.epoch, expiresAt: entry.lease.expiresAt }, true))
+      at((now) => {
+        const entry = sessions.get(sessionId)
+        if (entry === undefined) return missing(sessionId)
+        if (isLive(entry, now)) return Effect.succeed(Option.none())
+        entry.lease = { owner, epoch: entry.lease.epoch + 1, expiresAt: now + ttlMillis }
+        return Effect.succeed(
+          Option.some(new Lease({ sessionId, owner, epoch: entry.lease.epoch, expiresAt: entry.lease.expiresAt }, true))
+        )
       }),
 
     renew: (lease, ttlMillis) =>
-      Effect.gen(function*() {
-        const entry = sessions.get(lease.sessionId)
-        const at = yield* now
-        if (!entry || !holds(entry, lease.owner, lease.epoch, at)) {
-          return yield* new LeaseLost({ sessionId: lease.sessionId, epoch: lease.epoch, owner: lease.owner })
-        }
-        entry.lease = { ...entry.lease, expiresAt: at + ttlMillis }
-        return new Lease({ ...lease, expiresAt: entry.lease.expiresAt }, true)
+      Effect.flatMap(now, (at): Effect.Effect<Lease, LeaseLost> => {
+        const renewed = renewAt(lease, ttlMillis, at)
+        return renewed instanceof LeaseLost ? Effect.fail(renewed) : Effect.succeed(renewed)
       }),
+
+    renewAll: (leases, ttlMillis) => Effect.map(now, (at) => leases.map((lease) => renewAt(lease, ttlMillis, at))),
 
     release: (lease) =>
       Effect.sync(() => {
@@ -585,12 +604,13 @@ export const make = Effect.sync(() => {
       }),
 
     append: (commit) =>
-      Effect.gen(function*() {
+      at((now) => {
         const replay = replayOf(commit)
-        if (replay !== undefined) return yield* replay
-        const entry = yield* find(commit.sessionId)
-        const apply = yield* prepare(entry, commit, yield* now)
-        return apply()
+        if (replay !== undefined) return replay
+        const entry = sessions.get(commit.sessionId)
+        if (entry === undefined) return missing(commit.sessionId)
+        const apply = prepare(entry, commit, now)
+        return Either.isLeft(apply) ? Effect.fail(apply.left) : Effect.succeed(apply.right())
       }),
 
     readLog,

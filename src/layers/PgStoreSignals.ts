@@ -15,7 +15,10 @@
  * A payload holds lines: `i <session> <position>` (inbox pushed), `l <session>
  * <seq>` (log appended up to seq), `d <origin> <session> <turn> <json texts>`
  * (volatile deltas, best effort, in chunks under the 8000-byte payload limit;
- * a larger single delta is skipped). A process does not read its own deltas back.
+ * a larger single delta is skipped), and `c` (the pool's hint: sessions became
+ * claimable; every process hears it, the sender's too; sent on its own and
+ * waited for, since the draining process that sends it may exit right after).
+ * A process does not read its own deltas back.
  *
  * @since 0.1.0
  */
@@ -78,6 +81,9 @@ export const parse = (payload: string, origin: string): ReadonlyArray<Signal> =>
   }
   return signals
 }
+
+/** Whether a payload carries the pool's hint (a `c` line). */
+export const claimable = (payload: string): boolean => payload.split("\n").includes("c")
 
 /** Lines packed into payloads under the limit, in order. */
 export const pack = (lines: ReadonlyArray<string>): ReadonlyArray<string> => {
@@ -150,6 +156,7 @@ export const make = (options: Options) =>
         client.on("notification", (message) => {
           if (message.channel !== channel || message.payload === undefined) return
           for (const signal of parse(message.payload, origin)) hub.emit(signal)
+          if (claimable(message.payload)) hub.claimable()
         })
         // Listening from here on; whatever committed while no connection listened is read again.
         client.query(`LISTEN "${channel}"`).then(() => {
@@ -203,6 +210,17 @@ export const make = (options: Options) =>
         Effect.sync(() => {
           if (current !== undefined && events.length > 0) Queue.unsafeOffer(outbox, { _tag: "deltas", sessionId, events })
         }),
+      // Sent at once and waited for (at most a second), not batched: a draining process may exit right after.
+      announceClaimable: Effect.suspend(() => {
+        const target = current
+        if (target === undefined) return Effect.void
+        return Effect.tryPromise(() => target.client.query("SELECT pg_notify($1, 'c')", [target.channel])).pipe(
+          Effect.interruptible,
+          Effect.timeout("1 second"),
+          Effect.catchAll((error) => Effect.logDebug("pool hint not sent", error))
+        )
+      }),
+      watchClaimable: hub.watchClaimable,
       shared: true
     })
   })

@@ -1,8 +1,9 @@
 /**
  * The watchers of a `StoreSignals` layer, by session: each watch is a sliding
  * queue for its scope, and a signal for a session goes to every queue watching
- * it. The PostgreSQL and SQLite layers share it; what they differ in is how
- * they learn of a change.
+ * it; and the watchers of the pool's "sessions became claimable" hint. The
+ * PostgreSQL and SQLite layers share it; what they differ in is how they learn
+ * of a change.
  *
  * @since 0.1.0
  */
@@ -25,11 +26,18 @@ export interface SignalHub {
   readonly sessions: () => ReadonlyArray<SessionId>
   /** Whether `sessionId` is watched now. */
   readonly has: (sessionId: SessionId) => boolean
+  /** A watch of the pool's hint for the scope (a sliding queue of one). */
+  readonly watchClaimable: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
+  /** Hands the pool's hint to its watchers. */
+  readonly claimable: () => void
+  /** Whether anyone watches the pool's hint. */
+  readonly claimWatched: () => boolean
 }
 
 /** A hub; `onWatch` is told of every session that becomes watched. */
 export const make = (onWatch: (sessionId: SessionId) => void = () => {}): SignalHub => {
   const watchers = new Map<SessionId, Set<Queue.Queue<Signal>>>()
+  const pool = new Set<Queue.Queue<void>>()
   return {
     watch: (sessionId) =>
       Effect.acquireRelease(
@@ -64,6 +72,14 @@ export const make = (onWatch: (sessionId: SessionId) => void = () => {}): Signal
       }
     },
     sessions: () => [...watchers.keys()],
-    has: (sessionId) => watchers.has(sessionId)
+    has: (sessionId) => watchers.has(sessionId),
+    watchClaimable: Effect.acquireRelease(
+      Effect.tap(Queue.sliding<void>(1), (queue) => Effect.sync(() => pool.add(queue))),
+      (queue) => Effect.zipRight(Effect.sync(() => pool.delete(queue)), Queue.shutdown(queue))
+    ),
+    claimable: () => {
+      for (const queue of pool) Queue.unsafeOffer(queue, undefined)
+    },
+    claimWatched: () => pool.size > 0
   }
 }

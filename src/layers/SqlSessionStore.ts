@@ -37,6 +37,7 @@ import { ChildEntry, ChildPage, maxTreeNodes, Session, SessionPage, SessionTree,
 import * as ListCursor from "../internal/ListCursor.js"
 import { type OperationChange, project, statusOf } from "../internal/LogProjection.js"
 import {
+  agentJson,
   aliasFor,
   childInput,
   childTurnRefusal,
@@ -149,7 +150,6 @@ const decodeOperation = Schema.decodeUnknown(OperationReceipt)
 const decodeCallback = Schema.decodeUnknown(OpenCallback)
 const decodeCommand = Schema.decodeUnknownSync(Command)
 const encodeCommand = Schema.encodeSync(Command)
-const encodeAgent = Schema.encodeSync(Agent)
 const encodePrincipal = Schema.encodeSync(Principal)
 const encodeBudgets = Schema.encodeSync(Budgets)
 const encodePolicy = Schema.encodeSync(SubagentPolicy)
@@ -162,6 +162,9 @@ const sessionColumns = `id, principal, agent, parent_id, root_id, path, agent_pa
   created_at, updated_at, tenant`
 
 /** Maps a driver failure to `StoreUnavailable`, keeping the driver error as the cause. */
+/** Leases renewed by one statement (three parameters each). */
+const renewChunk = 200
+
 const unavailable = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E | SqlError, R>) =>
   Effect.catchIf(
     effect,
@@ -390,7 +393,7 @@ export const insertSession = (row: NewRow): Step => {
       session.principal.workspaceId.toLowerCase(),
       row.tenant,
       JSON.stringify(encodePrincipal(session.principal)),
-      JSON.stringify(encodeAgent(session.agent)),
+      agentJson(session.agent),
       session.parentId,
       session.rootId,
       row.path,
@@ -1162,6 +1165,29 @@ export const make = (dialect: Dialect) =>
       return new Lease({ ...lease, expiresAt: Number(rows[0]!.lease_expires_at) }, true)
     }, unavailable("renew"))
 
+    const renewAll = Effect.fnUntraced(function*(leases: ReadonlyArray<Lease>, ttlMillis: number) {
+      const clock = yield* dialect.clock
+      const expiries = new Map<string, number>()
+      for (let from = 0; from < leases.length; from += renewChunk) {
+        const chunk = leases.slice(from, from + renewChunk)
+        // An OR of exact matches rather than a row-value IN: both dialects type it without casts.
+        const rows = yield* query<{ id: string; lease_expires_at: number | string }>(
+          `UPDATE troupe_sessions SET lease_expires_at = ${clock.text} + ?
+          WHERE lease_expires_at > ${clock.text}
+          AND (${chunk.map(() => "(id = ? AND lease_owner = ? AND lease_epoch = ?)").join(" OR ")})
+          RETURNING id, lease_expires_at`,
+          [...clock.params, ttlMillis, ...clock.params, ...chunk.flatMap((lease) => [lease.sessionId, lease.owner, lease.epoch])]
+        )
+        for (const row of rows) expiries.set(row.id, Number(row.lease_expires_at))
+      }
+      return leases.map((lease): Lease | LeaseLost => {
+        const expiresAt = expiries.get(lease.sessionId)
+        return expiresAt === undefined
+          ? new LeaseLost({ sessionId: lease.sessionId, epoch: lease.epoch, owner: lease.owner })
+          : new Lease({ ...lease, expiresAt }, true)
+      })
+    }, unavailable("renew"))
+
     const release = Effect.fnUntraced(function*(lease: Lease) {
       yield* query(
         `UPDATE troupe_sessions SET lease_owner = NULL, lease_expires_at = 0
@@ -1287,6 +1313,7 @@ export const make = (dialect: Dialect) =>
       readInbox,
       acquire,
       renew,
+      renewAll,
       release,
       append,
       readLog,

@@ -4,7 +4,12 @@
  * milliseconds (a counter that moves when any other connection commits: one
  * page-cache check, no I/O); when it moved, one query reads the watched
  * sessions' heads (`head_seq`, `inbox_head`) and signals those that grew.
- * Nothing watched, nothing runs. Volatile deltas do not cross processes here.
+ * The pool's hint ("sessions became claimable") has no message of its own
+ * here: any other connection's commit (a release is one) stands for it, at
+ * most every `claimEvery`, so a worker's claim loop looks again soon after
+ * another process wrote; while only that hint is watched the check runs every
+ * `claimEvery`. Nothing watched, nothing runs. Volatile deltas do not cross
+ * processes here.
  *
  * A session is signalled once (`Inbox` and `Log`) when it is first seen, so a
  * change between a watcher's subscription and the first check is not missed.
@@ -23,6 +28,9 @@ export interface Options {
   /** The change check's interval while anything is watched (default 5 ms). */
   readonly interval?: Duration.DurationInput | undefined
 }
+
+/** The pool's hint at most this often: a commit elsewhere is only perhaps a release. */
+const claimEvery = 250
 
 interface Heads {
   head: number
@@ -49,6 +57,9 @@ export const make = (options: Options) =>
     const known = new Map<SessionId, Heads>()
     let db: Database.Database | undefined
     let version = -1
+    // The data version the last pool hint stood for, and when it went.
+    let hinted = -1
+    let hintedAt = 0
     yield* Effect.addFinalizer(() => Effect.sync(() => db?.close()))
 
     /** One check: did anyone else commit, and if so which watched sessions grew. */
@@ -56,6 +67,11 @@ export const make = (options: Options) =>
       // Opened at the first watch: by then the store has created and migrated the file.
       if (db === undefined) db = new Database(options.filename, { fileMustExist: true })
       const now = db.pragma("data_version", { simple: true }) as number
+      if (hub.claimWatched() && now !== hinted && Date.now() - hintedAt >= claimEvery) {
+        hinted = now
+        hintedAt = Date.now()
+        hub.claimable()
+      }
       if (now === version && fresh.size === 0) return
       version = now
       fresh.clear()
@@ -87,7 +103,7 @@ export const make = (options: Options) =>
     }
 
     const tick = Effect.suspend(() =>
-      hub.sessions().length === 0
+      hub.sessions().length === 0 && !hub.claimWatched()
         ? Queue.take(nudges)
         : Effect.zipRight(
           Effect.try({ try: check, catch: (cause) => cause }).pipe(
@@ -103,9 +119,17 @@ export const make = (options: Options) =>
               )
             )
           ),
-          Effect.sleep(interval)
+          Effect.sleep(hub.sessions().length === 0 ? Duration.millis(claimEvery) : interval)
         )
     )
     yield* Effect.forkScoped(Effect.forever(tick))
-    return StoreSignals.of({ watch: hub.watch, announce: () => Effect.void, forward: () => Effect.void, shared: true })
+    return StoreSignals.of({
+      watch: hub.watch,
+      announce: () => Effect.void,
+      forward: () => Effect.void,
+      // The release this would announce is a commit: the change check hears it.
+      announceClaimable: Effect.void,
+      watchClaimable: Effect.tap(hub.watchClaimable, () => Queue.offer(nudges, undefined)),
+      shared: true
+    })
   })

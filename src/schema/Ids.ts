@@ -25,15 +25,15 @@ const encodeTime = (ms: number): string => {
 let lastTime = -1
 let lastRandom: Array<number> = []
 
-// 80 random bits as sixteen base32 digits, drawn 20 bits (four digits) at a time.
-const nextRandom = Effect.gen(function*() {
-  const digits: Array<number> = []
-  for (let i = 0; i < 4; i++) {
-    const bits = yield* Random.nextIntBetween(0, 1 << 20)
+// 80 random bits as sixteen base32 digits, drawn 20 bits (four digits) at a time,
+// from the one Random service read once (fewer Effect steps than a generator of `Random.nextIntBetween`).
+const draw = (random: Random.Random, digits: Array<number>, left: number): Effect.Effect<Array<number>> =>
+  left === 0 ? Effect.succeed(digits) : Effect.flatMap(random.nextIntBetween(0, 1 << 20), (bits) => {
     digits.push((bits >> 15) & 31, (bits >> 10) & 31, (bits >> 5) & 31, bits & 31)
-  }
-  return digits
-})
+    return draw(random, digits, left - 1)
+  })
+
+const nextRandom = Effect.randomWith((random) => draw(random, [], 4))
 
 const increment = (digits: ReadonlyArray<number>): Array<number> => {
   const out = digits.slice()

@@ -151,5 +151,7 @@ export class SessionHost extends Context.Tag("troupe/SessionHost")<
     readonly drain: (grace: Duration.DurationInput) => Effect.Effect<boolean>
     /** The sessions whose actors run here now. */
     readonly running: Effect.Effect<ReadonlyArray<SessionId>>
+    /** Whether an actor for `sessionId` runs here (`running` includes it), in O(1). */
+    readonly drives: (sessionId: SessionId) => Effect.Effect<boolean>
   }
 >() {}

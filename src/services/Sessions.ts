@@ -454,7 +454,7 @@ export const make = Effect.gen(function*() {
           return yield* new TurnNotFound({ sessionId, turnId })
         }
         // Announced by an actor here, or, when another process runs the turn, found in the log.
-        if ((yield* host.running).includes(sessionId)) return yield* announced.await
+        if (yield* host.drives(sessionId)) return yield* announced.await
         return yield* Effect.raceFirst(announced.await, endElsewhere(sessionId, turnId, first.cursor))
       }))
 

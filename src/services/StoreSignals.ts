@@ -5,12 +5,18 @@
  * repeated signal costs a read, never a lost or a doubled event. Polling stays
  * as the backstop.
  *
+ * Beside the per-session signals, one pool-wide hint: "sessions became
+ * claimable" (a draining host released leases with work left), on which the
+ * pool's claim loops look at once (decision 0020).
+ *
  * Layers: `layerNoop` here (a store no other process shares: the in-process
  * host announces its own commits itself); `PgStoreSignals.layer`
  * (`LISTEN/NOTIFY`: inbox pushes by a trigger from the committing transaction,
- * log appends and volatile deltas by the committing process just after) and `SqliteStoreSignals.layer` (a
- * cheap `PRAGMA data_version` check at a short interval while anything is
- * watched) beside the stores. Shaped like cluster's `MessageStorage`: a
+ * log appends, volatile deltas and the pool's hint by the committing process
+ * just after) and `SqliteStoreSignals.layer` (a cheap `PRAGMA data_version`
+ * check at a short interval while anything is watched; any other
+ * connection's commit stands for the pool's hint, at most every 250 ms)
+ * beside the stores. Shaped like cluster's `MessageStorage`: a
  * later `@effect/cluster` host can take its wake-ups from the same port.
  *
  * @since 0.1.0
@@ -52,16 +58,37 @@ export class StoreSignals extends Context.Tag("troupe/StoreSignals")<
     readonly announce: (sessionId: SessionId, seq: number) => Effect.Effect<void>
     /** Offers volatile deltas of a turn running here to watchers in other processes (best effort; may do nothing). */
     readonly forward: (sessionId: SessionId, events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
+    /**
+     * Tells the pool (every process sharing the store, this one included) that
+     * sessions became claimable: this host released leases of sessions with
+     * work left (it is draining), so a worker with free slots may look now
+     * rather than at its next claim tick. A hint like the others: whoever
+     * receives it asks the store what is runnable.
+     */
+    readonly announceClaimable: Effect.Effect<void>
+    /**
+     * Hints that sessions may have become claimable anywhere in the pool, for
+     * the scope: the queue slides at one, so hints that pile up while the
+     * watcher is busy read as one.
+     */
+    readonly watchClaimable: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
     /** Whether other processes may signal at all: false for a store nobody else shares. */
     readonly shared: boolean
   }
 >() {}
 
 /** A watch that never signals: its queue only ever waits. */
-const silent = Effect.acquireRelease(Queue.sliding<Signal>(1), Queue.shutdown)
+const silent = <A>() => Effect.acquireRelease(Queue.sliding<A>(1), Queue.shutdown)
 
 /** Signals for a store no other process shares: nothing ever comes. */
 export const layerNoop: Layer.Layer<StoreSignals> = Layer.succeed(
   StoreSignals,
-  StoreSignals.of({ watch: () => silent, announce: () => Effect.void, forward: () => Effect.void, shared: false })
+  StoreSignals.of({
+    watch: () => silent<Signal>(),
+    announce: () => Effect.void,
+    forward: () => Effect.void,
+    announceClaimable: Effect.void,
+    watchClaimable: silent<void>(),
+    shared: false
+  })
 )

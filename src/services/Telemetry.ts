@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Config, Context, Effect, Exit, FiberRef, Layer, Tracer } from "effect"
+import { Clock, Config, Context, DefaultServices, Effect, Exit, FiberRef, Layer, Tracer } from "effect"
 import { dual } from "effect/Function"
 import { globalValue } from "effect/GlobalValue"
 import type { ProductEvent } from "../schema/ProductEvent.js"
@@ -112,6 +112,13 @@ export const spanAttributes = (ids: SpanIds): Record<string, string | number> =>
 }
 
 /**
+ * The tracer Effect runs with when none is set (`Layer.setTracer`,
+ * `Effect.withTracer`; the OpenTelemetry layer sets one): its spans go
+ * nowhere, so `inSpan` makes none under it (decision 0022).
+ */
+const builtInTracer: Tracer.Tracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
+
+/**
  * `Effect.withSpan` in fewer Effect steps (~17 instead of ~35; a tool turn
  * runs four spans): the span is made, made the parent by updating the fiber's
  * context in one step rather than through `provideService`'s `locally` (an
@@ -120,8 +127,15 @@ export const spanAttributes = (ids: SpanIds): Record<string, string | number> =>
  * whatever happens.
  * Stack traces are never captured (always the same call site: they say
  * nothing, and capturing one costs ~0.05 ms a turn).
+ * Under Effect's built-in tracer no span is made at all (one step, and no
+ * span, attributes or context to allocate): nothing would ever read it.
+ * `attributes` is only called when a span is made.
  */
-const inSpan = <A, E, R>(self: Effect.Effect<A, E, R>, name: string, attributes: Record<string, unknown>) =>
+const inSpan = <A, E, R>(self: Effect.Effect<A, E, R>, name: string, attributes: () => Record<string, unknown>) =>
+  Effect.withFiberRuntime<A, E, R>((fiber) =>
+    Context.get(fiber.currentDefaultServices, Tracer.Tracer) === builtInTracer ? self : traced(self, name, attributes()))
+
+const traced = <A, E, R>(self: Effect.Effect<A, E, R>, name: string, attributes: Record<string, unknown>) =>
   Effect.uninterruptibleMask((restore) =>
     Effect.flatMap(Effect.makeSpan(name, { attributes, captureStackTrace: false }), (span) =>
       Effect.flatMap(
@@ -155,7 +169,7 @@ export const withTurnSpan: {
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E, R>(self: Effect.Effect<A, E, R>, ids: SpanIds, attributes?: Record<string, unknown>) =>
-    inSpan(self, "troupe.turn", { ...attributes, ...spanAttributes(ids) })
+    inSpan(self, "troupe.turn", () => ({ ...attributes, ...spanAttributes(ids) }))
 )
 
 /**
@@ -177,5 +191,5 @@ export const withOperationSpan: {
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E, R>(self: Effect.Effect<A, E, R>, kind: "model" | "tool", ids: SpanIds, attributes?: Record<string, unknown>) =>
-    inSpan(self, kind === "model" ? "troupe.model_call" : "troupe.tool_call", { ...attributes, ...spanAttributes(ids) })
+    inSpan(self, kind === "model" ? "troupe.model_call" : "troupe.tool_call", () => ({ ...attributes, ...spanAttributes(ids) }))
 )

@@ -140,12 +140,26 @@ const decodeArguments = <A, I, S, SI, E, R>(
       Either.left(errorOutcome(`the arguments of ${tool.name} are nested deeper than ${MAX_JSON_DEPTH} levels`))
     )
   }
+  // Decoded in place; only a failure (or a schema that cannot decode synchronously) goes through the Effect decoder,
+  // so that its error outcome is exactly the one that decoder gives.
+  const decoded = Schema.decodeUnknownEither(tool.parameters)(json)
+  if (Either.isRight(decoded)) return Effect.succeed(Either.right(decoded.right))
   return Schema.decodeUnknown(tool.parameters)(json).pipe(
     Effect.mapError((error) =>
       errorOutcome(`invalid arguments for ${tool.name}: ${ParseResult.TreeFormatter.formatErrorSync(error)}`)
     ),
     Effect.either
   )
+}
+
+/** A handler's result encoded by the tool's success schema (in place when it can be), or the error outcome. */
+const encodeResult = <A, I, S, SI, E, R>(tool: Tool<A, I, S, SI, E, R>, result: S): Effect.Effect<ToolOutcome> => {
+  const encoded = Schema.encodeEither(tool.success)(result)
+  if (Either.isRight(encoded)) return Effect.succeed({ output: encoded.right, isError: false })
+  return Effect.match(Schema.encode(tool.success)(result), {
+    onFailure: () => errorOutcome(`${tool.name} returned a result that does not match its success schema`),
+    onSuccess: (output): ToolOutcome => ({ output, isError: false })
+  })
 }
 
 /**
@@ -158,23 +172,21 @@ export const run = <A, I, S, SI, E, R>(
   argumentsText: string,
   context: ToolContext
 ): Effect.Effect<ToolOutcome, never, R> =>
-  Effect.gen(function*() {
-    if (tool.handler === undefined) {
-      return errorOutcome(`${tool.name} is a client tool: the client runs it`)
+  Effect.suspend(() => {
+    const handler = tool.handler
+    if (handler === undefined) {
+      return Effect.succeed(errorOutcome(`${tool.name} is a client tool: the client runs it`))
     }
-    const args = yield* decodeArguments(tool, argumentsText)
-    if (Either.isLeft(args)) return args.left
-    const result = yield* Effect.either(tool.handler(args.right, context))
-    if (result._tag === "Left") {
-      const failure = result.left as unknown
-      const message = failure instanceof Error ? failure.message : typeof failure === "string" ? failure : JSON.stringify(failure)
-      return errorOutcome(message ?? `${tool.name} failed`)
-    }
-    const encoded = yield* Effect.either(Schema.encode(tool.success)(result.right))
-    if (encoded._tag === "Left") {
-      return errorOutcome(`${tool.name} returned a result that does not match its success schema`)
-    }
-    return { output: encoded.right, isError: false }
+    return Effect.flatMap(decodeArguments(tool, argumentsText), (args) =>
+      Either.isLeft(args)
+        ? Effect.succeed(args.left)
+        : Effect.matchEffect(handler(args.right, context), {
+          onFailure: (failure: unknown) => {
+            const message = failure instanceof Error ? failure.message : typeof failure === "string" ? failure : JSON.stringify(failure)
+            return Effect.succeed(errorOutcome(message ?? `${tool.name} failed`))
+          },
+          onSuccess: (result) => encodeResult(tool, result)
+        }))
   })
 
 /**

@@ -23,8 +23,7 @@ import {
   makeTurnId,
   SessionId
 } from "../../src/schema/Ids.js"
-import type { Lease } from "../../src/schema/Lease.js"
-import { Commit } from "../../src/schema/Lease.js"
+import { Commit, Lease } from "../../src/schema/Lease.js"
 import { CallbackAnswer, type Message } from "../../src/schema/Inbox.js"
 import { SubagentPolicy } from "../../src/schema/Policy.js"
 import { Principal } from "../../src/schema/Principal.js"
@@ -745,6 +744,37 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.isTrue(Option.isNone(yield* store.acquire(session.id, "worker-b", LONG_TTL)))
             const receipt = yield* append(renewed, 1, [new Renamed({ title: "still mine" })])
             assert.strictEqual(receipt.headSeq, 2)
+          }))
+
+        it.effect("renewAll extends the live leases it is given, in order, and reports each other one LeaseLost", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            // More than one statement's worth (200), on leases long enough for a slow machine.
+            const sessions = yield* Effect.forEach(Array.from({ length: 210 }), () => create(principal()))
+            const held = yield* Effect.forEach(sessions, (session) => acquired(session.id, "worker-a", LONG_TTL))
+            // One released and taken by another owner, one released: neither is renewed.
+            yield* store.release(held[3]!)
+            const taken = yield* acquired(held[3]!.sessionId, "worker-b", LONG_TTL)
+            yield* store.release(held[205]!)
+            yield* backend.advance(5)
+            const results = yield* store.renewAll(held, LONG_TTL)
+            assert.strictEqual(results.length, held.length)
+            results.forEach((result, i) => {
+              if (i === 3 || i === 205) {
+                assert.isFalse(result instanceof Lease, `lease ${i}`)
+                return
+              }
+              assert.instanceOf(result, Lease)
+              const lease = result as Lease
+              assert.strictEqual(lease.sessionId, held[i]!.sessionId)
+              assert.strictEqual(lease.epoch, held[i]!.epoch)
+              assert.isAbove(lease.expiresAt, held[i]!.expiresAt)
+            })
+            // The renewed leases still write; the lost one does not.
+            yield* append(results[209] as Lease, 1, [new Renamed({ title: "still mine" })])
+            yield* failure(append(held[3]!, 1, [new Renamed({ title: "stale" })]), "LeaseLost")
+            yield* append(taken, 1, [new Renamed({ title: "b's" })])
+            assert.deepStrictEqual(yield* store.renewAll([], LONG_TTL), [])
           }))
 
         it.effect("release frees the lease: the next acquire gets epoch + 1; releasing a stale lease does nothing", () =>

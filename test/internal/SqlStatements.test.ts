@@ -1,13 +1,17 @@
 /**
  * The store's statement runner on a real SQLite `SqlClient`: placeholder
  * lists, `?` kept or numbered `$n` for PostgreSQL's style, and a statement run
- * on the current transaction's connection when there is one.
+ * on the current transaction's connection when there is one. On PostgreSQL, a
+ * statement whose caller is interrupted while it waits for a pool connection
+ * does not leak that connection.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import * as SqliteConnection from "../../src/internal/SqliteConnection.js"
 import * as SqlStatements from "../../src/internal/SqlStatements.js"
+import { availability, baseUrl } from "../support/postgres.js"
 
 const withClient = <A, E>(use: (sql: SqlClient.SqlClient) => Effect.Effect<A, E, SqlClient.SqlClient>) =>
   Effect.gen(function*() {
@@ -54,4 +58,24 @@ describe("SqlStatements", () => {
         assert.deepStrictEqual(seen, ["SELECT $1 + $2, $3 [1,2,3]", "SELECT $1 + $2, $3 [4,5,6]"])
       })
     ))
+})
+
+const pg = await availability()
+
+describe.skipIf(!pg.run)("SqlStatements on PostgreSQL", () => {
+  const onePool = PgClient.layer({ url: Redacted.make(baseUrl), maxConnections: 1 })
+
+  it.scopedLive("a statement interrupted while it waits for the pool's connection does not leak it", () =>
+    Effect.gen(function*() {
+      const statements = yield* SqlStatements.make("$n")
+      // The pool's one connection is busy for 300 ms; meanwhile a statement queues for it and is interrupted.
+      const busy = yield* Effect.fork(statements.query("SELECT pg_sleep(0.3)", []))
+      yield* Effect.sleep("50 millis")
+      const waiting = yield* Effect.fork(statements.query("SELECT 1 AS one", []))
+      yield* Effect.sleep("50 millis")
+      yield* Fiber.interrupt(waiting)
+      yield* Fiber.join(busy)
+      const after = yield* Effect.exit(Effect.timeout(statements.query("SELECT 2 AS two", []), "3 seconds"))
+      assert.isTrue(Exit.isSuccess(after), "the connection came back to the pool")
+    }).pipe(Effect.provide(Layer.orDie(onePool))), 10_000)
 })

@@ -182,7 +182,11 @@ export const stallable = (store: SessionStore["Type"]): Effect.Effect<StallableS
     return {
       layer: Layer.succeed(
         SessionStore,
-        SessionStore.of({ ...store, renew: (lease, ttl) => Effect.zipRight(gate.await, store.renew(lease, ttl)) })
+        SessionStore.of({
+          ...store,
+          renew: (lease, ttl) => Effect.zipRight(gate.await, store.renew(lease, ttl)),
+          renewAll: (leases, ttl) => Effect.zipRight(gate.await, store.renewAll(leases, ttl))
+        })
       ),
       stall: gate.close,
       resume: gate.open

@@ -12,7 +12,8 @@
  * Environment (milliseconds): `POOL_TTL_MS` (lease TTL, default 2000),
  * `POOL_CLAIM_MS` (claim interval, default the shared-store default),
  * `POOL_MODEL_MS` (each model call's duration, default 600), `POOL_GRACE_MS`
- * (drain grace, default 0); `POOL_MAX_BUSY` (default 64).
+ * (drain grace, default 0); `POOL_MAX_BUSY` (default 64); `POOL_CONNECTIONS` (the store's
+ * pool size, default 4).
  *
  * A session's first message is `steps N`: its turn calls the `step` tool N
  * times, one model call before each and one after the last, then answers
@@ -182,7 +183,7 @@ const main = () => {
 
   const model = stepModel(owner, side, modelMs)
 
-  const runtime = Troupe.layerPg({ url, maxConnections: 4 }, {
+  const runtime = Troupe.layerPg({ url, maxConnections: Number(env["POOL_CONNECTIONS"] ?? "4") }, {
     host: {
       owner,
       leaseTtl: Duration.millis(Number(env["POOL_TTL_MS"] ?? "2000")),

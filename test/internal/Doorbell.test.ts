@@ -1,0 +1,88 @@
+/**
+ * An actor's doorbell and the host's idleness: rings while nobody waits are
+ * kept as one; an expiry reaches a waiter (or the next wait) unless a ring
+ * comes first, and is forgotten when the actor is busy again; an interrupted
+ * wait leaves nothing behind. Idleness expires each idle actor's bell its
+ * timeout after it went idle, in that order, and never one that became busy.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Fiber, TestClock } from "effect"
+import * as Idleness from "../../src/actors/Idleness.js"
+import * as Doorbell from "../../src/internal/Doorbell.js"
+
+describe("Doorbell", () => {
+  it.effect("rings before a wait are kept as one; a waiter is woken by the next ring", () =>
+    Effect.gen(function*() {
+      const bell = Doorbell.make()
+      bell.ring()
+      bell.ring()
+      assert.isTrue(bell.pending())
+      assert.strictEqual(yield* bell.wait, "rung")
+      assert.isFalse(bell.pending())
+      const waiting = yield* Effect.fork(bell.wait)
+      yield* Effect.yieldNow()
+      assert.isNull(waiting.unsafePoll())
+      bell.ring()
+      assert.strictEqual(yield* Fiber.join(waiting), "rung")
+    }))
+
+  it.effect("an expiry wakes a waiter, or the next wait; a ring beats it; a busy actor forgets it", () =>
+    Effect.gen(function*() {
+      const bell = Doorbell.make()
+      const waiting = yield* Effect.fork(bell.wait)
+      yield* Effect.yieldNow()
+      bell.expire()
+      assert.strictEqual(yield* Fiber.join(waiting), "expired")
+      // Nobody waits: the expiry is kept for the next wait, unless a ring comes first.
+      bell.expire()
+      assert.strictEqual(yield* bell.wait, "expired")
+      bell.expire()
+      bell.ring()
+      assert.strictEqual(yield* bell.wait, "rung")
+      bell.expire()
+      bell.clearExpiry()
+      const next = yield* Effect.fork(bell.wait)
+      yield* Effect.yieldNow()
+      assert.isNull(next.unsafePoll())
+      yield* Fiber.interrupt(next)
+      // The interrupted wait took nothing with it: a later ring is had by the next wait.
+      bell.ring()
+      assert.strictEqual(yield* bell.wait, "rung")
+    }))
+})
+
+describe("Idleness", () => {
+  it.scoped("expires each idle bell its timeout after it went idle, in that order, and none that became busy", () =>
+    Effect.gen(function*() {
+      const idleness = yield* Idleness.make(Duration.seconds(30))
+      yield* Effect.forkScoped(idleness.run)
+      const [a, b, c] = [Doorbell.make(), Doorbell.make(), Doorbell.make()]
+      const woken: Array<string> = []
+      const watch = (name: string, bell: Doorbell.Doorbell) =>
+        Effect.forkScoped(Effect.flatMap(bell.wait, (how) => Effect.sync(() => void woken.push(`${name} ${how}`))))
+      yield* idleness.idle(a)
+      yield* watch("a", a)
+      yield* TestClock.adjust("10 seconds")
+      yield* idleness.idle(b)
+      yield* watch("b", b)
+      yield* idleness.idle(c)
+      yield* watch("c", c)
+      // c becomes busy again: no expiry for it.
+      idleness.busy(c)
+      yield* TestClock.adjust("19 seconds")
+      assert.deepStrictEqual(woken, [])
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(woken, ["a expired"])
+      yield* TestClock.adjust("10 seconds")
+      assert.deepStrictEqual(woken, ["a expired", "b expired"])
+      yield* TestClock.adjust("1 minute")
+      assert.deepStrictEqual(woken, ["a expired", "b expired"])
+      // Idle again later: a fresh deadline from then.
+      yield* idleness.idle(a)
+      yield* watch("a", a)
+      yield* TestClock.adjust("29 seconds")
+      assert.strictEqual(woken.length, 2)
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(woken, ["a expired", "b expired", "a expired"])
+    }))
+})
