@@ -435,14 +435,17 @@ interface NodePgClient {
  * connection and then run on a cached generic plan. Without that client
  * (another driver) the statement runs unnamed. An interrupted caller does not
  * cancel the statement: it commits or not on its own, and a retry of the same
- * `commitId` is safe either way.
+ * `commitId` is safe either way. The reservation and the statement are waited
+ * for uninterruptibly: `@effect/sql-pg` cannot cancel a wait for a pool
+ * connection, and hands the connection to an interrupted waiter later, where
+ * nobody releases it (decision 0020: a starved worker lost its whole pool so).
  */
 export const named = (sql: SqlClient.SqlClient): Named => (name, text, params) =>
   Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) =>
     // Inside a caller's transaction the statement must run on its connection.
     Option.isSome(transaction)
       ? transaction.value[0].execute(text, params, undefined)
-      : Effect.scoped(Effect.flatMap(sql.reserve, (connection) => {
+      : Effect.uninterruptible(Effect.scoped(Effect.flatMap(sql.reserve, (connection) => {
         const client = (connection as { readonly pg?: Partial<NodePgClient> }).pg
         if (typeof client?.query !== "function") return connection.execute(text, params, undefined)
         const query = client.query.bind(client)
@@ -455,4 +458,4 @@ export const named = (sql: SqlClient.SqlClient): Named => (name, text, params) =
             )
           })
         })
-      })))
+      }))))
