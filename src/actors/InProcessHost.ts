@@ -113,8 +113,7 @@ export const make = (options: Options = {}) =>
     const actors = yield* FiberSet.make<void>()
     const maxBusy = options.maxBusyActors ?? 64
     // First come, first served: a release wakes one waiter, not every actor waiting for a slot.
-    const permits = WorkerPool.counted(Permits.make(maxBusy))
-    const slots = permits.semaphore
+    const slots = Permits.make(maxBusy)
     // The live actors' doorbells; one keeper, one idleness and one backstop serve them all.
     const entries = new Map<SessionId, Doorbell.Doorbell>()
     const { idleness, keeper } = yield* timers(entries, leaseTtl, idleTimeout, signals.shared ? options.inboxPoll : undefined)
@@ -220,7 +219,7 @@ export const make = (options: Options = {}) =>
     const member: WorkerPool.Member = {
       store,
       capacity: maxBusy,
-      busy: permits.busy,
+      busy: slots.busy,
       isLocal: (sessionId) => entries.has(sessionId),
       start: wake,
       spread: options.spread ?? false,

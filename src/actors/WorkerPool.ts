@@ -71,58 +71,6 @@ export const share = (
   return Math.min(free, wanted)
 }
 
-/** A semaphore that knows how many of its permits are taken or waited for: the worker's load. */
-export interface CountedSemaphore {
-  readonly semaphore: Effect.Semaphore
-  /** Permits held or waited for right now. */
-  readonly busy: () => number
-}
-
-/** Wraps `semaphore` so that its load can be read. */
-export const counted = (semaphore: Effect.Semaphore): CountedSemaphore => {
-  let held = 0
-  let waiting = 0
-  const take = (permits: number) =>
-    Effect.suspend(() => {
-      waiting += permits
-      return semaphore.take(permits).pipe(
-        Effect.tap(() => Effect.sync(() => (held += permits))),
-        Effect.ensuring(Effect.sync(() => (waiting -= permits)))
-      )
-    })
-  const release = (permits: number) =>
-    Effect.suspend(() => {
-      held -= permits
-      return semaphore.release(permits)
-    })
-  return {
-    busy: () => held + waiting,
-    semaphore: {
-      resize: semaphore.resize,
-      take,
-      release,
-      releaseAll: Effect.suspend(() => {
-        held = 0
-        return semaphore.releaseAll
-      }),
-      withPermits: (permits) => (self) => Effect.acquireUseRelease(take(permits), () => self, () => release(permits)),
-      withPermitsIfAvailable: (permits) => (self) =>
-        Effect.uninterruptibleMask((restore) =>
-          Effect.flatMap(
-            semaphore.withPermitsIfAvailable(permits)(Effect.sync(() => (held += permits))),
-            (got) =>
-              Option.isNone(got)
-                ? Effect.succeed(Option.none())
-                : restore(self).pipe(
-                  Effect.map(Option.some),
-                  Effect.ensuring(Effect.sync(() => (held -= permits)))
-                )
-          )
-        )
-    }
-  }
-}
-
 /** What the claimer needs of its host. */
 export interface Member {
   readonly store: SessionStore["Type"]

@@ -7,7 +7,8 @@
  *
  * A release hands the permits to the head of the queue (reserved for it); a
  * waiter interrupted before its take returns gives its reservation back, so
- * no permit is ever lost. It has the shape of `Effect.Semaphore`.
+ * no permit is ever lost. It has the shape of `Effect.Semaphore`, and knows
+ * its load (`busy`): what a worker of a pool reads to decide what to claim.
  *
  * @since 0.1.0
  */
@@ -20,10 +21,18 @@ interface Waiter {
   wake: (() => void) | undefined
 }
 
+/** A semaphore that knows how many of its permits are taken or waited for. */
+export interface Permits extends Effect.Semaphore {
+  /** Permits taken (or reserved for a woken waiter) plus permits waited for, right now. */
+  readonly busy: () => number
+}
+
 /** A first-come-first-served semaphore with `permits` permits. */
-export const make = (permits: number): Effect.Semaphore => {
+export const make = (permits: number): Permits => {
   let total = permits
   let taken = 0
+  // Permits asked for by the waiters still queued.
+  let waiting = 0
   // Waiters in arrival order; `head` is the first still queued (the array is compacted now and then).
   let queue: Array<Waiter | undefined> = []
   let head = 0
@@ -41,6 +50,7 @@ export const make = (permits: number): Effect.Semaphore => {
   const grant = () => {
     for (let next = first(); next !== undefined && total - taken >= next.n; next = first()) {
       queue[head++] = undefined
+      waiting -= next.n
       taken += next.n
       next.granted = true
       next.wake?.()
@@ -60,6 +70,7 @@ export const make = (permits: number): Effect.Semaphore => {
       }
       const waiter: Waiter = { n, granted: false, wake: undefined }
       queue.push(waiter)
+      waiting += n
       return Effect.async<number>((resume) => {
         if (waiter.granted) return resume(Effect.succeed(n))
         waiter.wake = () => resume(Effect.succeed(n))
@@ -68,7 +79,9 @@ export const make = (permits: number): Effect.Semaphore => {
           Effect.sync(() => {
             if (waiter.granted) return giveBack(n)
             const at = queue.indexOf(waiter, head)
-            if (at >= 0) queue[at] = undefined
+            if (at < 0) return
+            queue[at] = undefined
+            waiting -= n
           })
         )
       )
@@ -80,7 +93,8 @@ export const make = (permits: number): Effect.Semaphore => {
       return total - taken
     })
 
-  const semaphore: Effect.Semaphore = {
+  return {
+    busy: () => taken + waiting,
     take,
     release,
     releaseAll: Effect.sync(() => {
@@ -106,5 +120,4 @@ export const make = (permits: number): Effect.Semaphore => {
         })
       )
   }
-  return semaphore
 }

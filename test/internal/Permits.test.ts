@@ -2,7 +2,8 @@
  * The host's busy-slot semaphore: waiters are served first come, first served;
  * a release wakes only the waiters it satisfies (no stampede of every waiter);
  * a waiter interrupted while queued leaves the queue, and one interrupted after
- * its permit was reserved gives it back, so no permit is lost.
+ * its permit was reserved gives it back, so no permit is lost; the load it
+ * reports (`busy`) is the permits taken plus those waited for.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Option } from "effect"
@@ -47,7 +48,10 @@ describe("Permits", () => {
       const first = yield* Effect.fork(permits.take(1))
       const second = yield* Effect.fork(permits.take(1))
       yield* settle
+      // The load: one permit taken, two waited for.
+      assert.strictEqual(permits.busy(), 3)
       yield* Fiber.interrupt(first)
+      assert.strictEqual(permits.busy(), 2)
       // The permit goes past the interrupted waiter to the next.
       yield* permits.release(1)
       assert.strictEqual(yield* Fiber.join(second), 1)
@@ -55,6 +59,8 @@ describe("Permits", () => {
       const third = yield* Effect.fork(permits.take(1))
       yield* settle
       yield* Effect.zipRight(permits.release(1), Fiber.interrupt(third))
+      // Nothing held, nothing waited for: the reservation came back with the interrupted waiter.
+      assert.strictEqual(permits.busy(), 0)
       assert.isTrue(Option.isSome(yield* permits.withPermitsIfAvailable(1)(Effect.void)))
       // withPermits holds one and gives it back however the effect ends.
       yield* Effect.ignore(permits.withPermits(1)(Effect.fail("no")))
