@@ -57,12 +57,17 @@ export const make = (ttl: Duration.Duration): Effect.Effect<LeaseKeeper, never, 
     const someone = Doorbell.make()
     const now = () => clock.unsafeCurrentTimeMillis()
 
+    /** The entry is no longer kept: no renewal of it will be made or applied. */
+    const forget = (entry: Entry) => {
+      entry.kept = false
+      due.delete(entry)
+      retrying.delete(entry)
+    }
+
     const end = (entry: Entry, loss: Loss) =>
       Effect.suspend(() => {
         if (!entry.kept) return Effect.void
-        entry.kept = false
-        due.delete(entry)
-        retrying.delete(entry)
+        forget(entry)
         return entry.lost(loss)
       })
 
@@ -143,12 +148,7 @@ export const make = (ttl: Duration.Duration): Effect.Effect<LeaseKeeper, never, 
             if (due.size === 1) someone.ring()
             return entry
           }),
-          (entry) =>
-            Effect.sync(() => {
-              entry.kept = false
-              due.delete(entry)
-              retrying.delete(entry)
-            })
+          (entry) => Effect.sync(() => forget(entry))
         ),
       run
     }
