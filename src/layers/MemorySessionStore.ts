@@ -588,12 +588,12 @@ export const make = Effect.sync(() => {
       }),
 
     renew: (lease, ttlMillis) =>
-      Effect.flatMap(now, (at): Effect.Effect<Lease, LeaseLost> => {
-        const renewed = renewAt(lease, ttlMillis, at)
+      at((now) => {
+        const renewed = renewAt(lease, ttlMillis, now)
         return renewed instanceof LeaseLost ? Effect.fail(renewed) : Effect.succeed(renewed)
       }),
 
-    renewAll: (leases, ttlMillis) => Effect.map(now, (at) => leases.map((lease) => renewAt(lease, ttlMillis, at))),
+    renewAll: (leases, ttlMillis) => at((now) => Effect.succeed(leases.map((lease) => renewAt(lease, ttlMillis, now)))),
 
     release: (lease) =>
       Effect.sync(() => {

@@ -161,10 +161,10 @@ const sessionColumns = `id, principal, agent, parent_id, root_id, path, agent_pa
   active_turn_id, open_callbacks, busy_policy, budgets, subagent_policy, metadata, fingerprint, head_seq,
   created_at, updated_at, tenant`
 
-/** Maps a driver failure to `StoreUnavailable`, keeping the driver error as the cause. */
 /** Leases renewed by one statement (three parameters each). */
 const renewChunk = 200
 
+/** Maps a driver failure to `StoreUnavailable`, keeping the driver error as the cause. */
 const unavailable = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E | SqlError, R>) =>
   Effect.catchIf(
     effect,
