@@ -351,7 +351,7 @@ export const strategy = (
 ({ inTransaction, query }) => {
   const attempts = options.attempts ?? 3
   const sql = statement(clock)
-  const name = `troupe_append_${createHash("sha1").update(sql).digest("hex").slice(0, 12)}`
+  const name = statementName("append", sql)
   const execute = options.execute
   const run = (commit: Commit, values: ReadonlyArray<unknown>, attempt: number) =>
     Effect.flatMap(
@@ -426,6 +426,14 @@ interface NodePgClient {
     callback: (error: Error | undefined, result: { readonly rows: ReadonlyArray<unknown> }) => void
   ) => void
 }
+
+/**
+ * The name of a prepared statement of `kind` for the text `sql`: `troupe_`,
+ * the kind, and a prefix of the text's SHA-1 (`digits` hex digits), so that
+ * one text has one name on every connection.
+ */
+export const statementName = (kind: string, sql: string, digits = 12): string =>
+  `troupe_${kind}_${createHash("sha1").update(sql).digest("hex").slice(0, digits)}`
 
 /**
  * `Named` on a connection reserved from `sql`. `@effect/sql-pg` runs every

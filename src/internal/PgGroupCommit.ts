@@ -30,8 +30,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, FiberSet, Option } from "effect"
-import { createHash } from "node:crypto"
-import type { Named } from "./PgAppend.js"
+import { type Named, statementName } from "./PgAppend.js"
 
 /** How group commit is tuned. */
 export interface Options {
@@ -120,7 +119,7 @@ export const make = (solo: Named, options: Options = {}) =>
           return Effect.sync(() => items.forEach((item) => item.resume(solo(item.name, item.text, item.params))))
         }
         const first = items[0]!
-        const name = `troupe_group_${createHash("sha1").update(first.text).digest("hex").slice(0, 12)}`
+        const name = statementName("group", first.text)
         const known = prepared.get(client) ?? new Set<string>()
         const prepare = known.has(name)
           ? Effect.void

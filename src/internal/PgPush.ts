@@ -16,12 +16,11 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { createHash } from "node:crypto"
 import { Conflict, SessionClosed, SessionNotFound } from "../schema/Errors.js"
 import type { InputId, SessionId } from "../schema/Ids.js"
 import { Admission } from "../schema/Inbox.js"
 import type { Push, PushStrategy } from "../layers/SqlSessionStore.js"
-import type { Named } from "./PgAppend.js"
+import { type Named, statementName } from "./PgAppend.js"
 
 interface PushRow {
   readonly current: boolean
@@ -71,7 +70,7 @@ export const strategy = (
 (inTransaction) => {
   const attempts = options.attempts ?? 3
   const sql = statement(clock)
-  const name = `troupe_push_${createHash("sha1").update(sql).digest("hex").slice(0, 12)}`
+  const name = statementName("push", sql)
   const run = (sessionId: SessionId, inputId: InputId, print: string, attempt: number): ReturnType<Push> =>
     Effect.flatMap(execute(name, sql, [sessionId, inputId, print]), (rows): ReturnType<Push> => {
       if (rows.length === 0) return Effect.fail(new SessionNotFound({ sessionId }))

@@ -8,7 +8,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Effect, Layer, Redacted } from "effect"
-import { createHash } from "node:crypto"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as PgAppend from "../internal/PgAppend.js"
@@ -44,7 +43,7 @@ const preparedOutside = (execute: PgAppend.Named): SqlStatements.Executor => {
   return (text, params) => {
     let name = names.get(text)
     if (name === undefined) {
-      name = `troupe_q_${createHash("sha1").update(text).digest("hex").slice(0, 16)}`
+      name = PgAppend.statementName("q", text, 16)
       names.set(text, name)
     }
     return execute(name, text, params)
