@@ -11,10 +11,10 @@
  * from the file the commits per session (`troupe_commits` rows). Rounds run
  * in fresh processes' worth of state (a fresh store each), after a warm-up.
  *
- * `--group on` turns the SQLite store's group commit on (it is off by
- * default) and reports the sizes of its batches.
+ * `--group off` turns the SQLite store's group commit off (it is on by
+ * default); with it on, the sizes of its batches are reported.
  *
- *   npx tsx bench/fanout.ts [--sessions 500] [--rounds 5] [--warmup 200] [--only sqlite|memory] [--group off|on]
+ *   npx tsx bench/fanout.ts [--sessions 500] [--rounds 5] [--warmup 200] [--only sqlite|memory] [--group on|off]
  */
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
@@ -46,8 +46,8 @@ const sessionCount = Number(arg("sessions", "500"))
 const rounds = Number(arg("rounds", "5"))
 const warmup = Number(arg("warmup", "200"))
 const only = arg("only", "all")
-// `--group on` runs the SQLite store with group commit (off by default; an A/B in one checkout).
-const group = arg("group", "off") === "on"
+// `--group off` runs the SQLite store without group commit (on by default; an A/B in one checkout).
+const group = arg("group", "on") === "on"
 /** Sizes of the group-commit batches of the current round (SQLite). */
 let batches: Array<number> = []
 

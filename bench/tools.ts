@@ -16,7 +16,9 @@
  * A warm-up session (`--warmup` turns, on its own file) runs first, so the
  * first rounds' first turns do not measure the JIT instead of the runtime.
  *
- *   npx tsx bench/tools.ts [--turns 1000] [--rounds 5] [--warmup 200] [--sessions 10000] [--only seq|many]
+ * `--group off` runs the SQLite store without group commit (on by default).
+ *
+ *   npx tsx bench/tools.ts [--turns 1000] [--rounds 5] [--warmup 200] [--sessions 10000] [--only seq|many] [--group on|off]
  */
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
@@ -39,6 +41,7 @@ const rounds = Number(arg("rounds", "5"))
 const warmup = Number(arg("warmup", "200"))
 const sessionCount = Number(arg("sessions", "10000"))
 const only = arg("only", "all")
+const groupCommit = arg("group", "on") === "on"
 
 // `node --expose-gc` is not needed: the flag can be set at run time.
 const gc: () => void = (globalThis as { gc?: () => void }).gc ??
@@ -70,7 +73,7 @@ const shortAgent = new Agent({
 })
 
 const runtime = (filename: string) =>
-  Troupe.layerSqlite({ filename }, {
+  Troupe.layerSqlite({ filename, groupCommit }, {
     host: { idleTimeout: "200 millis" },
     scripts: { agents: { short: [askForTool("call_1"), answer] }, fallback: decide },
     tools: Toolkit.layer([echo])

@@ -10,18 +10,18 @@ import { persistsAcrossProcesses } from "./support/persistence.js"
 
 const filename = join(mkdtempSync(join(tmpdir(), "troupe-sqlite-")), "store.db")
 
-// Two layers over one file are two connections: the suite's "second store".
+// Two layers over one file are two connections: the suite's "second store". Group commit off: every write alone.
 const sqlite: StoreBackend = {
   name: "sqlite",
-  layer: SqliteSessionStore.layer({ filename }),
-  second: SqliteSessionStore.layer({ filename }),
+  layer: SqliteSessionStore.layer({ filename, groupCommit: false }),
+  second: SqliteSessionStore.layer({ filename, groupCommit: false }),
   advance: (millis) => TestClock.adjust(millis),
   ttl: 1_000
 }
 sessionStoreSuite(sqlite)
 sessionTreeSuite(sqlite)
 
-// The same store with group commit on: several sessions' writes in one transaction (decision 0018).
+// The same store with group commit on (the default): several sessions' writes in one transaction (decisions 0018, 0024).
 const grouped = join(mkdtempSync(join(tmpdir(), "troupe-sqlite-group-")), "store.db")
 const sqliteGrouped: StoreBackend = {
   name: "sqlite with group commit",

@@ -27,8 +27,8 @@ export interface Options {
   readonly filename: string
   /**
    * Group commit: several sessions' writes that come together share one
-   * transaction (`SqliteGroupCommit`). Off by default: it saves SQLite's CPU
-   * but makes each write wait for the event loop's turn (docs/decisions/0018).
+   * transaction (`SqliteGroupCommit`). On by default; `false` commits every
+   * write alone (docs/decisions/0018, 0024).
    */
   readonly groupCommit?: SqliteGroupCommit.Options | boolean | undefined
 }
@@ -91,7 +91,7 @@ const syncTransact = (
       return settle({ ok: false, error })
     }
   }
-  if (group === undefined || group === false) {
+  if (group === false) {
     return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, _key: string | undefined) =>
       Effect.clockWith((clock) => atomic(() => now(steps, clock)))
   }
@@ -100,7 +100,7 @@ const syncTransact = (
     inSavepoint: (run) => inSavepoint(run),
     inTransaction: () => handle.db.inTransaction,
     atomic
-  }, group === true ? {} : group)
+  }, group === true || group === undefined ? {} : group)
   return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, key: string | undefined) =>
     Effect.clockWith((clock) =>
       grouped<A, E>(key, () => now(steps, clock), () => body(steps, clock), settle)
