@@ -291,16 +291,33 @@ export const make = Effect.sync(() => {
     return { items, nextCursor: more ? ListCursor.encode(items[items.length - 1]!.id, of) : undefined }
   }
 
+  /** A page of the log after `after`. */
+  const logPageOf = (log: ReadonlyArray<LogRecord>, after: number, limit: number) => {
+    // seq n lives at index n - 1.
+    const records = log.slice(after, after + limit)
+    const cursor = records.length > 0 ? records[records.length - 1]!.seq : after
+    return new LogPage({ records, cursor, more: log.length > cursor }, true)
+  }
+
   const readLog: SessionStore["Type"]["readLog"] = (sessionId, options) =>
-    Effect.sync(() => {
-      const after = options?.after ?? 0
-      const limit = options?.limit ?? 500
-      const log = sessions.get(sessionId)?.log ?? []
-      // seq n lives at index n - 1.
-      const records = log.slice(after, after + limit)
-      const cursor = records.length > 0 ? records[records.length - 1]!.seq : after
-      return new LogPage({ records, cursor, more: log.length > cursor }, true)
-    })
+    Effect.sync(() => logPageOf(sessions.get(sessionId)?.log ?? [], options?.after ?? 0, options?.limit ?? 500))
+
+  /** The unconsumed inbox items, in admission order. */
+  const readyOf = (entry: Entry, limit: number) => {
+    const ready: Array<InboxItem> = []
+    for (const slot of entry.inbox) {
+      if (ready.length >= limit) break
+      if (!slot.consumed) ready.push(slot.item)
+    }
+    return ready
+  }
+
+  /** Takes the lease of `entry` when it is free or expired (bumping the epoch), else undefined. */
+  const acquireNow = (entry: Entry, owner: string, ttlMillis: number, now: number) => {
+    if (isLive(entry, now)) return undefined
+    entry.lease = { owner, epoch: entry.lease.epoch + 1, expiresAt: now + ttlMillis }
+    return new Lease({ sessionId: entry.session.id, owner, epoch: entry.lease.epoch, expiresAt: entry.lease.expiresAt }, true)
+  }
 
   /**
    * Admits `answer` if the rule lets it, in one synchronous step (no fiber
@@ -566,25 +583,28 @@ export const make = Effect.sync(() => {
     readInbox: (sessionId, options) =>
       Effect.sync(() => {
         const entry = sessions.get(sessionId)
-        if (!entry) return []
-        const limit = options?.limit ?? 1000
-        const ready: Array<InboxItem> = []
-        for (const slot of entry.inbox) {
-          if (ready.length >= limit) break
-          if (!slot.consumed) ready.push(slot.item)
-        }
-        return ready
+        return entry === undefined ? [] : readyOf(entry, options?.limit ?? 1000)
       }),
 
     acquire: (sessionId, owner, ttlMillis) =>
       at((now) => {
         const entry = sessions.get(sessionId)
         if (entry === undefined) return missing(sessionId)
-        if (isLive(entry, now)) return Effect.succeed(Option.none())
-        entry.lease = { owner, epoch: entry.lease.epoch + 1, expiresAt: now + ttlMillis }
-        return Effect.succeed(
-          Option.some(new Lease({ sessionId, owner, epoch: entry.lease.epoch, expiresAt: entry.lease.expiresAt }, true))
-        )
+        return Effect.succeed(Option.fromNullable(acquireNow(entry, owner, ttlMillis, now)))
+      }),
+
+    start: (sessionId, owner, ttlMillis, limits) =>
+      at((now) => {
+        const entry = sessions.get(sessionId)
+        if (entry === undefined) return missing(sessionId)
+        const lease = acquireNow(entry, owner, ttlMillis, now)
+        if (lease === undefined) return Effect.succeed(Option.none())
+        return Effect.succeed(Option.some({
+          lease,
+          session: entry.session,
+          log: logPageOf(entry.log, 0, limits?.log ?? 1000),
+          inbox: readyOf(entry, limits?.inbox ?? 1000)
+        }))
       }),
 
     renew: (lease, ttlMillis) =>

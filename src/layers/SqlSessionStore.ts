@@ -49,6 +49,7 @@ import {
   tenantOf
 } from "../internal/SessionDraft.js"
 import {
+  type ActorStart,
   type AdmitChildTurn,
   answerRefusal,
   closedReason,
@@ -59,7 +60,8 @@ import {
   type Pushable,
   SessionStore,
   type SpawnChild,
-  type Spawned
+  type Spawned,
+  type StartLimits
 } from "../services/SessionStore.js"
 import * as Migrations from "./SessionStoreMigrations.js"
 import * as SqlStatements from "../internal/SqlStatements.js"
@@ -487,6 +489,122 @@ export function* createSteps(input: CreateSession, id: SessionId, clock: Clock):
   }
   yield createdStep(session, { text: "?", params: [at] })
   return Either.right(session)
+}
+
+/** A row of `troupe_log` as the reads select it. */
+interface LogRow {
+  readonly seq: number | string
+  readonly at: number | string
+  readonly commit_id: string
+  readonly body: string
+}
+
+/** A row of `troupe_inbox` as the reads select it. */
+interface InboxRow {
+  readonly position: number | string
+  readonly command: string
+  readonly received_at: number | string
+}
+
+const logStep = (sessionId: SessionId, after: number, limit: number): Step => ({
+  text: `SELECT seq, at, commit_id, body FROM troupe_log WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+  params: [sessionId, after, limit + 1]
+})
+
+const inboxStep = (sessionId: SessionId, limit: number): Step => ({
+  text: `SELECT position, command, received_at FROM troupe_inbox
+  WHERE session_id = ? AND consumed = 0 ORDER BY position LIMIT ?`,
+  params: [sessionId, limit]
+})
+
+/** The page `logStep(sessionId, after, limit)` selected (it reads one row more, to tell whether there are more). */
+const logPageOf = (sessionId: SessionId, rows: ReadonlyArray<LogRow>, after: number, limit: number) => {
+  const page = rows.length > limit ? rows.slice(0, limit) : rows
+  const records = page.map((row) =>
+    new LogRecord({
+      sessionId,
+      seq: Number(row.seq),
+      at: Number(row.at),
+      commitId: row.commit_id as CommitId,
+      body: fromJsonText(row.body)
+    }, true)
+  )
+  return new LogPage({
+    records,
+    cursor: records.length > 0 ? records[records.length - 1]!.seq : after,
+    more: rows.length > limit
+  }, true)
+}
+
+const inboxItemsOf = (sessionId: SessionId, rows: ReadonlyArray<InboxRow>) =>
+  rows.map((row) =>
+    new InboxItem({
+      sessionId,
+      position: Number(row.position),
+      receivedAt: Number(row.received_at),
+      command: decodeCommand(JSON.parse(row.command))
+    }, true)
+  )
+
+/**
+ * Takes the lease of `sessionId` when it is free or expired (bumping the
+ * epoch), reading the session row back in the same statement: `acquire` and
+ * `start`. No row: the lease is held, or there is no such session.
+ */
+const acquireStep = (sessionId: SessionId, owner: string, ttlMillis: number, clock: Clock, columns: string): Step => ({
+  text: `UPDATE troupe_sessions
+  SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires_at = ${clock.text} + ?
+  WHERE id = ? AND (lease_owner IS NULL OR lease_expires_at <= ${clock.text})
+  RETURNING ${columns}lease_epoch, lease_expires_at`,
+  params: [owner, ...clock.params, ttlMillis, sessionId, ...clock.params]
+})
+
+/** The lease an `acquireStep` row stands for. */
+const leaseOf = (sessionId: SessionId, owner: string, row: { readonly lease_epoch: number | string; readonly lease_expires_at: number | string }) =>
+  new Lease({ sessionId, owner, epoch: Number(row.lease_epoch), expiresAt: Number(row.lease_expires_at) }, true)
+
+const releaseStep = (lease: Lease): Step => ({
+  text: `UPDATE troupe_sessions SET lease_owner = NULL, lease_expires_at = 0
+  WHERE id = ? AND lease_owner = ? AND lease_epoch = ?`,
+  params: [lease.sessionId, lease.owner, lease.epoch]
+})
+
+/** `release` as a write transaction: a lease no longer held is left alone. */
+function* releaseSteps(step: Step): Steps<void, never> {
+  yield step
+  return Either.void
+}
+
+/**
+ * `start`'s statements: the lease (with the session row), then, holding it,
+ * the log's first page and the inbox. `None` when the lease is held.
+ */
+export function* startSteps(
+  sessionId: SessionId,
+  owner: string,
+  ttlMillis: number,
+  clock: Clock,
+  limits: { readonly log: number; readonly inbox: number }
+): Steps<Option.Option<ActorStart>, SessionNotFound> {
+  const leased: ReadonlyArray<SessionRow & { lease_epoch: number | string; lease_expires_at: number | string }> = yield acquireStep(
+    sessionId,
+    owner,
+    ttlMillis,
+    clock,
+    `${sessionColumns}, `
+  )
+  if (leased.length === 0) {
+    const exists: ReadonlyArray<unknown> = yield { text: `SELECT id FROM troupe_sessions WHERE id = ?`, params: [sessionId] }
+    return exists.length === 0 ? Either.left(new SessionNotFound({ sessionId })) : Either.right(Option.none())
+  }
+  const log: ReadonlyArray<LogRow> = yield logStep(sessionId, 0, limits.log)
+  const inbox: ReadonlyArray<InboxRow> = yield inboxStep(sessionId, limits.inbox)
+  return Either.right(Option.some({
+    lease: leaseOf(sessionId, owner, leased[0]!),
+    session: sessionOf(leased[0]!),
+    log: logPageOf(sessionId, log, 0, limits.log),
+    inbox: inboxItemsOf(sessionId, inbox)
+  }))
 }
 
 /** The session row of `sessionId` locked, with its lease, path and the store clock, when it belongs to `tenant`. */
@@ -1110,46 +1228,35 @@ export const make = (dialect: Dialect) =>
 
     const readInbox = Effect.fnUntraced(
       function*(sessionId: SessionId, options?: { readonly limit?: number | undefined }) {
-        const rows = yield* query<{ position: number | string; command: string; received_at: number | string }>(
-          `SELECT position, command, received_at FROM troupe_inbox
-          WHERE session_id = ? AND consumed = 0 ORDER BY position LIMIT ?`,
-          [sessionId, options?.limit ?? 1000]
-        )
-        return rows.map((row) =>
-          new InboxItem({
-            sessionId,
-            position: Number(row.position),
-            receivedAt: Number(row.received_at),
-            command: decodeCommand(JSON.parse(row.command))
-          }, true)
-        )
+        const step = inboxStep(sessionId, options?.limit ?? 1000)
+        return inboxItemsOf(sessionId, yield* query<InboxRow>(step.text, step.params))
       },
       unavailable("readInbox")
     )
 
     const acquire = Effect.fnUntraced(function*(sessionId: SessionId, owner: string, ttlMillis: number) {
-      const clock = yield* dialect.clock
-      const rows = yield* query<{ lease_epoch: number | string; lease_expires_at: number | string }>(
-        `UPDATE troupe_sessions
-        SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires_at = ${clock.text} + ?
-        WHERE id = ? AND (lease_owner IS NULL OR lease_expires_at <= ${clock.text})
-        RETURNING lease_epoch, lease_expires_at`,
-        [owner, ...clock.params, ttlMillis, sessionId, ...clock.params]
-      )
+      const step = acquireStep(sessionId, owner, ttlMillis, yield* dialect.clock, "")
+      const rows = yield* query<{ lease_epoch: number | string; lease_expires_at: number | string }>(step.text, step.params)
       if (rows.length === 0) {
         const exists = yield* query(`SELECT id FROM troupe_sessions WHERE id = ?`, [sessionId])
         if (exists.length === 0) return yield* new SessionNotFound({ sessionId })
         return Option.none<Lease>()
       }
-      return Option.some(
-        new Lease({
-          sessionId,
-          owner,
-          epoch: Number(rows[0]!.lease_epoch),
-          expiresAt: Number(rows[0]!.lease_expires_at)
-        }, true)
-      )
+      return Option.some(leaseOf(sessionId, owner, rows[0]!))
     }, unavailable("acquire"))
+
+    // On SQLite one synchronous transaction (which group commit may share); elsewhere the
+    // statements one after another, outside a transaction: once the lease is held, no one else
+    // writes the log, and a push after the inbox read rings the actor anyway.
+    const start = (sessionId: SessionId, owner: string, ttlMillis: number, limits?: StartLimits) => {
+      const steps = (clock: Clock) =>
+        startSteps(sessionId, owner, ttlMillis, clock, { log: limits?.log ?? 1000, inbox: limits?.inbox ?? 1000 })
+      return unavailable("start")(
+        dialect.transact !== undefined
+          ? dialect.transact(steps, sessionId)
+          : Effect.flatMap(dialect.clock, (clock) => drive(steps(clock)))
+      )
+    }
 
     const renew = Effect.fnUntraced(function*(lease: Lease, ttlMillis: number) {
       const clock = yield* dialect.clock
@@ -1188,13 +1295,15 @@ export const make = (dialect: Dialect) =>
       })
     }, unavailable("renew"))
 
-    const release = Effect.fnUntraced(function*(lease: Lease) {
-      yield* query(
-        `UPDATE troupe_sessions SET lease_owner = NULL, lease_expires_at = 0
-        WHERE id = ? AND lease_owner = ? AND lease_epoch = ?`,
-        [lease.sessionId, lease.owner, lease.epoch]
+    // On SQLite a write transaction of its own, which group commit may share with other sessions' writes.
+    const release = (lease: Lease) => {
+      const step = releaseStep(lease)
+      return unavailable("release")(
+        dialect.transact !== undefined
+          ? dialect.transact(() => releaseSteps(step), lease.sessionId)
+          : Effect.asVoid(query(step.text, step.params))
       )
-    }, unavailable("release"))
+    }
 
     const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow), commit.sessionId)
 
@@ -1208,25 +1317,8 @@ export const make = (dialect: Dialect) =>
     ) {
       const after = options?.after ?? 0
       const limit = options?.limit ?? 500
-      const rows = yield* query<{ seq: number | string; at: number | string; commit_id: string; body: string }>(
-        `SELECT seq, at, commit_id, body FROM troupe_log WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
-        [sessionId, after, limit + 1]
-      )
-      const page = rows.length > limit ? rows.slice(0, limit) : rows
-      const records = page.map((row) =>
-        new LogRecord({
-          sessionId,
-          seq: Number(row.seq),
-          at: Number(row.at),
-          commitId: row.commit_id as CommitId,
-          body: fromJsonText(row.body)
-        }, true)
-      )
-      return new LogPage({
-        records,
-        cursor: records.length > 0 ? records[records.length - 1]!.seq : after,
-        more: rows.length > limit
-      }, true)
+      const step = logStep(sessionId, after, limit)
+      return logPageOf(sessionId, yield* query<LogRow>(step.text, step.params), after, limit)
     }, unavailable("readLog"))
 
     const admitAnswer = Effect.fnUntraced(function*(sessionId: SessionId, answer: CallbackAnswer) {
@@ -1312,6 +1404,7 @@ export const make = (dialect: Dialect) =>
       admitAnswer,
       readInbox,
       acquire,
+      start,
       renew,
       renewAll,
       release,

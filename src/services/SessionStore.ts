@@ -132,6 +132,24 @@ export interface AdmitChildTurn {
   readonly message: Message
 }
 
+/** What an actor starts from (`SessionStore.start`): read once its lease is taken. */
+export interface ActorStart {
+  readonly lease: Lease
+  readonly session: Session
+  /** The log's first page (`readLog` from the start); `more` when the actor must read on. */
+  readonly log: LogPage
+  /** The unconsumed inbox in admission order, as `readInbox` reads it. */
+  readonly inbox: ReadonlyArray<InboxItem>
+}
+
+/** How much `start` reads of the log and the inbox. */
+export interface StartLimits {
+  /** Log records in the first page (default 1000). */
+  readonly log?: number | undefined
+  /** Inbox items (default 1000). */
+  readonly inbox?: number | undefined
+}
+
 /** A command `push` admits: any but a callback answer, which only `admitAnswer` admits. */
 export type Pushable = Exclude<Command, CallbackAnswer>
 
@@ -277,6 +295,19 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
       owner: string,
       ttlMillis: number
     ) => Effect.Effect<Option.Option<Lease>, SessionNotFound | StoreUnavailable>
+
+    /**
+     * `acquire`, then, holding the lease, what an actor starts from: the session,
+     * the log's first page and the unconsumed inbox, in one call (one transaction
+     * on SQLite, which group commit may share; the lease's statement reads the
+     * session back on PostgreSQL). `None` when someone else holds a live lease.
+     */
+    readonly start: (
+      sessionId: SessionId,
+      owner: string,
+      ttlMillis: number,
+      limits?: StartLimits
+    ) => Effect.Effect<Option.Option<ActorStart>, SessionNotFound | StoreUnavailable>
 
     /** Extends a live lease; `LeaseLost` when it expired or was taken over. */
     readonly renew: (lease: Lease, ttlMillis: number) => Effect.Effect<Lease, LeaseLost | StoreUnavailable>

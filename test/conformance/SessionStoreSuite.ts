@@ -728,6 +728,73 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.strictEqual(winners[0]?.epoch, 1)
           }))
 
+        it.effect("start takes the lease and reads what acquire, get, readLog and readInbox would; then it is held", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const { lease: first, session } = yield* leasedSession()
+            yield* append(first, 1, [new Renamed({ title: "one" }), new Renamed({ title: "two" })])
+            const consumed = message("consumed")
+            yield* store.push(session.id, consumed)
+            yield* append(first, 3, [new Renamed({ title: "three" })], [consumed.inputId])
+            yield* store.push(session.id, message("pending one"))
+            yield* store.push(session.id, message("pending two"))
+            yield* store.release(first)
+
+            const before = yield* store.now
+            const started = yield* store.start(session.id, "worker-b", LONG_TTL)
+            assert.isTrue(Option.isSome(started))
+            const { inbox, lease, log, session: read } = Option.getOrThrow(started)
+            assert.strictEqual(lease.sessionId, session.id)
+            assert.strictEqual(lease.owner, "worker-b")
+            assert.strictEqual(lease.epoch, first.epoch + 1)
+            assert.isAtLeast(lease.expiresAt, before + LONG_TTL)
+            assert.deepStrictEqual(read, yield* store.get(session.id))
+            assert.strictEqual(read.title, "three")
+            assert.deepStrictEqual(log, yield* store.readLog(session.id, { limit: 1000 }))
+            assert.deepStrictEqual(log.records.map((record) => record.seq), [1, 2, 3, 4])
+            assert.isFalse(log.more)
+            assert.deepStrictEqual(inbox, yield* store.readInbox(session.id))
+            assert.deepStrictEqual(inbox.map((item) => item.position), [2, 3])
+
+            // Held now, by the holder too; the lease it returned writes.
+            assert.isTrue(Option.isNone(yield* store.start(session.id, "worker-c", LONG_TTL)))
+            assert.isTrue(Option.isNone(yield* store.start(session.id, "worker-b", LONG_TTL)))
+            assert.isTrue(Option.isNone(yield* store.acquire(session.id, "worker-c", LONG_TTL)))
+            yield* failure(append(first, 4, [new Renamed({ title: "stale" })]), "LeaseLost")
+            assert.strictEqual((yield* append(lease, 4, [new Renamed({ title: "b's" })])).headSeq, 5)
+          }))
+
+        it.effect("start reads at most its limits: the log's first page says there is more", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const { lease: first, session } = yield* leasedSession()
+            yield* append(first, 1, [new Renamed({ title: "a" }), new Renamed({ title: "b" }), new Renamed({ title: "c" })])
+            for (const text of ["x", "y", "z"]) yield* store.push(session.id, message(text))
+            yield* store.release(first)
+            const started = Option.getOrThrow(yield* store.start(session.id, "worker-b", LONG_TTL, { log: 2, inbox: 1 }))
+            assert.deepStrictEqual(started.log.records.map((record) => record.seq), [1, 2])
+            assert.strictEqual(started.log.cursor, 2)
+            assert.isTrue(started.log.more)
+            assert.deepStrictEqual(started.inbox.map((item) => item.position), [1])
+          }))
+
+        it.effect("start of an unknown session fails with SessionNotFound; of concurrent starts exactly one wins", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const unknown = yield* makeSessionId
+            const error = yield* failure(store.start(unknown, "worker-a", LONG_TTL), "SessionNotFound")
+            assert.strictEqual(error.sessionId, unknown)
+            const session = yield* create(principal())
+            const results = yield* Effect.all(
+              Array.from({ length: 10 }, (_, i) => store.start(session.id, `worker-${i}`, LONG_TTL)),
+              { concurrency: "unbounded" }
+            )
+            const winners = results.filter(Option.isSome).map((started) => started.value)
+            assert.strictEqual(winners.length, 1)
+            assert.strictEqual(winners[0]?.lease.epoch, 1)
+            assert.deepStrictEqual(winners[0]?.log.records.map((record) => record.body._tag), ["session_created"])
+          }))
+
         it.effect("renew extends a live lease", () =>
           Effect.gen(function*() {
             const store = yield* SessionStore
