@@ -255,12 +255,15 @@ export const make = Effect.gen(function*() {
   const signals = yield* StoreSignals
   const missed = Signal.Missed({ sessionId: "" as SessionId })
 
+  /** Keeps a session's tenancy and parent, which never change, so later ownership checks skip the store. */
+  const remember = (session: Session) => {
+    if (tenants.size > 100_000) tenants.clear()
+    tenants.set(session.id, { tenant: tenantOf(session.principal), parentId: session.parentId })
+  }
+
   const owned = (principal: Principal, sessionId: SessionId) =>
     store.get(sessionId).pipe(
-      Effect.tap((session) => {
-        if (tenants.size > 100_000) tenants.clear()
-        tenants.set(sessionId, { tenant: tenantOf(session.principal), parentId: session.parentId })
-      }),
+      Effect.tap(remember),
       Effect.filterOrFail(
         (session) => tenantOf(session.principal) === tenantOf(principal),
         () => new SessionNotFound({ sessionId })
@@ -570,6 +573,7 @@ export const make = Effect.gen(function*() {
       Effect.gen(function*() {
         const sessionId = yield* makeSessionId
         const session = yield* store.create({ ...options, principal, sessionId })
+        remember(session)
         // Only a session the store has persisted is a started one; a replay (another id) started before.
         if (session.id === sessionId) {
           yield* telemetry.emit(ProductEvent.sessionStarted(session.parentId === null ? "root" : "child"))
