@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Scope } from "effect"
+import { Effect, Scope } from "effect"
 
 /** One actor's busy slot. */
 export interface BusySlot {
@@ -33,7 +33,8 @@ export const make = (permits: Effect.Semaphore): Effect.Effect<BusySlot, never, 
       held = false
       return permits.release(1)
     })
-    yield* Effect.addFinalizer(() => give)
+    // Captures all it uses: no need for `Effect.addFinalizer`'s restoring of fiber refs.
+    yield* Scope.addFinalizer(yield* Effect.scope, give)
     return {
       take,
       give,

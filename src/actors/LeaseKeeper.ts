@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Ref, type Scope } from "effect"
+import { Duration, Effect, Ref, Scope } from "effect"
 import type { LeaseLost, StoreUnavailable } from "../schema/Errors.js"
 import { Lease } from "../schema/Lease.js"
 import * as Doorbell from "../internal/Doorbell.js"
@@ -140,16 +140,14 @@ export const make = (ttl: Duration.Duration): Effect.Effect<LeaseKeeper, never, 
     })
 
     return {
+      // Forgotten when the keeper's caller's scope closes (`Scope.addFinalizer`: nothing to restore).
       keep: (lease, lost) =>
-        Effect.acquireRelease(
-          Effect.sync(() => {
-            const entry: Entry = { lease, lost, failingSince: undefined, kept: true }
-            due.set(entry, now() + every)
-            if (due.size === 1) someone.ring()
-            return entry
-          }),
-          (entry) => Effect.sync(() => forget(entry))
-        ),
+        Effect.uninterruptible(Effect.flatMap(Effect.scope, (scope) => {
+          const entry: Entry = { lease, lost, failingSince: undefined, kept: true }
+          due.set(entry, now() + every)
+          if (due.size === 1) someone.ring()
+          return Effect.as(Scope.addFinalizer(scope, Effect.sync(() => forget(entry))), entry)
+        })),
       run
     }
   })

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, type Fiber, FiberSet, HashMap, HashSet, Queue } from "effect"
+import { Clock, Deferred, Effect, type Fiber, HashMap, HashSet, Queue, type Scope } from "effect"
 import type { Agent, ModelSettings } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
@@ -61,7 +61,8 @@ export interface Host {
   readonly wake: Effect.Effect<void>
   readonly broker: CallbackBroker["Type"]
   readonly slot: BusySlot
-  readonly turns: FiberSet.FiberSet<void>
+  /** The actor's scope: a turn's fiber is forked in it, so the actor's end interrupts the turn. */
+  readonly scope: Scope.Scope
   /** Ends the actor on a defect of a turn. */
   readonly die: (defect: unknown) => Effect.Effect<void>
   /** What the `agents.*` tools run on, beside the state and the slot. */
@@ -207,7 +208,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       Effect.ensuring(host.wake),
       Effect.catchAllDefect(host.die)
     )
-    const fiber = yield* FiberSet.run(host.turns, body)
+    const fiber = yield* Effect.forkIn(body, host.scope)
     return {
       started,
       fiber,

@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberSet, HashMap, Option, Queue, Ref, type Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Option, Queue, Ref, Scope } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"
@@ -26,7 +26,7 @@ import type { AssistantDelta } from "../schema/Event.js"
 import { type CallbackId, type InputId, makeTurnId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { InboxItem } from "../schema/Inbox.js"
 import type { CommitReceipt, Lease } from "../schema/Lease.js"
-import type { RecordBody } from "../schema/Record.js"
+import type { LogPage, RecordBody } from "../schema/Record.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
 import type { CostMeter } from "../services/CostMeter.js"
@@ -126,15 +126,16 @@ interface Actor extends SessionWriter.Target {
   readonly queued: Set<InputId>
 }
 
-/** Folds the whole log of `sessionId`, page by page: what an actor knows when it starts. */
-export const foldLog = (sessionId: SessionId) =>
+/** Folds the whole log of `sessionId`, page by page, from `first` (its first page, when already read). */
+export const foldLog = (sessionId: SessionId, first?: LogPage) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
     let state = SessionState.empty(sessionId)
+    let page = first ?? (yield* store.readLog(sessionId, { limit: 1000 }))
     for (;;) {
-      const page = yield* store.readLog(sessionId, { after: state.head, limit: 1000 })
       state = SessionState.fold(state, page.records)
       if (!page.more) return state
+      page = yield* store.readLog(sessionId, { after: state.head, limit: 1000 })
     }
   })
 
@@ -147,7 +148,9 @@ const holdLease = (acquired: Lease, keeper: LeaseKeeper.LeaseKeeper, lost: (loss
     const store = yield* SessionStore
     const lease = yield* Ref.make(acquired)
     const handedBack = { value: false }
-    yield* Effect.addFinalizer((exit) =>
+    // `Scope.addFinalizerExit`, not `Effect.addFinalizer`: it captures all it uses, so it need not
+    // restore the fiber refs of this moment (two diffs of every FiberRef, the context among them).
+    yield* Scope.addFinalizerExit(yield* Effect.scope, (exit) =>
       // A lost lease is not ours to release, and one handed back on passivating was released already.
       (Exit.isFailure(exit) && exit.cause._tag === "Fail") || handedBack.value
         ? Effect.void
@@ -172,6 +175,9 @@ const answerOf = (actor: Actor, callbackId: CallbackId): Deferred.Deferred<unkno
   } else actor.answers.set(callbackId, answer)
   return answer
 }
+
+/** Inbox items read at a time. */
+const inboxPage = 256
 
 // Stands for the id of a turn a command cannot start.
 const noTurn = "" as TurnId
@@ -206,17 +212,21 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const store = yield* SessionStore
     const broker = yield* CallbackBroker
     const telemetry = yield* Telemetry.Telemetry
+    const bell = wiring.bell
     const slot = yield* BusySlot.make(wiring.slots)
     yield* slot.take
     // Started just before its host began to drain: the session is left to the pool.
     if (wiring.handOver?.requested()) return yield* wiring.onLease(false)
-    const acquired = yield* store.acquire(sessionId, options.owner, Duration.toMillis(options.leaseTtl))
-    yield* wiring.onLease(Option.isSome(acquired))
-    if (Option.isNone(acquired)) return
+    // Watched from before the inbox is read, so a push from another process in between is signalled.
+    if (wiring.changes !== undefined) yield* wakeOnSignals(yield* wiring.changes, bell)
+    // The lease, the session, its log's first page and its inbox: one store call.
+    const started = yield* store.start(sessionId, options.owner, Duration.toMillis(options.leaseTtl), { inbox: inboxPage })
+    yield* wiring.onLease(Option.isSome(started))
+    if (Option.isNone(started)) return
+    const acquired = started.value.lease
     // What ends the actor early: its lease is lost, the store is gone, or a turn died. The loop looks at
     // `ended` whenever it wakes (the bell is rung), instead of racing a fiber against it.
     const fatal = yield* Deferred.make<never, LeaseLost | StoreUnavailable>()
-    const bell = wiring.bell
     let ended = false
     const endWith = (complete: Effect.Effect<boolean>) =>
       Effect.map(complete, () => {
@@ -230,19 +240,17 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       stoppedForHandover = true
       return Effect.interrupt
     })
-    const { handedBack, lease } = yield* holdLease(acquired.value, wiring.keeper, (loss) => endWith(Deferred.fail(fatal, loss)))
-    // Watched from before the first inbox read, so a push from another process in between is signalled.
-    if (wiring.changes !== undefined) yield* wakeOnSignals(yield* wiring.changes, bell)
-    const turns = yield* FiberSet.make<void>()
+    const { handedBack, lease } = yield* holdLease(acquired, wiring.keeper, (loss) => endWith(Deferred.fail(fatal, loss)))
     const exclusive = Lock.make()
     const actor: Actor = {
-      session: yield* store.get(sessionId),
-      state: yield* foldLog(sessionId),
+      session: started.value.session,
+      state: yield* foldLog(sessionId, started.value.log),
       running: undefined,
       queued: new Set(),
       answers: new Map()
     }
-    const background = yield* FiberSet.make<void>()
+    // Owns the actor's turns and child-result deliveries (`Effect.forkIn`): its end interrupts them.
+    const scope = yield* Effect.scope
     const writer = SessionWriter.make(actor, {
       store,
       broker,
@@ -260,7 +268,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         ),
       publishRecords: wiring.publishRecords,
       wake: wiring.wake,
-      background
+      scope
     })
     const host: RunningTurn.Host = {
       sessionId,
@@ -269,7 +277,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       sessionBudgets: actor.session.budgets,
       hostSettings: options.modelSettings,
       toolPolicy: options.toolPolicy,
-      epoch: acquired.value.epoch,
+      epoch: acquired.epoch,
       state: () => actor.state,
       commit: (records) =>
         exclusive(writer.append(records, [])).pipe(
@@ -281,7 +289,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       wake: Effect.sync(() => bell.ring()),
       broker,
       slot,
-      turns,
+      scope,
       die: (defect) => Effect.asVoid(endWith(Deferred.die(fatal, defect))),
       subagents: {
         store,
@@ -300,11 +308,14 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         actor.running = turn
       })
     const execute = (item: InboxItem) => runOutcome(actor, item, writer.append, startTurn, wiring)
+    // The first drain takes the inbox `start` read; a push since then rang the bell.
+    let unread: ReadonlyArray<InboxItem> | undefined = started.value.inbox
     const drain = exclusive(Effect.gen(function*() {
-      const items = yield* store.readInbox(sessionId, { limit: 256 })
+      const items = unread ?? (yield* store.readInbox(sessionId, { limit: inboxPage }))
+      unread = undefined
       let changed = false
       for (const item of items) if (yield* execute(item)) changed = true
-      return changed && items.length === 256
+      return changed && items.length === inboxPage
     }))
 
     if (actor.state.active !== undefined && !actor.state.closed) {
@@ -312,7 +323,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     }
     // A result the last owner may not have delivered before it stopped (a redelivery is a no-op).
     if (actor.state.lastEnd !== undefined && actor.session.parentId !== null) {
-      yield* FiberSet.run(background, SessionWriter.deliverResult({ store, wake: wiring.wake }, actor.session, actor.state.lastEnd))
+      yield* Effect.forkIn(SessionWriter.deliverResult({ store, wake: wiring.wake }, actor.session, actor.state.lastEnd), scope)
     }
     // While handing over, a busy turn is looked at often: parking it wakes nobody.
     const nextWake = Effect.suspend(() =>

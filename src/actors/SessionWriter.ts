@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, FiberSet, Ref } from "effect"
+import { Deferred, Effect, Ref, type Scope } from "effect"
 import { type Conflict, LeaseLost, type SpawnRefused, type StoreUnavailable } from "../schema/Errors.js"
 import { type CallbackId, type InputId, makeCommitId, type SessionId } from "../schema/Ids.js"
 import { ChildResult, childResultInputId } from "../schema/Inbox.js"
@@ -43,8 +43,8 @@ export interface Deps {
   readonly publishRecords: (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
   /** Wakes another session's actor (the parent a result went to). */
   readonly wake: (sessionId: SessionId) => Effect.Effect<void>
-  /** Owns the deliveries of child results, which never delay the turn that ended. */
-  readonly background: FiberSet.FiberSet<void>
+  /** The actor's scope: it owns the deliveries of child results, which never delay the turn that ended. */
+  readonly scope: Scope.Scope
 }
 
 /** A child's result, delivered to its parent's inbox under an id derived from the turn (a redelivery is a no-op). */
@@ -117,7 +117,7 @@ export const make = (target: Target, deps: Deps) => {
             if (target.running?.started.turnId === record.turnId) target.running = undefined
             if (before.active?.started.turnId === record.turnId) {
               yield* deps.announceEnd(record, before.active.started.excludeFromAnalytics === true)
-              if (target.session.parentId !== null) yield* FiberSet.run(deps.background, deliverResult(deps, target.session, record))
+              if (target.session.parentId !== null) yield* Effect.forkIn(deliverResult(deps, target.session, record), deps.scope)
             }
             break
           case "callback_resolved":
