@@ -13,7 +13,6 @@ import * as PgSessionStore from "./layers/PgSessionStore.js"
 import * as ScriptedModel from "./layers/ScriptedModel.js"
 import * as PgStoreSignals from "./layers/PgStoreSignals.js"
 import * as SqliteSessionStore from "./layers/SqliteSessionStore.js"
-import * as SqliteStoreSignals from "./layers/SqliteStoreSignals.js"
 import type { StoreUnavailable } from "./schema/Errors.js"
 import * as CallbackBroker from "./services/CallbackBroker.js"
 import type { Agent } from "./schema/Agent.js"
@@ -71,7 +70,8 @@ export const layer = <E, R>(
     AgentCatalog.layer(options.agents ?? []),
     options.signals ?? StoreSignals.layerNoop
   )
-  const base = Layer.provideMerge(CallbackBroker.layer, Layer.mergeAll(store, model, extras))
+  // The store last: a store layer that brings its own signals (`SqliteSessionStore.layerWithSignals`) keeps them.
+  const base = Layer.provideMerge(CallbackBroker.layer, Layer.mergeAll(model, extras, store))
   const host = Layer.provideMerge(InProcessHost.layer(options.host), base)
   return Layer.provideMerge(Sessions.layer, host)
 }
@@ -93,16 +93,18 @@ export const sharedStoreHost = (host: InProcessHost.Options = {}): InProcessHost
   ...host
 })
 
-/** A runtime on a SQLite file (or `:memory:`); other processes on the same file are signalled through it (`SqliteStoreSignals`). */
+/**
+ * A runtime on a SQLite file (or `:memory:`); other processes on the same file are signalled
+ * through it, on the store's own connection (`SqliteSessionStore.layerWithSignals`), unless
+ * `options.signals` says otherwise.
+ */
 export const layerSqlite = (
   sqlite: SqliteSessionStore.Options,
   options: RuntimeOptions = {}
 ): Layer.Layer<Services, StoreUnavailable> =>
-  layer(SqliteSessionStore.layer(sqlite), {
-    signals: SqliteStoreSignals.layer(sqlite),
-    ...options,
-    host: sharedStoreHost(options.host)
-  })
+  options.signals === undefined
+    ? layer(SqliteSessionStore.layerWithSignals(sqlite), { ...options, host: sharedStoreHost(options.host) })
+    : layer(SqliteSessionStore.layer(sqlite), { ...options, host: sharedStoreHost(options.host) })
 
 /** A runtime on PostgreSQL; other workers on the same database are signalled by `LISTEN/NOTIFY` (`PgStoreSignals`). */
 export const layerPg = (

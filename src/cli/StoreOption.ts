@@ -108,7 +108,8 @@ export const layer = (store: Store): Layer.Layer<SessionStore, StoreUnavailable>
           catch: (cause) => new StoreUnavailable({ operation: "open", cause })
         }).pipe(
           Effect.zipRight(Effect.promise(() => import("../layers/SqliteSessionStore.js"))),
-          Effect.map((module) => module.layer({ filename: store.filename }))
+          // The store and its signals on one connection (`signalsLayer` leaves SQLite's to it).
+          Effect.map((module) => module.layerWithSignals({ filename: store.filename }))
         )
       )
   }
@@ -116,19 +117,17 @@ export const layer = (store: Store): Layer.Layer<SessionStore, StoreUnavailable>
 
 /**
  * How commits by other processes on the store are signalled here: none for
- * memory, `LISTEN/NOTIFY` for PostgreSQL, the change check for a SQLite file.
+ * memory, `LISTEN/NOTIFY` for PostgreSQL; a SQLite file's store layer brings its
+ * own (`layer`: the change check on the store's connection).
  */
 export const signalsLayer = (store: Store): Layer.Layer<StoreSignals> => {
   switch (store.kind) {
     case "memory":
+    case "sqlite":
       return layerNoop
     case "postgres":
       return Layer.unwrapEffect(Effect.promise(() => import("../layers/PgStoreSignals.js")).pipe(
         Effect.map((module) => module.layer({ url: store.url }))
-      ))
-    case "sqlite":
-      return Layer.unwrapEffect(Effect.promise(() => import("../layers/SqliteStoreSignals.js")).pipe(
-        Effect.map((module) => module.layer({ filename: store.filename }))
       ))
   }
 }

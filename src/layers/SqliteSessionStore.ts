@@ -14,12 +14,14 @@
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Duration, Effect, Either, Exit, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, Either, Exit, Layer, Option } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
+import { layerNoop, StoreSignals } from "../services/StoreSignals.js"
 import { clientOf, failed, type Handle, open } from "../internal/SqliteConnection.js"
 import * as SqliteGroupCommit from "../internal/SqliteGroupCommit.js"
 import * as SqlSessionStore from "./SqlSessionStore.js"
+import * as SqliteStoreSignals from "./SqliteStoreSignals.js"
 
 /** Where the SQLite database lives. */
 export interface Options {
@@ -231,6 +233,28 @@ export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavaila
       return yield* Effect.provideService(makeWith(handle, options.groupCommit), SqlClient.SqlClient, sql)
     })
   )
+
+/**
+ * The store and its `StoreSignals` on one connection: the change check reads
+ * `PRAGMA data_version` on the store's own connection, which only other
+ * processes' commits move (`SqliteStoreSignals.makeOn`). What `Troupe.layerSqlite`
+ * and the CLI use; a private `:memory:` database has no other process: no signals.
+ */
+export const layerWithSignals = (
+  options: Options & Pick<SqliteStoreSignals.Options, "interval">
+): Layer.Layer<SessionStore | StoreSignals, StoreUnavailable> =>
+  options.filename === ":memory:"
+    ? Layer.merge(layer(options), layerNoop)
+    : Layer.scopedContext(
+      Effect.gen(function*() {
+        const handle = yield* open(options.filename)
+        const sql = yield* clientOf(handle)
+        const store = yield* Effect.provideService(makeWith(handle, options.groupCommit), SqlClient.SqlClient, sql)
+        // Made after the handle: its check stops before the handle closes.
+        const signals = yield* SqliteStoreSignals.makeOn(handle.db, options)
+        return Context.make(SessionStore, store).pipe(Context.add(StoreSignals, signals))
+      })
+    )
 
 /**
  * The store on a SQLite database opened through `@effect/sql-sqlite-node`'s

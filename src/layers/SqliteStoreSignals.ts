@@ -14,6 +14,13 @@
  * A session is signalled once (`Inbox` and `Log`) when it is first seen, so a
  * change between a watcher's subscription and the first check is not missed.
  *
+ * `data_version` does not move for the commits of the connection that reads
+ * it. On a connection of its own (`layer`) every commit of the process's own
+ * store moves it, and each one costs a query of the watched sessions' heads;
+ * on the store's connection (`makeOn`, which `SqliteSessionStore.layerWithSignals`
+ * uses) only other processes' commits do: this process's own are announced
+ * in-process already.
+ *
  * @since 0.1.0
  */
 import Database from "better-sqlite3"
@@ -40,14 +47,42 @@ interface Heads {
 /** Ids per heads query (SQLite's default limit on parameters is far above it). */
 const chunk = 500
 
-/** Signals over the file; a private `:memory:` database has no other process: no signals. */
+/** Signals over the file, on a connection of their own; a private `:memory:` database has no other process: no signals. */
 export const layer = (options: Options): Layer.Layer<StoreSignals> =>
   options.filename === ":memory:" ? layerNoop : Layer.scoped(StoreSignals, make(options))
 
-/** Builds the signals; the check runs in a fiber of the scope, and its connection closes with it. */
+/** Where the check reads: the connection, and what to do with it when a check fails. */
+interface Reader {
+  readonly db: () => Database.Database
+  readonly failed: () => void
+}
+
+/** Builds the signals on a connection of their own (closed with the scope); the check runs in a fiber of the scope. */
 export const make = (options: Options) =>
   Effect.gen(function*() {
-    const interval = Duration.decode(options.interval ?? "5 millis")
+    let db: Database.Database | undefined
+    yield* Effect.addFinalizer(() => Effect.sync(() => db?.close()))
+    return yield* makeWith(options.interval, {
+      // Opened at the first watch: by then the store has created and migrated the file.
+      db: () => (db ??= new Database(options.filename, { fileMustExist: true })),
+      // A file the store has not created yet, or a busy moment: the next check opens it again.
+      failed: () => {
+        db?.close()
+        db = undefined
+      }
+    })
+  })
+
+/**
+ * Builds the signals on `db`, the store's own open connection (its owner
+ * closes it): only other connections' commits move its `data_version`.
+ */
+export const makeOn = (db: Database.Database, options: Pick<Options, "interval"> = {}) =>
+  makeWith(options.interval, { db: () => db, failed: () => {} })
+
+const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
+  Effect.gen(function*() {
+    const interval = Duration.decode(every ?? "5 millis")
     const nudges = yield* Queue.sliding<void>(1)
     const fresh = new Set<SessionId>()
     const hub = SignalHub.make((sessionId) => {
@@ -55,17 +90,14 @@ export const make = (options: Options) =>
       Queue.unsafeOffer(nudges, undefined)
     })
     const known = new Map<SessionId, Heads>()
-    let db: Database.Database | undefined
     let version = -1
     // The data version the last pool hint stood for, and when it went.
     let hinted = -1
     let hintedAt = 0
-    yield* Effect.addFinalizer(() => Effect.sync(() => db?.close()))
 
     /** One check: did anyone else commit, and if so which watched sessions grew. */
     const check = () => {
-      // Opened at the first watch: by then the store has created and migrated the file.
-      if (db === undefined) db = new Database(options.filename, { fileMustExist: true })
+      const db = reader.db()
       const now = db.pragma("data_version", { simple: true }) as number
       if (hub.claimWatched() && now !== hinted && Date.now() - hintedAt >= claimEvery) {
         hinted = now
@@ -108,12 +140,11 @@ export const make = (options: Options) =>
         : Effect.zipRight(
           Effect.try({ try: check, catch: (cause) => cause }).pipe(
             Effect.catchAll((cause) =>
-              // A file the store has not created yet, or a busy moment: the next tick tries again.
+              // The next tick tries again.
               Effect.zipRight(
                 Effect.logDebug("store change check failed", cause),
                 Effect.sync(() => {
-                  db?.close()
-                  db = undefined
+                  reader.failed()
                   version = -1
                 })
               )
@@ -125,6 +156,7 @@ export const make = (options: Options) =>
     yield* Effect.forkScoped(Effect.forever(tick))
     return StoreSignals.of({
       watch: hub.watch,
+      onSignal: hub.onSignal,
       announce: () => Effect.void,
       forward: () => Effect.void,
       // The release this would announce is a commit: the change check hears it.

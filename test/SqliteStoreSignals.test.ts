@@ -1,0 +1,82 @@
+/**
+ * SQLite's store signals: the change check reads `PRAGMA data_version`, which
+ * does not move for the commits of the connection that reads it. On the
+ * store's own connection (`SqliteSessionStore.layerWithSignals`) a push
+ * through that store is not signalled (the process announces its own commits
+ * in-process), and a push through another connection is; on a connection of
+ * its own (`SqliteStoreSignals.layer`) both are.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer, Option, Queue } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
+import * as SqliteStoreSignals from "../src/layers/SqliteStoreSignals.js"
+import type { SessionId } from "../src/schema/Ids.js"
+import { SessionStore } from "../src/services/SessionStore.js"
+import { type Signal, StoreSignals } from "../src/services/StoreSignals.js"
+import { agent, message, principal } from "./support/fixtures.js"
+
+const fileIn = Effect.gen(function*() {
+  const dir = mkdtempSync(join(tmpdir(), "troupe-sqlite-signals-"))
+  yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+  return join(dir, "store.db")
+})
+
+/** The next inbox signal for `sessionId` within `millis`, if any. */
+const nextInbox = (queue: Queue.Dequeue<Signal>, sessionId: SessionId, millis: number) =>
+  Effect.gen(function*() {
+    for (;;) {
+      const signal = yield* Queue.take(queue)
+      if (signal._tag === "Inbox" && signal.sessionId === sessionId) return signal
+    }
+  }).pipe(Effect.timeoutOption(millis))
+
+describe("SqliteStoreSignals", () => {
+  it.scopedLive("on the store's own connection, only other connections' commits are signalled", () =>
+    Effect.gen(function*() {
+      const filename = yield* fileIn
+      const here = yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename, interval: "2 millis" }))
+      const store = Context.get(here, SessionStore)
+      const signals = Context.get(here, StoreSignals)
+      assert.isTrue(signals.shared)
+      const other = Context.get(yield* Layer.build(SqliteSessionStore.layer({ filename })), SessionStore)
+      const session = yield* store.create({ principal: principal(), agent: agent() })
+      const watched = yield* signals.watch(session.id)
+      // The same signals through a function instead of a queue (what an actor uses).
+      const called: Array<Signal["_tag"]> = []
+      yield* signals.onSignal(session.id, (signal) => void called.push(signal._tag))
+      // First seen: signalled once, so a change between the watch and the first check is not missed.
+      assert.isTrue(Option.isSome(yield* nextInbox(watched, session.id, 2_000)))
+      assert.deepStrictEqual(called, ["Log", "Inbox"])
+
+      yield* store.push(session.id, message("through this connection"))
+      assert.isTrue(Option.isNone(yield* nextInbox(watched, session.id, 150)), "an own commit is not signalled")
+      assert.deepStrictEqual(called, ["Log", "Inbox"])
+      yield* other.push(session.id, message("through another connection"))
+      assert.isTrue(Option.isSome(yield* nextInbox(watched, session.id, 2_000)), "another connection's commit is")
+      assert.deepStrictEqual(called, ["Log", "Inbox", "Inbox"])
+    }))
+
+  it.scopedLive("on a connection of their own, every commit to the file is signalled, the store's too", () =>
+    Effect.gen(function*() {
+      const filename = yield* fileIn
+      const store = Context.get(yield* Layer.build(SqliteSessionStore.layer({ filename })), SessionStore)
+      const signals = Context.get(
+        yield* Layer.build(SqliteStoreSignals.layer({ filename, interval: "2 millis" })),
+        StoreSignals
+      )
+      const session = yield* store.create({ principal: principal(), agent: agent() })
+      const watched = yield* signals.watch(session.id)
+      assert.isTrue(Option.isSome(yield* nextInbox(watched, session.id, 2_000)))
+      yield* store.push(session.id, message("through the store"))
+      assert.isTrue(Option.isSome(yield* nextInbox(watched, session.id, 2_000)))
+    }))
+
+  it.scopedLive("a private :memory: database has no other process: its signals are the no-op ones", () =>
+    Effect.gen(function*() {
+      const signals = Context.get(yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename: ":memory:" })), StoreSignals)
+      assert.isFalse(signals.shared)
+    }))
+})
