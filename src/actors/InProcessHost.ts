@@ -178,7 +178,7 @@ export const make = (options: Options = {}) =>
             ),
           // Volatile deltas go to followers here and, best effort, in other processes.
           broadcast: (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas)),
-          changes: signals.shared ? signals.watch(sessionId) : undefined,
+          changes: signals.shared ? (f) => signals.onSignal(sessionId, f) : undefined,
           wake: (other) => wake(other),
           expect,
           onLease: (held) => (held ? Effect.void : finish(true)),

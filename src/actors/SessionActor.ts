@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Option, Queue, Ref, Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Option, Ref, Scope } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"
@@ -90,10 +90,10 @@ export interface Wiring {
   /** Broadcasts volatile events to live subscribers. */
   readonly broadcast: (events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
   /**
-   * Signals of this session's changes by other processes (`StoreSignals.watch`), for the actor's
-   * scope; absent for a store no other process shares.
+   * Calls its argument with the signals of this session's changes by other processes
+   * (`StoreSignals.onSignal`), for the actor's scope; absent for a store no other process shares.
    */
-  readonly changes: Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope> | undefined
+  readonly changes: ((f: (signal: Signal) => void) => Effect.Effect<void, never, Scope.Scope>) | undefined
   /** Wakes another session's actor (a child given a message, a parent given a result). */
   readonly wake: (sessionId: SessionId) => Effect.Effect<void>
   /** Registers interest in the decision on another session's input, before it is pushed. */
@@ -218,7 +218,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     // Started just before its host began to drain: the session is left to the pool.
     if (wiring.handOver?.requested()) return yield* wiring.onLease(false)
     // Watched from before the inbox is read, so a push from another process in between is signalled.
-    if (wiring.changes !== undefined) yield* wakeOnSignals(yield* wiring.changes, bell)
+    if (wiring.changes !== undefined) yield* wiring.changes((signal) => ringOnInbox(signal, bell))
     // The lease, the session, its log's first page and its inbox: one store call.
     const started = yield* store.start(sessionId, options.owner, Duration.toMillis(options.leaseTtl), { inbox: inboxPage })
     yield* wiring.onLease(Option.isSome(started))
@@ -355,18 +355,13 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
   }))
 
 /**
- * Rings the actor's bell when a command is pushed through another process (the
- * store signals it, `StoreSignals`). The fiber lives in the actor's scope; the
- * host's `InboxBackstop` covers a lost signal.
+ * Rings the actor's bell when a command was pushed through another process (the
+ * store signals it, `StoreSignals`), or signals may have been missed. Called as
+ * the signal arrives: no fiber follows them; the host's `InboxBackstop` covers a lost one.
  */
-const wakeOnSignals = (changes: Queue.Dequeue<Signal>, bell: Doorbell.Doorbell) =>
-  Queue.take(changes).pipe(
-    Effect.map((signal) => {
-      if (signal._tag === "Inbox" || signal._tag === "Missed") bell.ring()
-    }),
-    Effect.forever,
-    Effect.forkScoped
-  )
+const ringOnInbox = (signal: Signal, bell: Doorbell.Doorbell) => {
+  if (signal._tag === "Inbox" || signal._tag === "Missed") bell.ring()
+}
 
 /**
  * Decides one inbox item and carries the outcome out: interrupt the running

@@ -202,6 +202,7 @@ export const make = (options: Options) =>
 
     return StoreSignals.of({
       watch: hub.watch,
+      onSignal: hub.onSignal,
       announce: (sessionId, seq) =>
         Effect.sync(() => {
           if (current !== undefined) Queue.unsafeOffer(outbox, { _tag: "log", sessionId, seq })

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Queue, type Scope } from "effect"
+import { Effect, Queue, Scope } from "effect"
 import type { SessionId } from "../schema/Ids.js"
 import { Signal } from "../services/StoreSignals.js"
 
@@ -18,6 +18,8 @@ const depth = 64
 export interface SignalHub {
   /** A watch of `sessionId` for the scope. */
   readonly watch: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
+  /** Calls `f` with the signals of `sessionId` for the scope. */
+  readonly onSignal: (sessionId: SessionId, f: (signal: Signal) => void) => Effect.Effect<void, never, Scope.Scope>
   /** Hands a signal to the watchers of its session (none: dropped). */
   readonly emit: (signal: Signal) => void
   /** Tells every watcher it may have missed signals. */
@@ -36,39 +38,44 @@ export interface SignalHub {
 
 /** A hub; `onWatch` is told of every session that becomes watched. */
 export const make = (onWatch: (sessionId: SessionId) => void = () => {}): SignalHub => {
-  const watchers = new Map<SessionId, Set<Queue.Queue<Signal>>>()
+  // Every watch is a sink: a queue's offer, or the caller's function.
+  const watchers = new Map<SessionId, Set<(signal: Signal) => void>>()
   const pool = new Set<Queue.Queue<void>>()
+  /** Adds `sink` for the scope (`Scope.addFinalizer`: removing it restores nothing of the fiber). */
+  const subscribe = (sessionId: SessionId, sink: (signal: Signal) => void, closed: Effect.Effect<void> = Effect.void) =>
+    Effect.uninterruptible(Effect.flatMap(Effect.scope, (scope) => {
+      let set = watchers.get(sessionId)
+      const fresh = set === undefined
+      if (set === undefined) watchers.set(sessionId, set = new Set())
+      set.add(sink)
+      if (fresh) onWatch(sessionId)
+      return Scope.addFinalizer(
+        scope,
+        Effect.zipRight(
+          Effect.sync(() => {
+            const current = watchers.get(sessionId)
+            if (current === undefined) return
+            current.delete(sink)
+            if (current.size === 0) watchers.delete(sessionId)
+          }),
+          closed
+        )
+      )
+    }))
   return {
     watch: (sessionId) =>
-      Effect.acquireRelease(
-        Effect.map(Queue.sliding<Signal>(depth), (queue) => {
-          let set = watchers.get(sessionId)
-          const fresh = set === undefined
-          if (set === undefined) watchers.set(sessionId, set = new Set())
-          set.add(queue)
-          if (fresh) onWatch(sessionId)
-          return queue
-        }),
-        (queue) =>
-          Effect.zipRight(
-            Effect.sync(() => {
-              const set = watchers.get(sessionId)
-              if (set === undefined) return
-              set.delete(queue)
-              if (set.size === 0) watchers.delete(sessionId)
-            }),
-            Queue.shutdown(queue)
-          )
-      ),
+      Effect.flatMap(Queue.sliding<Signal>(depth), (queue) =>
+        Effect.as(subscribe(sessionId, (signal) => void Queue.unsafeOffer(queue, signal), Queue.shutdown(queue)), queue)),
+    onSignal: (sessionId, f) => subscribe(sessionId, f),
     emit: (signal) => {
       const set = watchers.get(signal.sessionId)
       if (set === undefined) return
-      for (const queue of set) Queue.unsafeOffer(queue, signal)
+      for (const sink of set) sink(signal)
     },
     missedAll: () => {
       for (const [sessionId, set] of watchers) {
         const signal = Signal.Missed({ sessionId })
-        for (const queue of set) Queue.unsafeOffer(queue, signal)
+        for (const sink of set) sink(signal)
       }
     },
     sessions: () => [...watchers.keys()],

@@ -51,6 +51,12 @@ export class StoreSignals extends Context.Tag("troupe/StoreSignals")<
      */
     readonly watch: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
     /**
+     * `watch` without a queue or a fiber to take from it: `f` is called with
+     * every signal for `sessionId` from now on, for the scope, as it arrives. It
+     * must return at once (an actor rings its doorbell).
+     */
+    readonly onSignal: (sessionId: SessionId, f: (signal: Signal) => void) => Effect.Effect<void, never, Scope.Scope>
+    /**
      * Tells watchers in other processes that this process appended to the
      * session's log up to `seq` (after the commit; a layer whose store signals
      * commits by itself does nothing).
@@ -85,6 +91,7 @@ export const layerNoop: Layer.Layer<StoreSignals> = Layer.succeed(
   StoreSignals,
   StoreSignals.of({
     watch: () => silent<Signal>(),
+    onSignal: () => Effect.void,
     announce: () => Effect.void,
     forward: () => Effect.void,
     announceClaimable: Effect.void,
