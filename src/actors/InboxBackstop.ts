@@ -1,8 +1,9 @@
 /**
- * The backstop for a lost cross-process signal: every `every`, the host reads
- * the inbox of each of its live actors and rings the bell of one that holds
- * something. One fiber for the host instead of a poller per actor; a store no
- * other process shares needs none (its pushes ring the bell themselves).
+ * The backstop for a lost cross-process signal: every `every`, the host asks
+ * the store which of its live actors' inboxes hold something (one call for all
+ * of them) and rings those bells. One fiber for the host instead of a poller
+ * per actor; a store no other process shares needs none (its pushes ring the
+ * bell themselves).
  *
  * @since 0.1.0
  */
@@ -20,11 +21,10 @@ export const run = (
   Effect.gen(function*() {
     for (;;) {
       yield* Effect.sleep(every)
-      // Entries that leave meanwhile are skipped, new ones are visited: a Map's iterator allows both.
-      for (const [sessionId, bell] of actors) {
-        if (bell.pending()) continue
-        const items = yield* Effect.orElseSucceed(store.readInbox(sessionId, { limit: 1 }), () => [])
-        if (items.length > 0) bell.ring()
-      }
+      const quiet: Array<SessionId> = []
+      for (const [sessionId, bell] of actors) if (!bell.pending()) quiet.push(sessionId)
+      if (quiet.length === 0) continue
+      // An actor that left meanwhile has no bell to ring; a store failure waits for the next round.
+      for (const sessionId of yield* Effect.orElseSucceed(store.withPendingInbox(quiet), () => [])) actors.get(sessionId)?.ring()
     }
   })

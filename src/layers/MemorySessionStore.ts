@@ -586,6 +586,9 @@ export const make = Effect.sync(() => {
         return entry === undefined ? [] : readyOf(entry, options?.limit ?? 1000)
       }),
 
+    withPendingInbox: (sessionIds) =>
+      Effect.sync(() => sessionIds.filter((id) => sessions.get(id)?.inbox.some((slot) => !slot.consumed) === true)),
+
     acquire: (sessionId, owner, ttlMillis) =>
       at((now) => {
         const entry = sessions.get(sessionId)

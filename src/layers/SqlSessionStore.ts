@@ -163,6 +163,9 @@ const sessionColumns = `id, principal, agent, parent_id, root_id, path, agent_pa
   active_turn_id, open_callbacks, busy_policy, budgets, subagent_policy, metadata, fingerprint, head_seq,
   created_at, updated_at, tenant`
 
+/** Sessions looked up by one `withPendingInbox` statement. */
+const pendingChunk = 500
+
 /** Leases renewed by one statement (three parameters each). */
 const renewChunk = 200
 
@@ -1234,6 +1237,19 @@ export const make = (dialect: Dialect) =>
       unavailable("readInbox")
     )
 
+    const withPendingInbox = Effect.fnUntraced(function*(sessionIds: ReadonlyArray<SessionId>) {
+      const pending: Array<SessionId> = []
+      for (let from = 0; from < sessionIds.length; from += pendingChunk) {
+        const chunk = sessionIds.slice(from, from + pendingChunk)
+        const rows = yield* query<{ session_id: SessionId }>(
+          `SELECT DISTINCT session_id FROM troupe_inbox WHERE consumed = 0 AND session_id IN (${SqlStatements.list(chunk.length)})`,
+          chunk
+        )
+        for (const row of rows) pending.push(row.session_id)
+      }
+      return pending
+    }, unavailable("withPendingInbox"))
+
     const acquire = Effect.fnUntraced(function*(sessionId: SessionId, owner: string, ttlMillis: number) {
       const step = acquireStep(sessionId, owner, ttlMillis, yield* dialect.clock, "")
       const rows = yield* query<{ lease_epoch: number | string; lease_expires_at: number | string }>(step.text, step.params)
@@ -1403,6 +1419,7 @@ export const make = (dialect: Dialect) =>
       push,
       admitAnswer,
       readInbox,
+      withPendingInbox,
       acquire,
       start,
       renew,

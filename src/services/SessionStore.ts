@@ -287,6 +287,13 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
     ) => Effect.Effect<ReadonlyArray<InboxItem>, StoreUnavailable>
 
     /**
+     * Of `sessionIds`, those whose inbox holds an unconsumed item, in no particular
+     * order: one statement per few hundred ids on the SQL stores (a host's inbox
+     * backstop asks for all its live actors at once).
+     */
+    readonly withPendingInbox: (sessionIds: ReadonlyArray<SessionId>) => Effect.Effect<ReadonlyArray<SessionId>, StoreUnavailable>
+
+    /**
      * Acquires the session's lease for `ttlMillis` when it is free or expired,
      * bumping the epoch. `None` when someone else holds a live lease.
      */

@@ -612,6 +612,26 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.deepStrictEqual(limited.map((item) => item.position), [1, 2])
           }))
 
+        it.effect("withPendingInbox names the sessions with an unconsumed item, of any number asked about", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const { lease, session: consumed } = yield* leasedSession()
+            const taken = message("taken")
+            yield* store.push(consumed.id, taken)
+            yield* append(lease, 1, [new Renamed({ title: "took it" })], [taken.inputId])
+            const pending = yield* create(principal())
+            yield* store.push(pending.id, message("one"))
+            yield* store.push(pending.id, message("two"))
+            const empty = yield* create(principal())
+            const late = yield* create(principal())
+            yield* store.push(late.id, message("after many"))
+            // More ids than one statement takes, most of them unknown.
+            const unknown = yield* Effect.forEach(Array.from({ length: 520 }), () => makeSessionId)
+            const asked = [consumed.id, pending.id, empty.id, ...unknown, late.id]
+            assert.deepStrictEqual([...(yield* store.withPendingInbox(asked))].sort(), [pending.id, late.id].sort())
+            assert.deepStrictEqual(yield* store.withPendingInbox([]), [])
+          }))
+
         it.effect("twenty concurrent identical pushes admit one item", () =>
           Effect.gen(function*() {
             const store = yield* SessionStore
