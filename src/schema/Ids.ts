@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Random, Schema } from "effect"
+import { Effect, Schema } from "effect"
 
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 const ULID_BODY = "[0-9A-HJKMNP-TV-Z]{26}"
@@ -25,15 +25,18 @@ const encodeTime = (ms: number): string => {
 let lastTime = -1
 let lastRandom: Array<number> = []
 
-// 80 random bits as sixteen base32 digits, drawn 20 bits (four digits) at a time,
+// 80 random bits as sixteen base32 digits, drawn 40 bits (eight digits) at a time,
 // from the one Random service read once (fewer Effect steps than a generator of `Random.nextIntBetween`).
-const draw = (random: Random.Random, digits: Array<number>, left: number): Effect.Effect<Array<number>> =>
-  left === 0 ? Effect.succeed(digits) : Effect.flatMap(random.nextIntBetween(0, 1 << 20), (bits) => {
-    digits.push((bits >> 15) & 31, (bits >> 10) & 31, (bits >> 5) & 31, bits & 31)
-    return draw(random, digits, left - 1)
-  })
+const span = 2 ** 40
+const digitsOf = (bits: number, digits: Array<number>) => {
+  // Any number a fixed Random gives (negative, fractional, huge) still makes digits 0-31.
+  for (let i = 7; i >= 0; i--) digits.push(((Math.floor(bits / 32 ** i) % 32) + 32) % 32)
+  return digits
+}
 
-const nextRandom = Effect.randomWith((random) => draw(random, [], 4))
+const nextRandom = Effect.randomWith((random) =>
+  Effect.zipWith(random.nextIntBetween(0, span), random.nextIntBetween(0, span), (high, low) => digitsOf(low, digitsOf(high, [])))
+)
 
 const increment = (digits: ReadonlyArray<number>): Array<number> => {
   const out = digits.slice()
