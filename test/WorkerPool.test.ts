@@ -24,7 +24,6 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as WorkerPool from "../src/actors/WorkerPool.js"
-import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import { Agent, ModelRef, ToolSpec } from "../src/schema/Agent.js"
 import type { SessionId } from "../src/schema/Ids.js"
@@ -34,7 +33,7 @@ import { Sessions } from "../src/services/Sessions.js"
 import { SessionStore } from "../src/services/SessionStore.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
-import { agent, message, principal } from "./support/fixtures.js"
+import { message, principal } from "./support/fixtures.js"
 import { readSide, type SideLine, startWorker, step, stepModel, type WorkerProcess } from "./support/poolWorker.js"
 import { availability, freshSchema } from "./support/postgres.js"
 
@@ -54,60 +53,18 @@ describe("WorkerPool.share", () => {
     assert.strictEqual(WorkerPool.share(ids("a", "b", "c", "d", "e", "f"), 64, WorkerPool.nothingSeen, none, true), 3)
     assert.strictEqual(WorkerPool.share(ids("a"), 64, WorkerPool.nothingSeen, none, true), 1)
     // Left last time: d, e, f. Now e and f are gone, not to this worker: another one claims.
-    const seen = { left: new Set(ids("d", "e", "f")), runnable: new Set(ids("d", "e", "f")) }
+    const seen = { left: new Set(ids("d", "e", "f")) }
     assert.strictEqual(WorkerPool.share(ids("d", "g", "h"), 64, seen, none, true), 2)
     assert.strictEqual(WorkerPool.share(ids("d", "g", "h"), 1, seen, none, true), 1)
   })
 
   it("spreading: all of it once nobody else took what it left, or what went was taken here", () => {
-    const seen = { left: new Set(ids("d", "e", "f")), runnable: new Set(ids("d", "e", "f")) }
+    const seen = { left: new Set(ids("d", "e", "f")) }
     assert.strictEqual(WorkerPool.share(ids("d", "e", "f", "g"), 64, seen, none, true), 4)
     // e went to this worker (through a push): that is not another worker claiming.
     assert.strictEqual(WorkerPool.share(ids("d", "f", "g"), 64, seen, (id) => id === "e", true), 3)
     assert.strictEqual(WorkerPool.share(ids("d", "f", "g"), 2, seen, (id) => id === "e", true), 2)
   })
-})
-
-describe("WorkerPool.claimOnce", () => {
-  it("claims a session only when the look before saw it runnable too, and looks again soon after new ones", () => {
-    assert.deepStrictEqual(WorkerPool.confirmed(ids("a", "b"), WorkerPool.nothingSeen), [])
-    assert.deepStrictEqual(WorkerPool.confirmed(ids("a", "b", "c"), { left: new Set(), runnable: new Set(ids("b", "c", "x")) }), ids("b", "c"))
-  })
-
-  it.effect("a session pushed moments ago is not started at the first look; still runnable at the second, it is", () =>
-    Effect.gen(function*() {
-      const store = yield* MemorySessionStore.make
-      const fresh = yield* store.create({ principal: principal(), agent: agent() })
-      yield* store.push(fresh.id, message("hello"))
-      const started: Array<SessionId> = []
-      const member: WorkerPool.Member = {
-        store,
-        capacity: 8,
-        busy: () => 0,
-        isLocal: () => false,
-        start: (sessionId) => Effect.sync(() => void started.push(sessionId)),
-        spread: false,
-        paused: () => false,
-        claimable: Effect.never
-      }
-      const first = yield* WorkerPool.claimOnce(member, WorkerPool.nothingSeen)
-      assert.deepStrictEqual(started, [])
-      assert.isTrue(first.fresh)
-      const second = yield* WorkerPool.claimOnce(member, first.seen)
-      assert.deepStrictEqual(started, [fresh.id])
-      assert.isFalse(second.fresh)
-      // The actor it started takes the lease, as a real one does.
-      yield* store.acquire(fresh.id, "this-worker", 60_000)
-      // Gone by the second look (its own process took the lease): not started.
-      const other = yield* store.create({ principal: principal(), agent: agent() })
-      yield* store.push(other.id, message("hello"))
-      const third = yield* WorkerPool.claimOnce(member, second.seen)
-      assert.isTrue(third.fresh)
-      yield* store.acquire(other.id, "its-own-process", 60_000)
-      const fourth = yield* WorkerPool.claimOnce(member, third.seen)
-      assert.deepStrictEqual(started, [fresh.id])
-      assert.isFalse(fourth.fresh)
-    }))
 })
 
 describe("two hosts on one SQLite file", () => {

@@ -45,24 +45,10 @@ export const claimInterval = (leaseTtl: Duration.DurationInput | undefined): Dur
 export interface Seen {
   /** Candidates this worker saw and left to others. */
   readonly left: ReadonlySet<SessionId>
-  /** Every candidate it saw (runnable, not driven here). */
-  readonly runnable: ReadonlySet<SessionId>
 }
 
 /** A worker that has not ticked yet has seen nothing. */
-export const nothingSeen: Seen = { left: new Set(), runnable: new Set() }
-
-/**
- * The candidates a worker may claim: those the look before this one saw runnable
- * too. A session its own process just pushed to (a `troupe run`, a daemon's
- * client) is started there within moments, and is not raced for by the pool; one
- * still runnable at the second look (its process died, or released it) is.
- */
-export const confirmed = (candidates: ReadonlyArray<SessionId>, seen: Seen): ReadonlyArray<SessionId> =>
-  candidates.filter((id) => seen.runnable.has(id))
-
-/** How soon a worker looks again at candidates it saw for the first time. */
-export const confirmMillis = 100
+export const nothingSeen: Seen = { left: new Set() }
 
 /**
  * How many of `candidates` (runnable, not driven here) to claim with `free`
@@ -121,35 +107,26 @@ const shuffled = <A>(items: ReadonlyArray<A>) =>
     return out
   })
 
-/** What one claim tick saw, whether free slots ran out before the candidates did, and whether it saw new ones. */
+/** What one claim tick saw, and whether free slots ran out before the candidates did. */
 export interface Tick {
   readonly seen: Seen
   readonly full: boolean
-  /** Candidates this look saw first: the next looks sooner, to confirm them. */
-  readonly fresh: boolean
 }
 
 /** One claim tick: starts actors for this worker's share of the runnable sessions. */
 export const claimOnce = (member: Member, seen: Seen): Effect.Effect<Tick> =>
   Effect.gen(function*() {
     const free = member.capacity - member.busy()
-    if (member.paused()) return { seen, full: false, fresh: false }
+    if (member.paused()) return { seen, full: false }
     // A full worker takes nothing, and asks the store nothing.
-    if (free <= 0) return { seen, full: true, fresh: false }
+    if (free <= 0) return { seen, full: true }
     const runnable = yield* member.store.runnable({ limit: Math.min(1000, 2 * member.capacity) })
     const candidates = yield* shuffled(runnable.filter((id) => !member.isLocal(id)))
-    const ready = confirmed(candidates, seen)
-    const take = share(ready, free, seen, member.isLocal, member.spread)
-    for (const sessionId of ready.slice(0, take)) yield* member.start(sessionId)
-    return {
-      seen: { left: new Set(ready.slice(take)), runnable: new Set(candidates) },
-      full: take === free && ready.length > take,
-      fresh: ready.length < candidates.length
-    }
+    const take = share(candidates, free, seen, member.isLocal, member.spread)
+    for (const sessionId of candidates.slice(0, take)) yield* member.start(sessionId)
+    return { seen: { left: new Set(candidates.slice(take)) }, full: take === free && candidates.length > take }
   }).pipe(
-    Effect.catchAll((error) =>
-      Effect.as(Effect.logWarning("claiming runnable sessions failed", error), { seen, full: false, fresh: false })
-    )
+    Effect.catchAll((error) => Effect.as(Effect.logWarning("claiming runnable sessions failed", error), { seen, full: false }))
   )
 
 /** The most a worker waits after the pool's hint before it looks, with `spread`: the pool hears a hint at once, and drifts apart. */
@@ -160,9 +137,7 @@ const hintJitterMillis = 50
  * members drift apart), and as soon as the pool hints that sessions became
  * claimable (with `spread`, after up to 50 ms more); while slots are the
  * limit, every 50 ms, so a slot given back is used soon (a full worker's tick
- * reads nothing from the store); `confirmMillis` after a look that saw new
- * candidates, which it claims only if they are still runnable then
- * (`confirmed`). The tick stays the backstop for a lost hint.
+ * reads nothing from the store). The tick stays the backstop for a lost hint.
  */
 export const claimLoop = (member: Member, interval: Duration.Duration): Effect.Effect<never> =>
   Effect.gen(function*() {
@@ -171,8 +146,8 @@ export const claimLoop = (member: Member, interval: Duration.Duration): Effect.E
     for (;;) {
       const tick = yield* claimOnce(member, seen)
       seen = tick.seen
-      const pause = tick.full || tick.fresh
-        ? Math.min(tick.fresh ? confirmMillis : 50, millis)
+      const pause = tick.full
+        ? Math.min(50, millis)
         : member.spread
         ? millis * (0.75 + 0.5 * (yield* Random.next))
         : millis
