@@ -74,6 +74,20 @@ describe("SqliteStoreSignals", () => {
       assert.isTrue(Option.isSome(yield* nextInbox(watched, session.id, 2_000)))
     }))
 
+  it.scopedLive("the pool's hint follows another connection's commit, but not before that process could start what it pushed", () =>
+    Effect.gen(function*() {
+      const filename = yield* fileIn
+      const here = yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename, interval: "2 millis" }))
+      const signals = Context.get(here, StoreSignals)
+      const other = Context.get(yield* Layer.build(SqliteSessionStore.layer({ filename })), SessionStore)
+      const hints = yield* signals.watchClaimable
+      const session = yield* other.create({ principal: principal(), agent: agent() })
+      const pushedAt = Date.now()
+      yield* other.push(session.id, message("its own process starts this"))
+      yield* Queue.take(hints).pipe(Effect.timeout("3 seconds"))
+      assert.isAtLeast(Date.now() - pushedAt, 90, "the hint waited for the pushing process")
+    }))
+
   it.scopedLive("a private :memory: database has no other process: its signals are the no-op ones", () =>
     Effect.gen(function*() {
       const signals = Context.get(yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename: ":memory:" })), StoreSignals)

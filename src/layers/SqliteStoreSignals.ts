@@ -5,9 +5,10 @@
  * page-cache check, no I/O); when it moved, one query reads the watched
  * sessions' heads (`head_seq`, `inbox_head`) and signals those that grew.
  * The pool's hint ("sessions became claimable") has no message of its own
- * here: any other connection's commit (a release is one) stands for it, at
- * most every `claimEvery`, so a worker's claim loop looks again soon after
- * another process wrote; while only that hint is watched the check runs every
+ * here: any other connection's commit (a release is one) stands for it,
+ * `hintAfter` after it was seen and at most every `claimEvery`, so a worker's
+ * claim loop looks again soon after another process wrote, but not before
+ * that process started the session it may just have pushed to; while only that hint is watched the check runs every
  * `claimEvery`. Nothing watched, nothing runs. Volatile deltas do not cross
  * processes here.
  *
@@ -38,6 +39,13 @@ export interface Options {
 
 /** The pool's hint at most this often: a commit elsewhere is only perhaps a release. */
 const claimEvery = 250
+
+/**
+ * How long after another connection's commit the pool's hint waits. When that commit was a
+ * push, the process that pushed starts the session itself at once; a worker told at the same
+ * moment could race it for the lease and run the turn with its own model and tools.
+ */
+const hintAfter = 100
 
 interface Heads {
   head: number
@@ -91,18 +99,24 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
     })
     const known = new Map<SessionId, Heads>()
     let version = -1
-    // The data version the last pool hint stood for, and when it went.
+    // The data version the last pool hint stood for, and when it went; when a newer one was first seen.
     let hinted = -1
     let hintedAt = 0
+    let movedAt: number | undefined
 
     /** One check: did anyone else commit, and if so which watched sessions grew. */
     const check = () => {
       const db = reader.db()
       const now = db.pragma("data_version", { simple: true }) as number
-      if (hub.claimWatched() && now !== hinted && Date.now() - hintedAt >= claimEvery) {
-        hinted = now
-        hintedAt = Date.now()
-        hub.claimable()
+      if (hub.claimWatched() && now !== hinted) {
+        const at = Date.now()
+        movedAt ??= at
+        if (at - movedAt >= hintAfter && at - hintedAt >= claimEvery) {
+          hinted = now
+          hintedAt = at
+          movedAt = undefined
+          hub.claimable()
+        }
       }
       if (now === version && fresh.size === 0) return
       version = now
@@ -150,7 +164,9 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
               )
             )
           ),
-          Effect.sleep(hub.sessions().length === 0 ? Duration.millis(claimEvery) : interval)
+          Effect.sleep(
+            hub.sessions().length > 0 ? interval : Duration.millis(movedAt === undefined ? claimEvery : hintAfter)
+          )
         )
     )
     yield* Effect.forkScoped(Effect.forever(tick))
