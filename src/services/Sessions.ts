@@ -423,18 +423,21 @@ export const make = Effect.gen(function*() {
   }
 
   /** Reads the log after `after` for the end of `turnId`; returns it or the cursor reached. */
+  /** The end of `turnId` after `after`, if the log has it; and whether the part read shows the turn start. */
   const scanForEnd = (sessionId: SessionId, turnId: TurnId, after: number) =>
     Effect.gen(function*() {
       let cursor = after
+      let started = false
       for (;;) {
         const page = yield* store.readLog(sessionId, { after: cursor, limit: 500 })
         for (const record of page.records) {
+          if (record.body._tag === "turn_started" && record.body.turnId === turnId) started = true
           if (record.body._tag === "turn_ended" && record.body.turnId === turnId) {
-            return { ended: Option.some(record.body), cursor: record.seq }
+            return { ended: Option.some(record.body), cursor: record.seq, started }
           }
         }
         cursor = page.cursor
-        if (!page.more) return { ended: Option.none<TurnEnded>(), cursor }
+        if (!page.more) return { ended: Option.none<TurnEnded>(), cursor, started }
       }
     })
 
@@ -449,8 +452,8 @@ export const make = Effect.gen(function*() {
       Effect.gen(function*() {
         const first = yield* scanForEnd(sessionId, turnId, after)
         if (Option.isSome(first.ended)) return first.ended.value
-        const session = yield* store.get(sessionId)
-        if (session.activeTurnId !== turnId) {
+        // Started and not ended in the log: active. Else the session row says whether it runs.
+        if (!first.started && (yield* store.get(sessionId)).activeTurnId !== turnId) {
           // It may have ended between the scan and the read.
           const again = yield* scanForEnd(sessionId, turnId, first.cursor)
           if (Option.isSome(again.ended)) return again.ended.value
