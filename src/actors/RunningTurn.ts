@@ -59,6 +59,8 @@ export interface Host {
   readonly answers: (callbackId: CallbackId) => Deferred.Deferred<unknown>
   /** Asks the actor to read its inbox again (queued messages become a waiting turn's answer). */
   readonly wake: Effect.Effect<void>
+  /** Tells the actor its turn ended (it reads its inbox again only if something may have come). */
+  readonly ended: Effect.Effect<void>
   readonly broker: CallbackBroker["Type"]
   readonly slot: BusySlot
   /** The actor's scope: a turn's fiber is forked in it, so the actor's end interrupts the turn. */
@@ -205,7 +207,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       Telemetry.withTurnSpan({ sessionId, turnId, epoch: host.epoch }, { "troupe.resumed": resumed }),
       // The events a turn emits (compaction, refused spawns) are excluded when its sender asked so.
       Telemetry.withExcluded(started.excludeFromAnalytics === true),
-      Effect.ensuring(host.wake),
+      Effect.ensuring(host.ended),
       Effect.catchAllDefect(host.die)
     )
     const fiber = yield* Effect.forkIn(body, host.scope)

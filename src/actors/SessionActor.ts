@@ -219,6 +219,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     if (wiring.handOver?.requested()) return yield* wiring.onLease(false)
     // Watched from before the inbox is read, so a push from another process in between is signalled.
     if (wiring.changes !== undefined) yield* wiring.changes((signal) => ringOnInbox(signal, bell))
+    // The bell's rings when the inbox was last read: none since, nothing queued, nothing left unread: no need to read it.
+    let readAt = bell.rings()
     // The lease, the session, its log's first page and its inbox: one store call.
     const started = yield* store.start(sessionId, options.owner, Duration.toMillis(options.leaseTtl), { inbox: inboxPage })
     yield* wiring.onLease(Option.isSome(started))
@@ -287,6 +289,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       broadcast: wiring.broadcast,
       answers: (callbackId) => answerOf(actor, callbackId),
       wake: Effect.sync(() => bell.ring()),
+      ended: Effect.sync(() => bell.nudge()),
       broker,
       slot,
       scope,
@@ -310,12 +313,16 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const execute = (item: InboxItem) => runOutcome(actor, item, writer.append, startTurn, wiring)
     // The first drain takes the inbox `start` read; a push since then rang the bell.
     let unread: ReadonlyArray<InboxItem> | undefined = started.value.inbox
+    let pageFull = false
     const drain = exclusive(Effect.gen(function*() {
+      if (unread === undefined && bell.rings() === readAt && actor.queued.size === 0 && !pageFull) return false
+      readAt = bell.rings()
       const items = unread ?? (yield* store.readInbox(sessionId, { limit: inboxPage }))
       unread = undefined
+      pageFull = items.length === inboxPage
       let changed = false
       for (const item of items) if (yield* execute(item)) changed = true
-      return changed && items.length === inboxPage
+      return changed && pageFull
     }))
 
     if (actor.state.active !== undefined && !actor.state.closed) {

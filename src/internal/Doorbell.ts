@@ -17,8 +17,12 @@ export type Woken = "rung" | "expired"
 
 /** One actor's doorbell. */
 export interface Doorbell {
-  /** Wakes the waiter, or is kept for the next wait. */
+  /** Wakes the waiter, or is kept for the next wait: something outside the actor may have changed (its inbox). */
   readonly ring: () => void
+  /** Wakes like `ring`, for a change the actor made itself (its turn ended): not counted in `rings`. */
+  readonly nudge: () => void
+  /** How many times it was rung (not nudged) so far: an actor that read its inbox at `n` need not read it again while it is `n`. */
+  readonly rings: () => number
   /** Ends the current wait (or the next, when nobody waits) with "expired", unless it is rung first. */
   readonly expire: () => void
   /** Forgets an expiry no wait took yet (the actor is busy again). */
@@ -33,17 +37,24 @@ export interface Doorbell {
 export const make = (): Doorbell => {
   let rung = false
   let expired = false
+  let count = 0
   let waiter: ((woken: Woken) => void) | undefined
   const wake = (woken: Woken) => {
     const resume = waiter!
     waiter = undefined
     resume(woken)
   }
+  const nudge = () => {
+    if (waiter !== undefined) wake("rung")
+    else rung = true
+  }
   return {
     ring: () => {
-      if (waiter !== undefined) wake("rung")
-      else rung = true
+      count++
+      nudge()
     },
+    nudge,
+    rings: () => count,
     expire: () => {
       if (waiter !== undefined) wake("expired")
       else expired = true

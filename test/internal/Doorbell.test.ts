@@ -1,6 +1,7 @@
 /**
  * An actor's doorbell and the host's idleness: rings while nobody waits are
- * kept as one; an expiry reaches a waiter (or the next wait) unless a ring
+ * kept as one, and counted (a nudge, the actor's own "my turn ended", wakes but
+ * is not); an expiry reaches a waiter (or the next wait) unless a ring
  * comes first, and is forgotten when the actor is busy again; an interrupted
  * wait leaves nothing behind. Idleness expires each idle actor's bell its
  * timeout after it went idle, in that order, and never one that became busy.
@@ -24,6 +25,24 @@ describe("Doorbell", () => {
       assert.isNull(waiting.unsafePoll())
       bell.ring()
       assert.strictEqual(yield* Fiber.join(waiting), "rung")
+    }))
+
+  it.effect("a nudge wakes like a ring but is not counted: rings counts what came from outside", () =>
+    Effect.gen(function*() {
+      const bell = Doorbell.make()
+      assert.strictEqual(bell.rings(), 0)
+      bell.nudge()
+      assert.isTrue(bell.pending())
+      assert.strictEqual(yield* bell.wait, "rung")
+      assert.strictEqual(bell.rings(), 0)
+      const waiting = yield* Effect.fork(bell.wait)
+      yield* Effect.yieldNow()
+      bell.nudge()
+      assert.strictEqual(yield* Fiber.join(waiting), "rung")
+      bell.ring()
+      bell.ring()
+      assert.strictEqual(bell.rings(), 2)
+      assert.strictEqual(yield* bell.wait, "rung")
     }))
 
   it.effect("an expiry wakes a waiter, or the next wait; a ring beats it; a busy actor forgets it", () =>
