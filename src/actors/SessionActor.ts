@@ -179,6 +179,39 @@ const answerOf = (actor: Actor, callbackId: CallbackId): Deferred.Deferred<unkno
 /** Inbox items read at a time. */
 const inboxPage = 256
 
+/**
+ * The inbox items an actor's drain looks at: first those `start` read (`first`,
+ * read when the bell had rung `rungAt` times), then the inbox read again only
+ * when it may hold something new: the bell was rung since the last read (its
+ * own turn's end only nudges it), messages are queued behind a turn, or the
+ * last read was a full page. Otherwise nothing, without a read.
+ */
+const inboxReader = (
+  read: () => Effect.Effect<ReadonlyArray<InboxItem>, StoreUnavailable>,
+  bell: Doorbell.Doorbell,
+  actor: Actor,
+  first: ReadonlyArray<InboxItem>,
+  rungAt: number
+) => {
+  let unread: ReadonlyArray<InboxItem> | undefined = first
+  let readAt = rungAt
+  let pageFull = false
+  return Effect.suspend(() => {
+    if (unread !== undefined) {
+      const items = unread
+      unread = undefined
+      pageFull = items.length === inboxPage
+      return Effect.succeed(items)
+    }
+    if (bell.rings() === readAt && actor.queued.size === 0 && !pageFull) return Effect.succeed([])
+    readAt = bell.rings()
+    return Effect.map(read(), (items) => {
+      pageFull = items.length === inboxPage
+      return items
+    })
+  })
+}
+
 // Stands for the id of a turn a command cannot start.
 const noTurn = "" as TurnId
 
@@ -219,8 +252,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     if (wiring.handOver?.requested()) return yield* wiring.onLease(false)
     // Watched from before the inbox is read, so a push from another process in between is signalled.
     if (wiring.changes !== undefined) yield* wiring.changes((signal) => ringOnInbox(signal, bell))
-    // The bell's rings when the inbox was last read: none since, nothing queued, nothing left unread: no need to read it.
-    let readAt = bell.rings()
+    const rungAtStart = bell.rings()
     // The lease, the session, its log's first page and its inbox: one store call.
     const started = yield* store.start(sessionId, options.owner, Duration.toMillis(options.leaseTtl), { inbox: inboxPage })
     yield* wiring.onLease(Option.isSome(started))
@@ -311,18 +343,12 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         actor.running = turn
       })
     const execute = (item: InboxItem) => runOutcome(actor, item, writer.append, startTurn, wiring)
-    // The first drain takes the inbox `start` read; a push since then rang the bell.
-    let unread: ReadonlyArray<InboxItem> | undefined = started.value.inbox
-    let pageFull = false
+    const nextItems = inboxReader(() => store.readInbox(sessionId, { limit: inboxPage }), bell, actor, started.value.inbox, rungAtStart)
     const drain = exclusive(Effect.gen(function*() {
-      if (unread === undefined && bell.rings() === readAt && actor.queued.size === 0 && !pageFull) return false
-      readAt = bell.rings()
-      const items = unread ?? (yield* store.readInbox(sessionId, { limit: inboxPage }))
-      unread = undefined
-      pageFull = items.length === inboxPage
+      const items = yield* nextItems
       let changed = false
       for (const item of items) if (yield* execute(item)) changed = true
-      return changed && pageFull
+      return changed && items.length === inboxPage
     }))
 
     if (actor.state.active !== undefined && !actor.state.closed) {
