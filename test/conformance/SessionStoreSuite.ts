@@ -85,6 +85,20 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
       return lease.value
     })
 
+  /** Ten owners racing `take` for one fresh session: what the winners got. */
+  const raced = <A, E>(
+    take: (store: SessionStore["Type"], sessionId: SessionId, owner: string) => Effect.Effect<Option.Option<A>, E>
+  ) =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore
+      const session = yield* create(principal())
+      const results = yield* Effect.all(
+        Array.from({ length: 10 }, (_, i) => take(store, session.id, `worker-${i}`)),
+        { concurrency: "unbounded" }
+      )
+      return results.filter(Option.isSome).map((won) => won.value)
+    })
+
   /** A fresh session in a fresh workspace, leased by "worker-a". */
   const leasedSession = (owner: Principal = principal()) =>
     Effect.gen(function*() {
@@ -737,13 +751,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
 
         it.effect("of concurrent acquirers exactly one wins", () =>
           Effect.gen(function*() {
-            const store = yield* SessionStore
-            const session = yield* create(principal())
-            const results = yield* Effect.all(
-              Array.from({ length: 10 }, (_, i) => store.acquire(session.id, `worker-${i}`, LONG_TTL)),
-              { concurrency: "unbounded" }
-            )
-            const winners = results.filter(Option.isSome).map((lease) => lease.value)
+            const winners = yield* raced((store, sessionId, owner) => store.acquire(sessionId, owner, LONG_TTL))
             assert.strictEqual(winners.length, 1)
             assert.strictEqual(winners[0]?.epoch, 1)
           }))
@@ -804,12 +812,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const unknown = yield* makeSessionId
             const error = yield* failure(store.start(unknown, "worker-a", LONG_TTL), "SessionNotFound")
             assert.strictEqual(error.sessionId, unknown)
-            const session = yield* create(principal())
-            const results = yield* Effect.all(
-              Array.from({ length: 10 }, (_, i) => store.start(session.id, `worker-${i}`, LONG_TTL)),
-              { concurrency: "unbounded" }
-            )
-            const winners = results.filter(Option.isSome).map((started) => started.value)
+            const winners = yield* raced((store, sessionId, owner) => store.start(sessionId, owner, LONG_TTL))
             assert.strictEqual(winners.length, 1)
             assert.strictEqual(winners[0]?.lease.epoch, 1)
             assert.deepStrictEqual(winners[0]?.log.records.map((record) => record.body._tag), ["session_created"])
