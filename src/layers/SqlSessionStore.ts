@@ -572,12 +572,6 @@ const releaseStep = (lease: Lease): Step => ({
   params: [lease.sessionId, lease.owner, lease.epoch]
 })
 
-/** `release` as a write transaction: a lease no longer held is left alone. */
-function* releaseSteps(step: Step): Steps<void, never> {
-  yield step
-  return Either.void
-}
-
 /**
  * `start`'s statements: the lease (with the session row), then, holding it,
  * the log's first page and the inbox. `None` when the lease is held.
@@ -1311,14 +1305,10 @@ export const make = (dialect: Dialect) =>
       })
     }, unavailable("renew"))
 
-    // On SQLite a write transaction of its own, which group commit may share with other sessions' writes.
+    // One statement, never waiting for a group commit's batch: the host releases under its lock.
     const release = (lease: Lease) => {
       const step = releaseStep(lease)
-      return unavailable("release")(
-        dialect.transact !== undefined
-          ? dialect.transact(() => releaseSteps(step), lease.sessionId)
-          : Effect.asVoid(query(step.text, step.params))
-      )
+      return unavailable("release")(Effect.asVoid(query(step.text, step.params)))
     }
 
     const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow), commit.sessionId)
