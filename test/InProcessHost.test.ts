@@ -70,6 +70,40 @@ describe("InProcessHost", () => {
   })
 
   describe("passivation", () => {
+    it.effect("an actor that goes idle while another waits for a busy slot passivates at once, not after its idle timeout", () =>
+      Effect.gen(function*() {
+        const model = yield* gatedModel()
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const host = yield* SessionHost
+          const me = principal()
+          const a = yield* sessions.create(me, { agent: agent() })
+          const b = yield* sessions.create(me, { agent: agent() })
+          const first = yield* sessions.send(me, a.id, { text: "a" })
+          const heldA = yield* Queue.take(model.held)
+          // b's actor waits for the one slot.
+          const second = yield* Effect.fork(sessions.send(me, b.id, { text: "b" }))
+          for (let i = 0; i < 200; i++) yield* Effect.yieldNow()
+          yield* heldA.release("done a")
+          yield* sessions.awaitTurn(me, a.id, first.turnId!)
+          const heldB = yield* Queue.take(model.held)
+          // No clock moved: a's idle timeout (a day) is far, yet a is gone, and its lease with it.
+          yield* eventually(Effect.map(host.running, (running) => !running.includes(a.id)), "a to passivate")
+          assert.deepStrictEqual(yield* host.running, [b.id])
+          // Nobody waits now: b, idle after its turn, stays until its idle timeout.
+          yield* heldB.release("done b")
+          yield* sessions.awaitTurn(me, b.id, (yield* Fiber.join(second)).turnId!)
+          for (let i = 0; i < 200; i++) yield* Effect.yieldNow()
+          assert.deepStrictEqual(yield* host.running, [b.id])
+          // a's next message starts it again.
+          const again = yield* sessions.send(me, a.id, { text: "again" })
+          const heldAgain = yield* Queue.take(model.held)
+          yield* heldAgain.release("done again")
+          assert.strictEqual((yield* sessions.awaitTurn(me, a.id, again.turnId!)).output, "done again")
+        }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer, host: { maxBusyActors: 1, idleTimeout: "1 day" } })))
+      }))
+
+
     it.effect("an actor with nothing to do for the idle timeout stops, holds no fiber and frees its lease", () =>
       Effect.gen(function*() {
         // Every fiber the runtime forks (poller, actors, keepers, turns) is tracked from here.

@@ -170,6 +170,7 @@ export const make = (options: Options = {}) =>
           keeper,
           idleness,
           slots,
+          crowded: () => slots.busy() > maxBusy,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           publishRecords: (firstSeq, at, records) =>
             Effect.zipRight(

@@ -104,6 +104,8 @@ export interface Wiring {
    * the lease and forgets the actor, so a new command starts a fresh one.
    */
   readonly mayPassivate: (lease: Lease) => Effect.Effect<boolean, StoreUnavailable>
+  /** Whether other actors of the host wait for a busy slot now (`slots` are all taken). */
+  readonly crowded: () => boolean
   /** Called once the actor knows whether it holds the lease. */
   readonly onLease: (held: boolean) => Effect.Effect<void>
   /**
@@ -141,9 +143,16 @@ export const foldLog = (sessionId: SessionId, first?: LogPage) =>
 
 /**
  * Holds the lease for the actor's scope: renewed by the host's keeper (a loss
- * is reported to `lost`), released at the end unless lost or handed back.
+ * is reported to `lost`), released at the end unless lost or handed back:
+ * `passivate` asks the host to let the actor stop, and when it agrees the host
+ * has released the lease already.
  */
-const holdLease = (acquired: Lease, keeper: LeaseKeeper.LeaseKeeper, lost: (loss: LeaseKeeper.Loss) => Effect.Effect<void>) =>
+const holdLease = (
+  acquired: Lease,
+  keeper: LeaseKeeper.LeaseKeeper,
+  lost: (loss: LeaseKeeper.Loss) => Effect.Effect<void>,
+  mayPassivate: Wiring["mayPassivate"]
+) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
     const lease = yield* Ref.make(acquired)
@@ -157,7 +166,12 @@ const holdLease = (acquired: Lease, keeper: LeaseKeeper.LeaseKeeper, lost: (loss
         : Effect.ignore(Effect.flatMap(Ref.get(lease), store.release))
     )
     yield* keeper.keep(lease, lost)
-    return { lease, handedBack }
+    const passivate = Effect.flatMap(Ref.get(lease), mayPassivate).pipe(
+      Effect.tap((agreed) => {
+        if (agreed) handedBack.value = true
+      })
+    )
+    return { lease, passivate }
   })
 
 /**
@@ -274,7 +288,12 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       stoppedForHandover = true
       return Effect.interrupt
     })
-    const { handedBack, lease } = yield* holdLease(acquired, wiring.keeper, (loss) => endWith(Deferred.fail(fatal, loss)))
+    const { lease, passivate } = yield* holdLease(
+      acquired,
+      wiring.keeper,
+      (loss) => endWith(Deferred.fail(fatal, loss)),
+      wiring.mayPassivate
+    )
     const exclusive = Lock.make()
     const actor: Actor = {
       session: started.value.session,
@@ -372,17 +391,16 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         continue
       }
       // Idle: let another actor work while this one waits; the host's idleness expires the bell in time.
+      // Others wait for a slot (asked before this one gives its own): passivate now, not after `idleTimeout`.
+      const crowded = wiring.crowded()
       yield* slot.give
+      if (crowded && (yield* passivate)) return
       yield* wiring.idleness.idle(bell)
       const woke = yield* bell.wait
       wiring.idleness.busy(bell)
       if (ended) return yield* Deferred.await(fatal)
       if (handOver.requested()) return
-      if (woke === "expired" && actor.running === undefined && (yield* wiring.mayPassivate(yield* Ref.get(lease)))) {
-        // The host released the lease as it agreed.
-        handedBack.value = true
-        return
-      }
+      if (woke === "expired" && actor.running === undefined && (yield* passivate)) return
       yield* slot.take
     }
   }))
