@@ -70,7 +70,7 @@ describe("InProcessHost", () => {
   })
 
   describe("passivation", () => {
-    it.effect("an actor that goes idle while another waits for a busy slot passivates at once, not after its idle timeout", () =>
+    it.effect("past maxLiveActors, an actor that goes idle while another waits for a busy slot passivates at once", () =>
       Effect.gen(function*() {
         const model = yield* gatedModel()
         yield* Effect.gen(function*() {
@@ -100,7 +100,9 @@ describe("InProcessHost", () => {
           const heldAgain = yield* Queue.take(model.held)
           yield* heldAgain.release("done again")
           assert.strictEqual((yield* sessions.awaitTurn(me, a.id, again.turnId!)).output, "done again")
-        }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer, host: { maxBusyActors: 1, idleTimeout: "1 day" } })))
+        }).pipe(
+          Effect.provide(Troupe.layerTest({ model: model.layer, host: { maxBusyActors: 1, maxLiveActors: 1, idleTimeout: "1 day" } }))
+        )
       }))
 
 

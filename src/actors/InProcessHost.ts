@@ -66,6 +66,12 @@ export interface Options {
   readonly liveBuffer?: number | undefined
   /** How many actors may be busy at once (default 64); the others wait, their commands safe in the inbox. */
   readonly maxBusyActors?: number | undefined
+  /**
+   * While more actors than this are live (default 1,024) and others wait for a busy slot, an
+   * actor passivates as soon as it is idle instead of after `idleTimeout`: a burst of many
+   * sessions gives finished ones back as it goes.
+   */
+  readonly maxLiveActors?: number | undefined
   /** Default model settings, under each agent's and each run's. */
   readonly modelSettings?: ModelSettings | undefined
   /**
@@ -112,6 +118,7 @@ export const make = (options: Options = {}) =>
     const liveBuffer = options.liveBuffer ?? 256
     const actors = yield* FiberSet.make<void>()
     const maxBusy = options.maxBusyActors ?? 64
+    const maxLive = options.maxLiveActors ?? 1024
     // First come, first served: a release wakes one waiter, not every actor waiting for a slot.
     const slots = Permits.make(maxBusy)
     // The live actors' doorbells; one keeper, one idleness and one backstop serve them all.
@@ -170,7 +177,7 @@ export const make = (options: Options = {}) =>
           keeper,
           idleness,
           slots,
-          crowded: () => slots.busy() > maxBusy,
+          crowded: () => entries.size > maxLive && slots.busy() > maxBusy,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           publishRecords: (firstSeq, at, records) =>
             Effect.zipRight(

@@ -104,7 +104,7 @@ export interface Wiring {
    * the lease and forgets the actor, so a new command starts a fresh one.
    */
   readonly mayPassivate: (lease: Lease) => Effect.Effect<boolean, StoreUnavailable>
-  /** Whether other actors of the host wait for a busy slot now (`slots` are all taken). */
+  /** Whether the host holds more live actors than it likes while others wait for a busy slot (`maxLiveActors`). */
   readonly crowded: () => boolean
   /** Called once the actor knows whether it holds the lease. */
   readonly onLease: (held: boolean) => Effect.Effect<void>
