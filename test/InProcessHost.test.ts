@@ -226,6 +226,21 @@ describe("InProcessHost", () => {
         }))
     }
 
+    it.effect("a host that does not claim (troupe run) leaves a runnable session it was not sent to alone, polls or not", () =>
+      Effect.gen(function*() {
+        const store = yield* MemorySessionStore.make
+        const { me, sessionId } = yield* crashedSession(store, "released")
+        yield* Effect.gen(function*() {
+          const host = yield* SessionHost
+          const sessions = yield* Sessions
+          for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+          yield* TestClock.adjust("1 minute")
+          for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+          assert.deepStrictEqual(yield* host.running, [])
+          assert.strictEqual((yield* sessions.snapshot(me, sessionId)).pendingInputs, 1)
+        }).pipe(Effect.provide(Troupe.layer(Layer.succeed(SessionStore, store), { host: { claims: false, leaseTtl: "2 seconds" } })))
+      }))
+
     it.effect("a live lease of a crashed owner is waited out: the turn resumes at the first poll after it expires", () =>
       Effect.gen(function*() {
         const store = yield* MemorySessionStore.make

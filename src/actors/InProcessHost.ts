@@ -60,6 +60,13 @@ export interface Options {
    * burst of runnable sessions, so the pool splits them (default false: it takes all it can).
    */
   readonly spread?: boolean | undefined
+  /**
+   * Whether the host claims runnable sessions nobody asked it to drive: crash recovery at
+   * start-up and the pool's claims (default true). A one-shot program that drives only the
+   * sessions it sends to (`troupe run`) turns it off, so it never takes another process's
+   * session, which that process is about to start with its own model and tools.
+   */
+  readonly claims?: boolean | undefined
   /** This host's lease owner name (default `host-<ulid>`). */
   readonly owner?: string | undefined
   /** Live-event buffer per session; a subscriber that falls further behind backfills from the store. */
@@ -222,19 +229,21 @@ export const make = (options: Options = {}) =>
         return handOver.requested() ? settleAll(sessionId) : start(sessionId)
       }))
 
-    // Crash recovery, the pool's claims, and the backstop: drive what the store says needs driving.
-    const claimable = yield* signals.watchClaimable
-    const member: WorkerPool.Member = {
-      store,
-      capacity: maxBusy,
-      busy: slots.busy,
-      isLocal: (sessionId) => entries.has(sessionId),
-      start: wake,
-      spread: options.spread ?? false,
-      paused: handOver.requested,
-      claimable: Queue.take(claimable)
+    // Crash recovery and the pool's claims: drive what the store says needs driving.
+    if (options.claims !== false) {
+      const claimable = yield* signals.watchClaimable
+      const member: WorkerPool.Member = {
+        store,
+        capacity: maxBusy,
+        busy: slots.busy,
+        isLocal: (sessionId) => entries.has(sessionId),
+        start: wake,
+        spread: options.spread ?? false,
+        paused: handOver.requested,
+        claimable: Queue.take(claimable)
+      }
+      yield* WorkerPool.claimLoop(member, Duration.decode(options.pollInterval ?? leaseTtl)).pipe(Effect.forkScoped)
     }
-    yield* WorkerPool.claimLoop(member, Duration.decode(options.pollInterval ?? leaseTtl)).pipe(Effect.forkScoped)
 
     // A provider answered a callback through the inbox: its session's actor takes it from there.
     yield* Queue.take(broker.answered).pipe(Effect.flatMap(wake), Effect.forever, Effect.forkScoped)

@@ -114,7 +114,8 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
     }
 
     yield* out.status("starting")
-    const build = Setup.runtime(resolved, telemetry).pipe(Effect.mapError((error) => error.failure))
+    // It drives the session it sends to and nothing else: another process's sessions are theirs to start.
+    const build = Setup.runtime(resolved, telemetry, { claims: false }).pipe(Effect.mapError((error) => error.failure))
     // Retries of the model's calls show on the status line while they happen (the module is loaded already).
     const runtime = yield* (model.kind === "openai_compatible"
       ? Effect.flatMap(Effect.promise(() => import("../layers/OpenAiCompatibleModel.js")), (OpenAiCompatibleModel) =>
