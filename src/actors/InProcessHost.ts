@@ -107,6 +107,15 @@ const timers = (
   })
 
 /** Builds the host; its actors and poller live as long as the enclosing scope. */
+/** Claims runnable sessions for the host in a fiber of the scope, at its ticks and at the pool's hints (`WorkerPool.claimLoop`). */
+const claimRunnable = (
+  signals: StoreSignals["Type"],
+  interval: Duration.Duration,
+  member: Omit<WorkerPool.Member, "claimable">
+) =>
+  Effect.flatMap(signals.watchClaimable, (claimable) =>
+    Effect.forkScoped(WorkerPool.claimLoop({ ...member, claimable: Queue.take(claimable) }, interval)))
+
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
@@ -231,18 +240,10 @@ export const make = (options: Options = {}) =>
 
     // Crash recovery and the pool's claims: drive what the store says needs driving.
     if (options.claims !== false) {
-      const claimable = yield* signals.watchClaimable
-      const member: WorkerPool.Member = {
-        store,
-        capacity: maxBusy,
-        busy: slots.busy,
-        isLocal: (sessionId) => entries.has(sessionId),
-        start: wake,
-        spread: options.spread ?? false,
-        paused: handOver.requested,
-        claimable: Queue.take(claimable)
-      }
-      yield* WorkerPool.claimLoop(member, Duration.decode(options.pollInterval ?? leaseTtl)).pipe(Effect.forkScoped)
+      yield* claimRunnable(signals, Duration.decode(options.pollInterval ?? leaseTtl), {
+        store, capacity: maxBusy, busy: slots.busy, start: wake, paused: handOver.requested,
+        isLocal: (sessionId) => entries.has(sessionId), spread: options.spread ?? false
+      })
     }
 
     // A provider answered a callback through the inbox: its session's actor takes it from there.
