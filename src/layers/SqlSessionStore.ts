@@ -566,12 +566,6 @@ const acquireStep = (sessionId: SessionId, owner: string, ttlMillis: number, clo
 const leaseOf = (sessionId: SessionId, owner: string, row: { readonly lease_epoch: number | string; readonly lease_expires_at: number | string }) =>
   new Lease({ sessionId, owner, epoch: Number(row.lease_epoch), expiresAt: Number(row.lease_expires_at) }, true)
 
-const releaseStep = (lease: Lease): Step => ({
-  text: `UPDATE troupe_sessions SET lease_owner = NULL, lease_expires_at = 0
-  WHERE id = ? AND lease_owner = ? AND lease_epoch = ?`,
-  params: [lease.sessionId, lease.owner, lease.epoch]
-})
-
 /**
  * `start`'s statements: the lease (with the session row), then, holding it,
  * the log's first page and the inbox. `None` when the lease is held.
@@ -1306,10 +1300,13 @@ export const make = (dialect: Dialect) =>
     }, unavailable("renew"))
 
     // One statement, never waiting for a group commit's batch: the host releases under its lock.
-    const release = (lease: Lease) => {
-      const step = releaseStep(lease)
-      return unavailable("release")(Effect.asVoid(query(step.text, step.params)))
-    }
+    const release = Effect.fnUntraced(function*(lease: Lease) {
+      yield* query(
+        `UPDATE troupe_sessions SET lease_owner = NULL, lease_expires_at = 0
+        WHERE id = ? AND lease_owner = ? AND lease_epoch = ?`,
+        [lease.sessionId, lease.owner, lease.epoch]
+      )
+    }, unavailable("release"))
 
     const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow), commit.sessionId)
 
