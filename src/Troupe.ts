@@ -102,9 +102,10 @@ export const layerSqlite = (
   sqlite: SqliteSessionStore.Options,
   options: RuntimeOptions = {}
 ): Layer.Layer<Services, StoreUnavailable> =>
-  options.signals === undefined
-    ? layer(SqliteSessionStore.layerWithSignals(sqlite), { ...options, host: sharedStoreHost(options.host) })
-    : layer(SqliteSessionStore.layer(sqlite), { ...options, host: sharedStoreHost(options.host) })
+  layer(options.signals === undefined ? SqliteSessionStore.layerWithSignals(sqlite) : SqliteSessionStore.layer(sqlite), {
+    ...options,
+    host: sharedStoreHost(options.host)
+  })
 
 /** A runtime on PostgreSQL; other workers on the same database are signalled by `LISTEN/NOTIFY` (`PgStoreSignals`). */
 export const layerPg = (
