@@ -225,14 +225,16 @@ export const make = makeWith(undefined)
 
 /** The store on a SQLite database it opens (and closes with the layer). */
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavailable> =>
-  Layer.scoped(
-    SessionStore,
-    Effect.gen(function*() {
-      const handle = yield* open(options.filename)
-      const sql = yield* clientOf(handle)
-      return yield* Effect.provideService(makeWith(handle, options.groupCommit), SqlClient.SqlClient, sql)
-    })
-  )
+  Layer.scoped(SessionStore, Effect.map(opened(options), ({ store }) => store))
+
+/** Opens the database (closed with the scope) and builds the store over it: the store, and the handle it runs on. */
+const opened = (options: Options) =>
+  Effect.gen(function*() {
+    const handle = yield* open(options.filename)
+    const sql = yield* clientOf(handle)
+    const store = yield* Effect.provideService(makeWith(handle, options.groupCommit), SqlClient.SqlClient, sql)
+    return { handle, store }
+  })
 
 /**
  * The store and its `StoreSignals` on one connection: the change check reads
@@ -247,9 +249,7 @@ export const layerWithSignals = (
     ? Layer.merge(layer(options), layerNoop)
     : Layer.scopedContext(
       Effect.gen(function*() {
-        const handle = yield* open(options.filename)
-        const sql = yield* clientOf(handle)
-        const store = yield* Effect.provideService(makeWith(handle, options.groupCommit), SqlClient.SqlClient, sql)
+        const { handle, store } = yield* opened(options)
         // Made after the handle: its check stops before the handle closes.
         const signals = yield* SqliteStoreSignals.makeOn(handle.db, options)
         return Context.make(SessionStore, store).pipe(Context.add(StoreSignals, signals))
