@@ -21,10 +21,13 @@ export interface BusySlot {
   readonly held: () => boolean
 }
 
-/** A slot over the host's permits; given back when `scope` closes. */
-export const make = (permits: Effect.Semaphore): Effect.Effect<BusySlot, never, Scope.Scope> =>
+/**
+ * A slot over the host's permits; given back when `scope` closes. `taken`: the
+ * caller already took one permit for it (the host does, before it starts an actor).
+ */
+export const make = (permits: Effect.Semaphore, taken = false): Effect.Effect<BusySlot, never, Scope.Scope> =>
   Effect.gen(function*() {
-    let held = false
+    let held = taken
     const take = Effect.suspend(() =>
       held ? Effect.void : Effect.zipRight(permits.take(1), Effect.sync(() => (held = true)))
     )

@@ -27,6 +27,7 @@ import { Decision, type Expectation, type Refusal, type Refusals, SessionHost } 
 import { SessionStore } from "../services/SessionStore.js"
 import { StoreSignals } from "../services/StoreSignals.js"
 import * as Doorbell from "../internal/Doorbell.js"
+import * as Admissions from "./Admissions.js"
 import * as Idleness from "./Idleness.js"
 import * as InboxBackstop from "./InboxBackstop.js"
 import * as LeaseKeeper from "./LeaseKeeper.js"
@@ -106,7 +107,6 @@ const timers = (
     return { keeper, idleness }
   })
 
-/** Builds the host; its actors and poller live as long as the enclosing scope. */
 /** Claims runnable sessions for the host in a fiber of the scope, at its ticks and at the pool's hints (`WorkerPool.claimLoop`). */
 const claimRunnable = (
   signals: StoreSignals["Type"],
@@ -116,6 +116,32 @@ const claimRunnable = (
   Effect.flatMap(signals.watchClaimable, (claimable) =>
     Effect.forkScoped(WorkerPool.claimLoop({ ...member, claimable: Queue.take(claimable) }, interval)))
 
+/** Who waits for a decision on an input, by session, then by input. */
+const decisionWaiters = () => {
+  const waiters = new Map<SessionId, Waiters.Registry<InputId, Decision, Refusal>>()
+  return {
+    /** Registers interest in the decision on an input of kind K. */
+    expect: <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, _kind: K) =>
+      Effect.sync(() => {
+        let inSession = waiters.get(sessionId)
+        if (inSession === undefined) {
+          const created = Waiters.registry<InputId, Decision, Refusal>(() => {
+            if (waiters.get(sessionId) === created) waiters.delete(sessionId)
+          })
+          waiters.set(sessionId, inSession = created)
+        }
+        // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
+        return inSession.register(inputId) as Expectation<K>
+      }),
+    settle: (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
+      Effect.sync(() => waiters.get(sessionId)?.settle(inputId, exit)),
+    /** Tells everyone still waiting on this session that no actor here will decide. */
+    settleAll: (sessionId: SessionId) =>
+      Effect.sync(() => waiters.get(sessionId)?.settleAll(Exit.succeed(Decision.Admitted())))
+  }
+}
+
+/** Builds the host; its actors and poller live as long as the enclosing scope. */
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
@@ -141,40 +167,16 @@ export const make = (options: Options = {}) =>
     const entries = new Map<SessionId, Doorbell.Doorbell>()
     const { idleness, keeper } = yield* timers(entries, leaseTtl, idleTimeout, signals.shared ? options.inboxPoll : undefined)
     const lock = Lock.make()
-    // Who waits for a decision, by session, then by input.
-    const waiters = new Map<SessionId, Waiters.Registry<InputId, Decision, Refusal>>()
     // Draining: actors hand their sessions over, and no new one starts here.
     const draining = yield* WorkerPool.makeDraining(lock, entries, signals.announceClaimable)
     const handOver = draining.handOver
 
-    const settle = (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
-      Effect.sync(() => waiters.get(sessionId)?.settle(inputId, exit))
-
-    /** Tells everyone still waiting on this session that no actor here will decide. */
-    const settleAll = (sessionId: SessionId) =>
-      Effect.sync(() => waiters.get(sessionId)?.settleAll(Exit.succeed(Decision.Admitted())))
-
+    const { expect, settle, settleAll } = decisionWaiters()
     const events = yield* LiveEvents.make(liveBuffer)
 
-    /** Registers interest in the decision on an input of kind K. */
-    const expect = <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, _kind: K) =>
-      Effect.sync(() => {
-        let inSession = waiters.get(sessionId)
-        if (inSession === undefined) {
-          const created = Waiters.registry<InputId, Decision, Refusal>(() => {
-            if (waiters.get(sessionId) === created) waiters.delete(sessionId)
-          })
-          waiters.set(sessionId, inSession = created)
-        }
-        // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
-        return inSession.register(inputId) as Expectation<K>
-      })
-
-    /** Starts an actor; the caller holds `lock`. */
-    const start = (sessionId: SessionId): Effect.Effect<void> =>
+    /** Runs the actor of `sessionId`, ringing `bell`, in a busy slot the caller took for it. */
+    const launch = (sessionId: SessionId, bell: Doorbell.Doorbell): Effect.Effect<void> =>
       Effect.gen(function*() {
-        const bell = Doorbell.make()
-        entries.set(sessionId, bell)
         // When this actor stops without deciding (its lease is held elsewhere, or
         // lost), waiters learn no decision is coming from here, unless a successor
         // actor already runs and will decide for them. A passivated actor settles
@@ -193,7 +195,8 @@ export const make = (options: Options = {}) =>
           keeper,
           idleness,
           slots,
-          crowded: () => entries.size > maxLive && slots.busy() > maxBusy,
+          // `entries` counts the sessions waiting for admission: they are live as soon as a slot frees.
+          crowded: () => entries.size > maxLive && load() > maxBusy,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           publishRecords: (firstSeq, at, records) =>
             Effect.zipRight(
@@ -227,7 +230,21 @@ export const make = (options: Options = {}) =>
           // An actor outlives whichever caller woke it: it must not inherit that caller's analytics preference.
           Telemetry.withExcluded(false)
         )
-        yield* FiberSet.run(actors, actor)
+        // Interruptible whoever launches it (the admitting fiber takes permits uninterruptibly).
+        yield* FiberSet.run(actors, Effect.interruptible(actor))
+      })
+
+    // Sessions woken while every busy slot is taken wait as ids, their bells already in `entries`:
+    // an actor starts with a permit, so a burst of thousands costs an entry each until a slot frees.
+    const admissions = yield* Admissions.make(slots, launch, settleAll)
+    const load = () => slots.busy() + admissions.waiting()
+
+    /** Starts an actor, or queues it for a busy slot; the caller holds `lock`. */
+    const start = (sessionId: SessionId): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const bell = Doorbell.make()
+        entries.set(sessionId, bell)
+        return admissions.admit(sessionId, bell)
       })
 
     const wake = (sessionId: SessionId): Effect.Effect<void> =>
@@ -241,7 +258,7 @@ export const make = (options: Options = {}) =>
     // Crash recovery and the pool's claims: drive what the store says needs driving.
     if (options.claims !== false) {
       yield* claimRunnable(signals, Duration.decode(options.pollInterval ?? leaseTtl), {
-        store, capacity: maxBusy, busy: slots.busy, start: wake, paused: handOver.requested,
+        store, capacity: maxBusy, busy: load, start: wake, paused: handOver.requested,
         isLocal: (sessionId) => entries.has(sessionId), spread: options.spread ?? false
       })
     }

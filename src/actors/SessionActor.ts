@@ -112,7 +112,8 @@ export interface Wiring {
    * Permits to be busy, shared by the host's actors: an actor holds one from
    * waking until it is idle with no running turn, so an overloaded host runs
    * a bounded number of actors at once (and their leases keep being renewed)
-   * while the rest wait with their commands safe in the inbox.
+   * while the rest wait with their commands safe in the inbox. The host takes
+   * an actor's first permit before it starts it: `run` begins holding one.
    */
   readonly slots: Effect.Semaphore
   /**
@@ -260,8 +261,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const broker = yield* CallbackBroker
     const telemetry = yield* Telemetry.Telemetry
     const bell = wiring.bell
-    const slot = yield* BusySlot.make(wiring.slots)
-    yield* slot.take
+    // The host took this actor's first permit before starting it.
+    const slot = yield* BusySlot.make(wiring.slots, true)
     // Started just before its host began to drain: the session is left to the pool.
     if (wiring.handOver?.requested()) return yield* wiring.onLease(false)
     // Watched from before the inbox is read, so a push from another process in between is signalled.

@@ -25,6 +25,8 @@ interface Waiter {
 export interface Permits extends Effect.Semaphore {
   /** Permits taken (or reserved for a woken waiter) plus permits waited for, right now. */
   readonly busy: () => number
+  /** Takes `n` permits now if they are free and nobody waits before; false (nothing taken) otherwise. */
+  readonly tryTake: (n: number) => boolean
 }
 
 /** A first-come-first-served semaphore with `permits` permits. */
@@ -62,12 +64,15 @@ export const make = (permits: number): Permits => {
     grant()
   }
 
+  const tryTake = (n: number): boolean => {
+    if (first() !== undefined || total - taken < n) return false
+    taken += n
+    return true
+  }
+
   const take = (n: number): Effect.Effect<number> =>
     Effect.suspend(() => {
-      if (first() === undefined && total - taken >= n) {
-        taken += n
-        return Effect.succeed(n)
-      }
+      if (tryTake(n)) return Effect.succeed(n)
       const waiter: Waiter = { n, granted: false, wake: undefined }
       queue.push(waiter)
       waiting += n
@@ -95,6 +100,7 @@ export const make = (permits: number): Permits => {
 
   return {
     busy: () => taken + waiting,
+    tryTake,
     take,
     release,
     releaseAll: Effect.sync(() => {
@@ -114,8 +120,7 @@ export const make = (permits: number): Permits => {
     withPermitsIfAvailable: (n) => (self) =>
       Effect.uninterruptibleMask((restore) =>
         Effect.suspend(() => {
-          if (first() !== undefined || total - taken < n) return Effect.succeedNone
-          taken += n
+          if (!tryTake(n)) return Effect.succeedNone
           return Effect.ensuring(Effect.asSome(restore(self)), release(n))
         })
       )

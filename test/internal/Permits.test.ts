@@ -66,4 +66,20 @@ describe("Permits", () => {
       yield* Effect.ignore(permits.withPermits(1)(Effect.fail("no")))
       assert.strictEqual(yield* permits.take(1), 1)
     }))
+  it.effect("tryTake takes free permits at once, never past the queue or the total", () =>
+    Effect.gen(function*() {
+      const permits = Permits.make(2)
+      assert.isTrue(permits.tryTake(1))
+      assert.isFalse(permits.tryTake(2))
+      assert.isTrue(permits.tryTake(1))
+      assert.isFalse(permits.tryTake(1))
+      const waiter = yield* Effect.fork(permits.take(1))
+      yield* settle
+      yield* permits.release(1)
+      yield* settle
+      // The released permit went to the waiter, not to a newcomer.
+      assert.isFalse(permits.tryTake(1))
+      yield* Fiber.join(waiter)
+      assert.strictEqual(permits.busy(), 2)
+    }))
 })
