@@ -4,7 +4,7 @@
  * for a `session.event`-sized message, plus the framing layer alone. Each
  * figure is the median of several rounds.
  *
- *   npx tsx bench/codec.ts [--rounds 5] [--frames 200000] [--chunk 65536]
+ *   node bench/run.mjs codec [--rounds 5] [--frames 200000] [--chunk 65536]
  *
  * Decoding is fed the encoded stream in `--chunk`-byte slices (a socket's
  * typical read size), so frames straddle chunk boundaries as they do live.

@@ -18,7 +18,7 @@
  *   difference of medians: noisy under load), and the CPU of the decisions
  *   alone, timed in a loop on a conversation at the threshold.
  *
- *   npx tsx bench/compaction.ts [--turns 1000] [--kb 20] [--window 32000] [--only on|off]
+ *   node bench/run.mjs compaction [--turns 1000] [--kb 20] [--window 32000] [--only on|off]
  */
 import Database from "better-sqlite3"
 import { Effect, Layer, Schema, Stream } from "effect"

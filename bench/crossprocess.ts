@@ -11,7 +11,7 @@
  * Both hosts run in this one process (one clock; they share its event loop,
  * which the figures include). p50 / p99 over `--rounds` (default 200).
  *
- *   npx tsx bench/crossprocess.ts [--rounds 200] [--store sqlite|pg|both]
+ *   node bench/run.mjs crossprocess [--rounds 200] [--store sqlite|pg|both]
  */
 import { Context, Effect, Layer, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"

@@ -14,7 +14,7 @@
  * `--group off` turns the SQLite store's group commit off (it is on by
  * default); with it on, the sizes of its batches are reported.
  *
- *   npx tsx bench/fanout.ts [--sessions 500] [--rounds 5] [--warmup 200] [--only sqlite|memory] [--group on|off]
+ *   node bench/run.mjs fanout [--sessions 500] [--rounds 5] [--warmup 200] [--only sqlite|memory] [--group on|off]
  */
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"

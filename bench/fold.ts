@@ -10,7 +10,7 @@
  *
  * Figures are records per second, medians of `--rounds`.
  *
- *   npx tsx bench/fold.ts [--records 100000] [--rounds 5]
+ *   node bench/run.mjs fold [--records 100000] [--rounds 5]
  */
 import { Effect } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"

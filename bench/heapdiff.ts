@@ -5,7 +5,7 @@
  * type, constructor and edge name of the retainers of the objects that are
  * new in the later snapshot: ids are kept across one process's snapshots).
  *
- *   node --import tsx bench/heapdiff.ts BEFORE.heapsnapshot AFTER.heapsnapshot [--top 25] [--retainers 8]
+ *   node bench/run.mjs heapdiff BEFORE.heapsnapshot AFTER.heapsnapshot [--top 25] [--retainers 8]
  *
  * A leak per turn shows as a group whose count grows with the turns; the
  * retainers say which object of ours keeps it.
@@ -101,7 +101,7 @@ const groups = (parsed: Parsed) => {
 
 const [beforeFile, afterFile] = process.argv.slice(2).filter((a) => !a.startsWith("--") && a.endsWith(".heapsnapshot"))
 if (beforeFile === undefined || afterFile === undefined) {
-  console.error("usage: node --import tsx bench/heapdiff.ts BEFORE.heapsnapshot AFTER.heapsnapshot [--top 25] [--retainers 8]")
+  console.error("usage: node bench/run.mjs heapdiff BEFORE.heapsnapshot AFTER.heapsnapshot [--top 25] [--retainers 8]")
   process.exit(2)
 }
 const top = Number(arg("top", "25"))

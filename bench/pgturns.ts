@@ -16,7 +16,7 @@
  * concurrent appends and pushes into one round trip; the batch sizes are
  * reported, and `--group off` sends every write alone.
  *
- *   npx tsx bench/pgturns.ts [--sessions 8,16,32,64] [--turns 100] [--rounds 3] [--warmup 30]
+ *   node bench/run.mjs pgturns [--sessions 8,16,32,64] [--turns 100] [--rounds 3] [--warmup 30]
  *     [--connections 10] [--group on|off] [--inflight 2] [--statements 12]
  *
  * TROUPE_TEST_PG_URL as for the other PostgreSQL benches. The load average is

@@ -7,7 +7,7 @@
  * - M sessions × 1 turn, all at once: wall time, throughput, peak RSS;
  * - after the M actors passivate: how much heap they leave behind.
  *
- *   npx tsx bench/sessions.ts [--turns 1000] [--sessions 10000]
+ *   node bench/run.mjs sessions [--turns 1000] [--sessions 10000]
  */
 import { Effect, Layer } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"

@@ -4,9 +4,9 @@
  * growing) or the allocator keeping pages (RSS stays up while the heap after
  * GC comes back)?
  *
- *   node --import tsx bench/soak.ts [--turns 2000] [--connections 5000] [--abusers 500]
+ *   node bench/run.mjs soak [--turns 2000] [--connections 5000] [--abusers 500]
  *                                   [--requests 2000] [--abuse-seconds 10] [--actor-idle 30]
- *   node --import tsx bench/soak.ts --full      # 50,000 turns, 20,000 connections
+ *   node bench/run.mjs soak --full      # 50,000 turns, 20,000 connections
  *
  * The daemon runs in a child process (started with --expose-gc) as
  * `troupe serve` would: a SQLite file store, the session routes, the

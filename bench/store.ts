@@ -3,7 +3,7 @@
  * inbox item) and log replay records per second, on a SQLite file (WAL) and on
  * PostgreSQL. Each figure is the median of several rounds.
  *
- *   npx tsx bench/store.ts [--rounds 5] [--commits 2000] [--records 20000] [--only sqlite|postgres]
+ *   node bench/run.mjs store [--rounds 5] [--commits 2000] [--records 20000] [--only sqlite|postgres]
  *
  * PostgreSQL comes from TROUPE_TEST_PG_URL (default the local server) and is
  * benchmarked in a fresh schema that is dropped afterwards.

@@ -6,7 +6,7 @@
  * `child_result` recorded, CPU per child, store commits and inbox admissions
  * per child (read back from the file), peak RSS. Medians of `--rounds`.
  *
- *   npx tsx bench/subagents.ts [--children 100] [--rounds 5]
+ *   node bench/run.mjs subagents [--children 100] [--rounds 5]
  */
 import Database from "better-sqlite3"
 import { Effect } from "effect"

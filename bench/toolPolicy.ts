@@ -10,7 +10,7 @@
  *   agent, run, each with name, side-effect, capability and cost rules) per
  *   call, in ns.
  *
- *   npx tsx bench/toolPolicy.ts [--turns 40] [--calls 4] [--sleep 20] [--decisions 1000000]
+ *   node bench/run.mjs toolPolicy [--turns 40] [--calls 4] [--sleep 20] [--decisions 1000000]
  */
 import { Effect, Schema } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"

@@ -18,7 +18,7 @@
  *
  * `--group off` runs the SQLite store without group commit (on by default).
  *
- *   npx tsx bench/tools.ts [--turns 1000] [--rounds 5] [--warmup 200] [--sessions 10000] [--only seq|many] [--group on|off]
+ *   node bench/run.mjs tools [--turns 1000] [--rounds 5] [--warmup 200] [--sessions 10000] [--only seq|many] [--group on|off]
  */
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"

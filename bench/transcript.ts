@@ -13,7 +13,7 @@
  * Prints the heap after GC per message and the median time to build one
  * request's messages.
  *
- *   node --expose-gc --import tsx bench/transcript.ts [--messages 100000] [--runs 11]
+ *   node --expose-gc bench/run.mjs transcript [--messages 100000] [--runs 11]
  */
 import type * as Model from "../src/services/Model.js"
 import { arg, loadAverage, median } from "./support.js"

@@ -5,7 +5,7 @@
  * the same messages as JSON lines against a minimal JSON-lines echo server,
  * for a ratio. Each figure is the median of `--rounds` rounds.
  *
- *   npx tsx bench/transport.ts [--rounds 5] [--requests 100000] [--serial 10000] [--depth 64]
+ *   node bench/run.mjs transport [--rounds 5] [--requests 100000] [--serial 10000] [--depth 64]
  *                              [--events 20000] [--store memory|sqlite] [--only <text>]
  *
  * `--only` runs the figures whose name contains the text.

@@ -7,7 +7,7 @@
  * the catalog (`list({ scope: { tree } })`, 100 a page). Medians and p99 over
  * `--rounds` calls, per backend.
  *
- *   npx tsx bench/tree.ts [--rounds 50] [--only memory|sqlite|postgres]
+ *   node bench/run.mjs tree [--rounds 50] [--only memory|sqlite|postgres]
  *
  * PostgreSQL comes from TROUPE_TEST_PG_URL (default the local server), in a
  * fresh schema dropped afterwards.

@@ -5,7 +5,7 @@
  * it, withdraw), in Effect steps' wall time, both ways side by side,
  * alternating rounds.
  *
- *   npx tsx bench/waiters.ts [--ops 200000] [--rounds 5]
+ *   node bench/run.mjs waiters [--ops 200000] [--rounds 5]
  */
 import { Deferred, Effect, Exit } from "effect"
 import * as Waiters from "../src/internal/Waiters.js"
