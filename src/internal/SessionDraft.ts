@@ -90,6 +90,15 @@ export const fingerprint = (input: CreateSession): string =>
     }).slice(1)
   }`
 
+/**
+ * What a session stores as its create request's fingerprint: the fingerprint
+ * under an idempotency key, the only case a later request is compared with
+ * it; nothing (an empty text) without one, which spares each plain create
+ * the canonical encoding of its whole request.
+ */
+export const printOf = (input: CreateSession): string =>
+  input.idempotencyKey === undefined ? "" : fingerprint(input)
+
 /** The new session, with lineage derived from its parent (if any). */
 export const draft = (
   id: SessionId,

@@ -33,7 +33,7 @@ import {
   childTurnRefusal,
   createdRecord,
   draft,
-  fingerprint,
+  printOf,
   spawnRecord,
   spawnRefusal,
   tenantOf
@@ -362,7 +362,7 @@ export const make = Effect.sync(() => {
     create: (input) =>
       Effect.gen(function*() {
         const tenant = tenantOf(input.principal)
-        const print = fingerprint(input)
+        const print = printOf(input)
         if (input.idempotencyKey !== undefined) {
           const existing = byKey.get(`${tenant}\u0000${input.idempotencyKey}`)
           if (existing !== undefined) {
@@ -532,7 +532,7 @@ export const make = Effect.sync(() => {
           records: [spawnRecord(input, child), ...commit.records]
         } as Commit, at)
         // Everything is checked: from here on nothing fails.
-        const entry = insert(child, parent.tenant, parent, undefined, fingerprint(create), at)
+        const entry = insert(child, parent.tenant, parent, undefined, printOf(create), at)
         const admission = enqueue(entry, input.message, canonical(encodeCommand(input.message)), at)
         root.childTurns++
         const receipt = apply()

@@ -43,7 +43,7 @@ import {
   childTurnRefusal,
   createdRecord,
   draft,
-  fingerprint,
+  printOf,
   spawnRecord,
   spawnRefusal,
   tenantOf
@@ -448,7 +448,7 @@ function* keyed(tenant: string, key: string, print: string): Generator<Step, Eit
  */
 export function* createSteps(input: CreateSession, id: SessionId, clock: Clock): Steps<Session, Conflict | SessionNotFound> {
   const tenant = tenantOf(input.principal)
-  const print = fingerprint(input)
+  const print = printOf(input)
   if (input.idempotencyKey !== undefined) {
     const found = yield* keyed(tenant, input.idempotencyKey, print)
     if (found !== undefined) return found
@@ -726,7 +726,7 @@ export function* spawnSteps(
     tenant: row.tenant,
     path: `${row.path}${childId}/`,
     idempotencyKey: null,
-    fingerprint: fingerprint(create),
+    fingerprint: printOf(create),
     at: { text: "?", params: [at] },
     spawnCommit: commit.commitId,
     inbox: 1
