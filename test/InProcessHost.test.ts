@@ -67,6 +67,50 @@ describe("InProcessHost", () => {
           assert.strictEqual((yield* sessions.awaitTurn(me, b.id, accepted.turnId!)).output, "done b")
         }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer, host: { maxBusyActors: 1 } })))
       }))
+    it.effect("sessions woken while every busy slot is taken wait without an actor (no fiber, no lease) and start in arrival order", () =>
+      Effect.gen(function*() {
+        const model = yield* gatedModel()
+        // Every fiber the runtime forks is tracked from here.
+        const supervisor = yield* Supervisor.track
+        const live = Effect.map(supervisor.value, (fibers) => new Set(fibers.map((fiber) => fiber.id().id)))
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const store = yield* SessionStore
+          const host = yield* SessionHost
+          const me = principal()
+          const a = yield* sessions.create(me, { agent: agent() })
+          const waiting = yield* Effect.forEach([1, 2, 3], () => sessions.create(me, { agent: agent() }))
+          const first = yield* sessions.send(me, a.id, { text: "a" })
+          const heldA = yield* Queue.take(model.held)
+          const before = yield* live
+          const sends: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+          for (const [i, session] of waiting.entries()) {
+            sends.push(yield* Effect.fork(sessions.send(me, session.id, { text: `m${i}` })))
+            for (let k = 0; k < 50; k++) yield* Effect.yieldNow()
+          }
+          // The only new fibers are the senders', waiting for their decisions: no actor waits for a slot.
+          const added = [...(yield* live)].filter((id) => !before.has(id)).sort()
+          assert.deepStrictEqual(added, sends.map((send) => send.id().id).sort())
+          for (const session of waiting) {
+            // Driven here, yet no actor of it has started: its lease is free for anyone to take.
+            assert.isTrue(yield* host.drives(session.id))
+            const probe = yield* store.acquire(session.id, "probe", 60_000)
+            assert.isTrue(Option.isSome(probe))
+            yield* store.release(Option.getOrThrow(probe))
+          }
+          yield* heldA.release("done a")
+          yield* sessions.awaitTurn(me, a.id, first.turnId!)
+          for (let i = 0; i < waiting.length; i++) {
+            const held = yield* Queue.take(model.held)
+            assert.strictEqual(held.text, `m${i}`)
+            yield* held.release(`done ${i}`)
+          }
+          for (const send of sends) yield* Fiber.join(send)
+        }).pipe(
+          Effect.provide(Troupe.layerTest({ model: model.layer, host: { maxBusyActors: 1 } })),
+          Effect.supervised(supervisor)
+        )
+      }))
   })
 
   describe("passivation", () => {
