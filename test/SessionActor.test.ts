@@ -5,12 +5,14 @@
  * running" is a fact the test controls rather than a timing hope.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Option, Queue, Ref, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Option, Queue, Ref, TestClock } from "effect"
 import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import { ModelError } from "../src/schema/Errors.js"
 import { makeTurnId, type SessionId, type TurnId } from "../src/schema/Ids.js"
 import { Message, Steer } from "../src/schema/Inbox.js"
-import { type InputApplied, type RecordBody, Renamed } from "../src/schema/Record.js"
+import { type InputApplied, type RecordBody, Renamed, TurnEnded, type TurnStarted } from "../src/schema/Record.js"
+import { Usage } from "../src/schema/Budget.js"
+import type { Lease } from "../src/schema/Lease.js"
 import type { BusyPolicy } from "../src/schema/Policy.js"
 import type { Principal } from "../src/schema/Principal.js"
 import type * as Model from "../src/services/Model.js"
@@ -455,6 +457,8 @@ describe("SessionActor", () => {
         readonly me: Principal
         readonly sessionId: SessionId
         readonly headAfterSteal: number
+        /** The thief's lease: the session's new owner. */
+        readonly thief: Lease
       }) => Effect.Effect<A, E, Sessions | SessionHost | SessionStore>
     ) =>
       Effect.gen(function*() {
@@ -484,7 +488,8 @@ describe("SessionActor", () => {
             call,
             me,
             sessionId: session.id,
-            headAfterSteal: head + 1
+            headAfterSteal: head + 1,
+            thief: lease
           })
         }).pipe(Effect.provide(runtime))
       })
@@ -519,6 +524,29 @@ describe("SessionActor", () => {
           assert.isTrue(yield* Deferred.isDone(call.interrupted))
           yield* call.release("too late")
           yield* assertNothingMoreWritten(store, host, sessionId, headAfterSteal)
+        })))
+
+    it.effect("a caller awaiting the turn here learns its end from the log when the actor here stopped and the new owner ended it", () =>
+      stolen(({ call, host, me, resume, sessionId, sessions, store, thief }) =>
+        Effect.gen(function*() {
+          const started = (yield* logOf(sessionId)).find((record) => record.body._tag === "turn_started")!
+          const turnId = (started.body as TurnStarted).turnId
+          // Asked while the actor here still runs the turn: its end would be announced here.
+          const waiting = yield* Effect.fork(sessions.awaitTurn(me, sessionId, turnId))
+          for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+          yield* resume
+          yield* eventually(Effect.map(host.running, (running) => running.length === 0), "the old actor to stop")
+          yield* call.release("too late")
+          // The new owner (another process, say) resumes the turn and ends it: nothing is announced here.
+          const head = (yield* store.get(sessionId)).headSeq
+          yield* store.append(
+            yield* commit(thief, head, [
+              new TurnEnded({ turnId, outcome: "completed", output: "from the new owner", usage: Usage.zero })
+            ])
+          )
+          yield* TestClock.adjust("1 second")
+          yield* eventually(Effect.map(Fiber.poll(waiting), Option.isSome), "the caller to learn the turn ended")
+          assert.strictEqual((yield* Fiber.join(waiting)).output, "from the new owner")
         })))
 
     it.effect("a turn that finishes after its lease was stolen is fenced off and the actor stops", () =>

@@ -186,6 +186,8 @@ export const make = (options: Options = {}) =>
           lock(Effect.suspend(() => {
             const current = entries.get(sessionId)
             if (current === bell) entries.delete(sessionId)
+            // Whoever awaits a turn of it here follows the log from now on.
+            events.left(sessionId)
             idleness.busy(bell)
             draining.left()
             return settle && (current === undefined || current === bell) ? settleAll(sessionId) : Effect.void

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, PubSub, type Queue, type Scope } from "effect"
+import { Effect, Exit, Option, PubSub, type Queue, type Scope } from "effect"
 import { Durable, type SessionEvent } from "../schema/Event.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { RecordBody, TurnEnded } from "../schema/Record.js"
@@ -21,15 +21,23 @@ export interface LiveEvents {
   readonly publishRecords: (sessionId: SessionId) => (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
   /** Hands volatile events to the session's followers. */
   readonly broadcast: (sessionId: SessionId) => (events: ReadonlyArray<SessionEvent>) => Effect.Effect<void>
-  /** Registers interest in the end of a turn. */
-  readonly turnEnded: (turnId: TurnId) => Effect.Effect<Interest<TurnEnded>>
+  /**
+   * Registers interest in the end of a turn of `sessionId`: its `turn_ended`
+   * record as an actor here commits it, or `None` once the session's actor here
+   * stops before that (`left`): whoever goes on with the turn commits its end elsewhere.
+   */
+  readonly turnEnded: (sessionId: SessionId, turnId: TurnId) => Effect.Effect<Interest<Option.Option<TurnEnded>>>
+  /** The session's actor here stopped: its turns' waiters learn no end will be announced by it. */
+  readonly left: (sessionId: SessionId) => void
 }
 
 /** Live events with a buffer of `liveBuffer` events per follower (one that falls further behind backfills from the store). */
 export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
   Effect.sync(() => {
     const hubs = new Map<SessionId, { readonly pubsub: PubSub.PubSub<SessionEvent>; refs: number }>()
-    const turnWaiters = Waiters.registry<TurnId, TurnEnded, never>()
+    const turnWaiters = Waiters.registry<TurnId, Option.Option<TurnEnded>, never>()
+    // The turns waited on, by session, so an actor's end reaches their waiters; a turn leaves at its end.
+    const awaited = new Map<SessionId, Set<TurnId>>()
     return {
       live: (sessionId) =>
         Effect.gen(function*() {
@@ -59,7 +67,9 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
       publishRecords: (sessionId) => (firstSeq, at, records) =>
         Effect.suspend(() => {
           for (const record of records) {
-            if (record._tag === "turn_ended") turnWaiters.settle(record.turnId, Exit.succeed(record))
+            if (record._tag !== "turn_ended") continue
+            turnWaiters.settle(record.turnId, Exit.succeed(Option.some(record)))
+            awaited.get(sessionId)?.delete(record.turnId)
           }
           // Events are built only for a session someone follows.
           const hub = hubs.get(sessionId)
@@ -74,6 +84,29 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
           const hub = hubs.get(sessionId)
           return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publishAll(hub.pubsub, events))
         }),
-      turnEnded: (turnId) => Effect.sync(() => turnWaiters.register(turnId))
+      turnEnded: (sessionId, turnId) =>
+        Effect.sync(() => {
+          const turns = awaited.get(sessionId)
+          if (turns === undefined) awaited.set(sessionId, new Set([turnId]))
+          else turns.add(turnId)
+          const interest = turnWaiters.register(turnId)
+          return {
+            await: interest.await,
+            // The last waiter of a turn gone, the turn is forgotten (a turn another process ends is never published here).
+            withdraw: () => {
+              interest.withdraw()
+              if (turnWaiters.has(turnId)) return
+              const now = awaited.get(sessionId)
+              now?.delete(turnId)
+              if (now?.size === 0) awaited.delete(sessionId)
+            }
+          }
+        }),
+      left: (sessionId) => {
+        const turns = awaited.get(sessionId)
+        if (turns === undefined) return
+        awaited.delete(sessionId)
+        for (const turnId of turns) turnWaiters.settle(turnId, Exit.succeed(Option.none()))
+      }
     }
   })

@@ -54,6 +54,8 @@ export interface Registry<K, A, E> {
   readonly settleAll: (exit: Exit.Exit<A, E>) => void
   /** How many keys have waiters. */
   readonly size: () => number
+  /** Whether anyone waits on `key`. */
+  readonly has: (key: K) => boolean
 }
 
 /** An empty registry. */
@@ -91,6 +93,7 @@ export const registry = <K, A, E>(onEmpty: () => void = () => {}): Registry<K, A
       for (const list of all) for (const cell of list) complete(cell, exit)
       if (all.length > 0) onEmpty()
     },
-    size: () => cells.size
+    size: () => cells.size,
+    has: (key) => cells.has(key)
   }
 }

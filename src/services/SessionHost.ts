@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Data, type Duration, Effect, Exit, type Queue, type Scope } from "effect"
+import { Context, Data, type Duration, Effect, Exit, type Option, type Queue, type Scope } from "effect"
 import { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
 import type { SessionEvent } from "../schema/Event.js"
 import type { InputId, SessionId, TurnId } from "../schema/Ids.js"
@@ -135,11 +135,13 @@ export class SessionHost extends Context.Tag("troupe/SessionHost")<
     /** Live events of the session from now on, as this host's actors publish them. */
     readonly live: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<SessionEvent>, never, Scope.Scope>
     /**
-     * Registers interest in the end of `turnId` before the caller looks for it
-     * in the log (so an end in between is not missed): the `turn_ended`
-     * record an actor of this host commits.
+     * Registers interest in the end of `turnId` of `sessionId` before the caller
+     * looks for it in the log (so an end in between is not missed): the
+     * `turn_ended` record an actor of this host commits, or `None` when the
+     * session's actor here stops first (its lease lost, its session handed
+     * over): the turn's end is then committed elsewhere, and is in the log.
      */
-    readonly turnEnded: (turnId: TurnId) => Effect.Effect<Interest<TurnEnded>>
+    readonly turnEnded: (sessionId: SessionId, turnId: TurnId) => Effect.Effect<Interest<Option.Option<TurnEnded>>>
     /**
      * Hands this host's sessions over, waiting at most `grace`: while it
      * runs, no actor starts here and each one stops (releasing its lease) as

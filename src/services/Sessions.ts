@@ -448,7 +448,7 @@ export const make = Effect.gen(function*() {
    */
   const findTurnEnd = (sessionId: SessionId, turnId: TurnId, after: number) =>
     // Interest first, then the log: an end before the read is in the log, an end after it is announced.
-    interested(host.turnEnded(turnId), (announced) =>
+    interested(host.turnEnded(sessionId, turnId), (announced) =>
       Effect.gen(function*() {
         const first = yield* scanForEnd(sessionId, turnId, after)
         if (Option.isSome(first.ended)) return first.ended.value
@@ -459,9 +459,16 @@ export const make = Effect.gen(function*() {
           if (Option.isSome(again.ended)) return again.ended.value
           return yield* new TurnNotFound({ sessionId, turnId })
         }
-        // Announced by an actor here, or, when another process runs the turn, found in the log.
-        if (yield* host.drives(sessionId)) return yield* announced.await
-        return yield* Effect.raceFirst(announced.await, endElsewhere(sessionId, turnId, first.cursor))
+        // Announced by the actor here; should it stop first (its lease lost, the session handed
+        // over), whoever goes on with the turn commits its end, which is followed in the log.
+        if (yield* host.drives(sessionId)) {
+          const end = yield* announced.await
+          if (Option.isSome(end)) return end.value
+          return yield* endElsewhere(sessionId, turnId, first.cursor)
+        }
+        // Another process runs the turn: found in the log, unless an actor here takes it over and announces it.
+        const announcedHere = Effect.flatMap(announced.await, Option.match({ onNone: () => Effect.never, onSome: Effect.succeed }))
+        return yield* Effect.raceFirst(announcedHere, endElsewhere(sessionId, turnId, first.cursor))
       }))
 
   /** Follows the log for the end of `turnId` after `after`: a turn another process runs. */
