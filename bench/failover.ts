@@ -20,7 +20,7 @@
  *   `--turns` messages each, all written at once; the turns/s between the
  *   first and the last model call, and how the turns spread over the workers.
  *
- *   node bench/run.mjs failover [--kills 20] [--drains 10] [--ttl 2000] [--sessions 48] [--turns 5] [--workers 1,2,4]
+ *   npx tsx bench/failover.ts [--kills 20] [--drains 10] [--ttl 2000] [--sessions 48] [--turns 5] [--workers 1,2,4]
  *     [--pause MS] [--keep] [--only failover|handover|throughput]
  */
 import { Effect, ManagedRuntime } from "effect"

@@ -11,7 +11,7 @@
  *   node --expose-gc bench/run.mjs transcript --messages 100000
  */
 import { build } from "esbuild"
-import { mkdirSync } from "node:fs"
+import { mkdirSync, readFileSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
@@ -25,8 +25,9 @@ const entry = resolve(here, name.endsWith(".ts") ? name.replace(/^bench\//, "") 
 const outDir = join(here, ".build")
 mkdirSync(outDir, { recursive: true })
 const outfile = join(outDir, entry.slice(here.length + 1).replace(/\.ts$/, ".mjs"))
-await build({
+const { metafile } = await build({
   entryPoints: [entry],
+  metafile: true,
   outfile,
   bundle: true,
   platform: "node",
@@ -36,6 +37,15 @@ await build({
   keepNames: false,
   logLevel: "warning"
 })
+// A module that finds a file by its own URL would find the bundle instead (bench/failover.ts
+// starts its workers from test/support/poolWorker.ts that way): such a bench runs under tsx.
+const byOwnUrl = Object.keys(metafile.inputs)
+  .map((input) => resolve(input))
+  .filter((input) => input !== entry && readFileSync(input, "utf8").includes("import.meta.url"))
+if (byOwnUrl.length > 0) {
+  console.error(`${name}: ${byOwnUrl.join(", ")} use import.meta.url, which a bundle does not keep; run npx tsx ${entry}`)
+  process.exit(2)
+}
 // The bench reads its own arguments from process.argv, as when run directly.
 process.argv = [process.argv[0], outfile, ...rest]
 await import(pathToFileURL(outfile).href)
