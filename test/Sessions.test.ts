@@ -212,6 +212,37 @@ describe("Sessions", () => {
   })
 
   describe("send and awaitTurn", () => {
+    it.effect("awaiting a turn an actor here runs reads nothing from the log; one that already ended is found there", () =>
+      Effect.gen(function*() {
+        const model = yield* gatedModel()
+        let logReads = 0
+        const counted = Layer.effect(
+          SessionStore,
+          Effect.map(SessionStore, (store) =>
+            SessionStore.of({
+              ...store,
+              readLog: (sessionId, page) => Effect.suspend(() => (logReads++, store.readLog(sessionId, page)))
+            }))
+        ).pipe(Layer.provide(MemorySessionStore.layer))
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const me = principal()
+          const session = yield* sessions.create(me, { agent: agent() })
+          const accepted = yield* sessions.send(me, session.id, { text: "hi" })
+          const held = yield* Queue.take(model.held)
+          const before = logReads
+          const waiting = yield* Effect.fork(sessions.awaitTurn(me, session.id, accepted.turnId!, { after: accepted.cursor! - 1 }))
+          for (let i = 0; i < 50; i++) yield* Effect.yieldNow()
+          yield* held.release("done")
+          assert.strictEqual((yield* Fiber.join(waiting)).output, "done")
+          assert.strictEqual(logReads, before, "the end was announced, not read")
+          // Ended: the same call finds it in the log.
+          const again = yield* sessions.awaitTurn(me, session.id, accepted.turnId!, { after: accepted.cursor! - 1 })
+          assert.strictEqual(again.output, "done")
+          assert.isAbove(logReads, before)
+        }).pipe(Effect.provide(Troupe.layer(counted, { model: model.layer })))
+      }))
+
     it.effect("a malformed input id is InvalidInput, and nothing is admitted", () =>
       Effect.gen(function*() {
         const sessions = yield* Sessions

@@ -10,7 +10,7 @@ import { Effect, Exit, Option, PubSub, type Queue, type Scope } from "effect"
 import { Durable, type SessionEvent } from "../schema/Event.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { RecordBody, TurnEnded } from "../schema/Record.js"
-import type { Interest } from "../services/SessionHost.js"
+import type { TurnInterest } from "../services/SessionHost.js"
 import * as Waiters from "../internal/Waiters.js"
 
 /** A host's live events. */
@@ -26,7 +26,7 @@ export interface LiveEvents {
    * record as an actor here commits it, or `None` once the session's actor here
    * stops before that (`left`): whoever goes on with the turn commits its end elsewhere.
    */
-  readonly turnEnded: (sessionId: SessionId, turnId: TurnId) => Effect.Effect<Interest<Option.Option<TurnEnded>>>
+  readonly turnEnded: (sessionId: SessionId, turnId: TurnId) => Effect.Effect<TurnInterest>
   /** The session's actor here stopped: its turns' waiters learn no end will be announced by it. */
   readonly left: (sessionId: SessionId) => void
 }
@@ -38,6 +38,9 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
     const turnWaiters = Waiters.registry<TurnId, Option.Option<TurnEnded>, never>()
     // The turns waited on, by session, so an actor's end reaches their waiters; a turn leaves at its end.
     const awaited = new Map<SessionId, Set<TurnId>>()
+    // The turn each session's actor here started and has not ended, as its commits were published.
+    // A turn resumed after a restart publishes no start: it is not here, and its waiters read the log.
+    const running = new Map<SessionId, TurnId>()
     return {
       live: (sessionId) =>
         Effect.gen(function*() {
@@ -67,7 +70,9 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
       publishRecords: (sessionId) => (firstSeq, at, records) =>
         Effect.suspend(() => {
           for (const record of records) {
+            if (record._tag === "turn_started") running.set(sessionId, record.turnId)
             if (record._tag !== "turn_ended") continue
+            if (running.get(sessionId) === record.turnId) running.delete(sessionId)
             turnWaiters.settle(record.turnId, Exit.succeed(Option.some(record)))
             awaited.get(sessionId)?.delete(record.turnId)
           }
@@ -91,6 +96,7 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
           else turns.add(turnId)
           const interest = turnWaiters.register(turnId)
           return {
+            runningHere: running.get(sessionId) === turnId,
             await: interest.await,
             // The last waiter of a turn gone, the turn is forgotten (a turn another process ends is never published here).
             withdraw: () => {
@@ -103,6 +109,7 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
           }
         }),
       left: (sessionId) => {
+        running.delete(sessionId)
         const turns = awaited.get(sessionId)
         if (turns === undefined) return
         awaited.delete(sessionId)

@@ -41,6 +41,12 @@ export interface Interest<A, E = never> {
   readonly withdraw: () => void
 }
 
+/** Interest in a turn's end (`SessionHost.turnEnded`). */
+export interface TurnInterest extends Interest<Option.Option<TurnEnded>> {
+  /** Whether an actor of this host was running the turn (started, not ended) when the interest was registered. */
+  readonly runningHere: boolean
+}
+
 /**
  * Runs `use` with an interest `register`ed first, and withdraws it however
  * `use` ends: success, failure or interruption (an `acquireUseRelease` in
@@ -140,8 +146,11 @@ export class SessionHost extends Context.Tag("troupe/SessionHost")<
      * `turn_ended` record an actor of this host commits, or `None` when the
      * session's actor here stops first (its lease lost, its session handed
      * over): the turn's end is then committed elsewhere, and is in the log.
+     * `runningHere`: an actor of this host had started the turn and not ended
+     * it when the interest was registered, so its end is announced to it
+     * (or `None`): the caller need not look in the log.
      */
-    readonly turnEnded: (sessionId: SessionId, turnId: TurnId) => Effect.Effect<Interest<Option.Option<TurnEnded>>>
+    readonly turnEnded: (sessionId: SessionId, turnId: TurnId) => Effect.Effect<TurnInterest>
     /**
      * Hands this host's sessions over, waiting at most `grace`: while it
      * runs, no actor starts here and each one stops (releasing its lease) as

@@ -450,6 +450,12 @@ export const make = Effect.gen(function*() {
     // Interest first, then the log: an end before the read is in the log, an end after it is announced.
     interested(host.turnEnded(sessionId, turnId), (announced) =>
       Effect.gen(function*() {
+        // Running here: its end is announced, or its actor stops first and the end is in the log.
+        if (announced.runningHere) {
+          const end = yield* announced.await
+          if (Option.isSome(end)) return end.value
+          return yield* endElsewhere(sessionId, turnId, after)
+        }
         const first = yield* scanForEnd(sessionId, turnId, after)
         if (Option.isSome(first.ended)) return first.ended.value
         // Started and not ended in the log: active. Else the session row says whether it runs.
