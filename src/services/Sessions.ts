@@ -45,7 +45,7 @@ import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
 import { tenantOf } from "../internal/SessionDraft.js"
 import * as Telemetry from "./Telemetry.js"
-import { Decision, decisionOf, interested, type Refusals, SessionHost } from "./SessionHost.js"
+import { Decision, decisionOf, interested, type Refusals, SessionHost, type TurnInterest } from "./SessionHost.js"
 import { type PageRequest, SessionStore } from "./SessionStore.js"
 import { Signal, StoreSignals } from "./StoreSignals.js"
 
@@ -451,11 +451,7 @@ export const make = Effect.gen(function*() {
     interested(host.turnEnded(sessionId, turnId), (announced) =>
       Effect.gen(function*() {
         // Running here: its end is announced, or its actor stops first and the end is in the log.
-        if (announced.runningHere) {
-          const end = yield* announced.await
-          if (Option.isSome(end)) return end.value
-          return yield* endElsewhere(sessionId, turnId, after)
-        }
+        if (announced.runningHere) return yield* announcedOrInLog(announced, sessionId, turnId, after)
         const first = yield* scanForEnd(sessionId, turnId, after)
         if (Option.isSome(first.ended)) return first.ended.value
         // Started and not ended in the log: active. Else the session row says whether it runs.
@@ -465,17 +461,21 @@ export const make = Effect.gen(function*() {
           if (Option.isSome(again.ended)) return again.ended.value
           return yield* new TurnNotFound({ sessionId, turnId })
         }
-        // Announced by the actor here; should it stop first (its lease lost, the session handed
-        // over), whoever goes on with the turn commits its end, which is followed in the log.
-        if (yield* host.drives(sessionId)) {
-          const end = yield* announced.await
-          if (Option.isSome(end)) return end.value
-          return yield* endElsewhere(sessionId, turnId, first.cursor)
-        }
+        if (yield* host.drives(sessionId)) return yield* announcedOrInLog(announced, sessionId, turnId, first.cursor)
         // Another process runs the turn: found in the log, unless an actor here takes it over and announces it.
         const announcedHere = Effect.flatMap(announced.await, Option.match({ onNone: () => Effect.never, onSome: Effect.succeed }))
         return yield* Effect.raceFirst(announcedHere, endElsewhere(sessionId, turnId, first.cursor))
       }))
+
+  /**
+   * The end of a turn the actor here drives, as it announces it; should that actor stop first
+   * (its lease lost, the session handed over), as whoever goes on with the turn commits it.
+   */
+  const announcedOrInLog = (announced: TurnInterest, sessionId: SessionId, turnId: TurnId, after: number) =>
+    Effect.flatMap(
+      announced.await,
+      Option.match({ onSome: Effect.succeed, onNone: () => endElsewhere(sessionId, turnId, after) })
+    )
 
   /** Follows the log for the end of `turnId` after `after`: a turn another process runs. */
   const endElsewhere = (sessionId: SessionId, turnId: TurnId, after: number) =>
