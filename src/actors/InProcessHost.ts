@@ -118,26 +118,16 @@ const claimRunnable = (
 
 /** Who waits for a decision on an input, by session, then by input. */
 const decisionWaiters = () => {
-  const waiters = new Map<SessionId, Waiters.Registry<InputId, Decision, Refusal>>()
+  const waiters = Waiters.grouped<SessionId, InputId, Decision, Refusal>()
   return {
     /** Registers interest in the decision on an input of kind K. */
     expect: <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, _kind: K) =>
-      Effect.sync(() => {
-        let inSession = waiters.get(sessionId)
-        if (inSession === undefined) {
-          const created = Waiters.registry<InputId, Decision, Refusal>(() => {
-            if (waiters.get(sessionId) === created) waiters.delete(sessionId)
-          })
-          waiters.set(sessionId, inSession = created)
-        }
-        // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
-        return inSession.register(inputId) as Expectation<K>
-      }),
+      // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
+      Effect.sync(() => waiters.register(sessionId, inputId) as Expectation<K>),
     settle: (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
-      Effect.sync(() => waiters.get(sessionId)?.settle(inputId, exit)),
+      Effect.sync(() => waiters.settle(sessionId, inputId, exit)),
     /** Tells everyone still waiting on this session that no actor here will decide. */
-    settleAll: (sessionId: SessionId) =>
-      Effect.sync(() => waiters.get(sessionId)?.settleAll(Exit.succeed(Decision.Admitted())))
+    settleAll: (sessionId: SessionId) => Effect.sync(() => waiters.settleAll(sessionId, Exit.succeed(Decision.Admitted())))
   }
 }
 

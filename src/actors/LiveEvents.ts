@@ -35,9 +35,8 @@ export interface LiveEvents {
 export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
   Effect.sync(() => {
     const hubs = new Map<SessionId, { readonly pubsub: PubSub.PubSub<SessionEvent>; refs: number }>()
-    const turnWaiters = Waiters.registry<TurnId, Option.Option<TurnEnded>, never>()
-    // The turns waited on, by session, so an actor's end reaches their waiters; a turn leaves at its end.
-    const awaited = new Map<SessionId, Set<TurnId>>()
+    // By session, so an actor's end reaches the waiters of its session's turns.
+    const turnWaiters = Waiters.grouped<SessionId, TurnId, Option.Option<TurnEnded>, never>()
     // The turn each session's actor here started and has not ended, as its commits were published.
     // A turn resumed after a restart publishes no start: it is not here, and its waiters read the log.
     const running = new Map<SessionId, TurnId>()
@@ -73,8 +72,7 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
             if (record._tag === "turn_started") running.set(sessionId, record.turnId)
             if (record._tag !== "turn_ended") continue
             if (running.get(sessionId) === record.turnId) running.delete(sessionId)
-            turnWaiters.settle(record.turnId, Exit.succeed(Option.some(record)))
-            awaited.get(sessionId)?.delete(record.turnId)
+            turnWaiters.settle(sessionId, record.turnId, Exit.succeed(Option.some(record)))
           }
           // Events are built only for a session someone follows.
           const hub = hubs.get(sessionId)
@@ -90,30 +88,10 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
           return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publishAll(hub.pubsub, events))
         }),
       turnEnded: (sessionId, turnId) =>
-        Effect.sync(() => {
-          const turns = awaited.get(sessionId)
-          if (turns === undefined) awaited.set(sessionId, new Set([turnId]))
-          else turns.add(turnId)
-          const interest = turnWaiters.register(turnId)
-          return {
-            runningHere: running.get(sessionId) === turnId,
-            await: interest.await,
-            // The last waiter of a turn gone, the turn is forgotten (a turn another process ends is never published here).
-            withdraw: () => {
-              interest.withdraw()
-              if (turnWaiters.has(turnId)) return
-              const now = awaited.get(sessionId)
-              now?.delete(turnId)
-              if (now?.size === 0) awaited.delete(sessionId)
-            }
-          }
-        }),
+        Effect.sync(() => ({ ...turnWaiters.register(sessionId, turnId), runningHere: running.get(sessionId) === turnId })),
       left: (sessionId) => {
         running.delete(sessionId)
-        const turns = awaited.get(sessionId)
-        if (turns === undefined) return
-        awaited.delete(sessionId)
-        for (const turnId of turns) turnWaiters.settle(turnId, Exit.succeed(Option.none()))
+        turnWaiters.settleAll(sessionId, Exit.succeed(Option.none()))
       }
     }
   })

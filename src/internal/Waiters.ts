@@ -54,8 +54,6 @@ export interface Registry<K, A, E> {
   readonly settleAll: (exit: Exit.Exit<A, E>) => void
   /** How many keys have waiters. */
   readonly size: () => number
-  /** Whether anyone waits on `key`. */
-  readonly has: (key: K) => boolean
 }
 
 /** An empty registry. */
@@ -93,7 +91,40 @@ export const registry = <K, A, E>(onEmpty: () => void = () => {}): Registry<K, A
       for (const list of all) for (const cell of list) complete(cell, exit)
       if (all.length > 0) onEmpty()
     },
-    size: () => cells.size,
-    has: (key) => cells.has(key)
+    size: () => cells.size
+  }
+}
+
+/**
+ * Registries by a further key (a session): waiters for answers by `group`,
+ * then by `key`. A group's registry is made for its first waiter and dropped
+ * once it empties (settled, or its last waiter withdrew), so a group nobody
+ * waits on holds nothing; `settleAll` answers one group's waiters at once.
+ */
+export interface Grouped<G, K, A, E> {
+  readonly register: (group: G, key: K) => Interest<A, E>
+  readonly settle: (group: G, key: K, exit: Exit.Exit<A, E>) => void
+  readonly settleAll: (group: G, exit: Exit.Exit<A, E>) => void
+  /** How many groups have waiters. */
+  readonly size: () => number
+}
+
+/** Empty registries by group. */
+export const grouped = <G, K, A, E>(): Grouped<G, K, A, E> => {
+  const groups = new Map<G, Registry<K, A, E>>()
+  return {
+    register: (group, key) => {
+      let inGroup = groups.get(group)
+      if (inGroup === undefined) {
+        const created = registry<K, A, E>(() => {
+          if (groups.get(group) === created) groups.delete(group)
+        })
+        groups.set(group, inGroup = created)
+      }
+      return inGroup.register(key)
+    },
+    settle: (group, key, exit) => groups.get(group)?.settle(key, exit),
+    settleAll: (group, exit) => groups.get(group)?.settleAll(exit),
+    size: () => groups.size
   }
 }

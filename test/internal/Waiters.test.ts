@@ -6,7 +6,7 @@
  * told when the registry empties; an interrupted wait leaves nothing behind.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber } from "effect"
+import { Effect, Exit, Fiber, Option } from "effect"
 import * as Waiters from "../../src/internal/Waiters.js"
 import { interested } from "../../src/services/SessionHost.js"
 
@@ -52,6 +52,34 @@ describe("Waiters.registry", () => {
       registry.settleAll(Exit.succeed("all"))
       assert.deepStrictEqual([yield* c.await, yield* d.await], ["all", "all"])
       assert.strictEqual(emptied, 2)
+    }))
+})
+
+describe("Waiters.grouped", () => {
+  it.effect("answers a key within its group, or a whole group at once, and keeps no group nobody waits on", () =>
+    Effect.gen(function*() {
+      const waiters = Waiters.grouped<string, string, number, never>()
+      const a1 = waiters.register("a", "1")
+      const a2 = waiters.register("a", "2")
+      const b1 = waiters.register("b", "1")
+      assert.strictEqual(waiters.size(), 2)
+      // The same key in another group is another waiter.
+      waiters.settle("a", "1", Exit.succeed(1))
+      assert.strictEqual(yield* a1.await, 1)
+      const other = yield* Effect.fork(b1.await)
+      yield* Effect.yieldNow()
+      assert.isTrue(Option.isNone(yield* Fiber.poll(other)), "b's key 1 is not answered")
+      yield* Fiber.interrupt(other)
+      waiters.settleAll("a", Exit.succeed(9))
+      assert.strictEqual(yield* a2.await, 9)
+      // Group a is answered and gone; b's last waiter withdrawing drops b.
+      assert.strictEqual(waiters.size(), 1)
+      b1.withdraw()
+      assert.strictEqual(waiters.size(), 0)
+      // Settling a group nobody waits on reaches nobody and throws nothing.
+      waiters.settle("b", "1", Exit.succeed(2))
+      waiters.settleAll("c", Exit.succeed(3))
+      assert.strictEqual(waiters.size(), 0)
     }))
 })
 
