@@ -88,7 +88,10 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
           return hub === undefined ? Effect.void : Effect.asVoid(PubSub.publishAll(hub.pubsub, events))
         }),
       turnEnded: (sessionId, turnId) =>
-        Effect.sync(() => ({ ...turnWaiters.register(sessionId, turnId), runningHere: running.get(sessionId) === turnId })),
+        Effect.sync(() => {
+          const interest = turnWaiters.register(sessionId, turnId)
+          return { await: interest.await, withdraw: () => interest.withdraw(), runningHere: running.get(sessionId) === turnId }
+        }),
       left: (sessionId) => {
         running.delete(sessionId)
         turnWaiters.settleAll(sessionId, Exit.succeed(Option.none()))

@@ -191,7 +191,7 @@ export const make = (env: Env) => {
           Effect.zipRight(push, env.wake(childId)),
           decision.await.pipe(Effect.timeoutOption(Duration.seconds(30)), Effect.either)
         ),
-      (decision) => Effect.sync(decision.withdraw)
+      (decision) => Effect.sync(() => decision.withdraw())
     )
 
   const sendMessage = (call: Model.ToolCall, operationId: OperationId) =>

@@ -8,6 +8,10 @@
  * idle actor is then one suspended fiber, and its timeout is kept by the
  * host's `Idleness` (one fiber for every actor).
  *
+ * A host keeps one per session it holds, queued for a busy slot or running,
+ * so it is one object with its methods on the prototype, and its `wait` is
+ * made the first time an actor waits (a queued session never does).
+ *
  * @since 0.1.0
  */
 import { Effect } from "effect"
@@ -16,64 +20,68 @@ import { Effect } from "effect"
 export type Woken = "rung" | "expired"
 
 /** One actor's doorbell. */
-export interface Doorbell {
-  /** Wakes the waiter, or is kept for the next wait: something outside the actor may have changed (its inbox). */
-  readonly ring: () => void
-  /** Wakes like `ring`, for a change the actor made itself (its turn ended): not counted in `rings`. */
-  readonly nudge: () => void
-  /** How many times it was rung (not nudged) so far: an actor that read its inbox at `n` need not read it again while it is `n`. */
-  readonly rings: () => number
-  /** Ends the current wait (or the next, when nobody waits) with "expired", unless it is rung first. */
-  readonly expire: () => void
-  /** Forgets an expiry no wait took yet (the actor is busy again). */
-  readonly clearExpiry: () => void
-  /** Whether a ring is kept that no wait took yet. */
-  readonly pending: () => boolean
-  /** Waits for a ring (a kept one at once) or an expiry. */
-  readonly wait: Effect.Effect<Woken>
-}
+export class Doorbell {
+  private rung = false
+  private expired = false
+  private count = 0
+  private waiter: ((woken: Woken) => void) | undefined = undefined
+  private waitEffect: Effect.Effect<Woken> | undefined = undefined
 
-/** A new doorbell, not rung. */
-export const make = (): Doorbell => {
-  let rung = false
-  let expired = false
-  let count = 0
-  let waiter: ((woken: Woken) => void) | undefined
-  const wake = (woken: Woken) => {
-    const resume = waiter!
-    waiter = undefined
-    resume(woken)
+  /** Wakes the waiter, or is kept for the next wait: something outside the actor may have changed (its inbox). */
+  ring(): void {
+    this.count++
+    this.nudge()
   }
-  const nudge = () => {
-    if (waiter !== undefined) wake("rung")
-    else rung = true
+
+  /** Wakes like `ring`, for a change the actor made itself (its turn ended): not counted in `rings`. */
+  nudge(): void {
+    if (this.waiter !== undefined) this.wake("rung")
+    else this.rung = true
   }
-  return {
-    ring: () => {
-      count++
-      nudge()
-    },
-    nudge,
-    rings: () => count,
-    expire: () => {
-      if (waiter !== undefined) wake("expired")
-      else expired = true
-    },
-    clearExpiry: () => {
-      expired = false
-    },
-    pending: () => rung,
-    wait: Effect.async<Woken>((resume) => {
-      if (rung || expired) {
-        const woken: Woken = rung ? "rung" : "expired"
-        rung = false
-        expired = false
+
+  /** How many times it was rung (not nudged) so far: an actor that read its inbox at `n` need not read it again while it is `n`. */
+  rings(): number {
+    return this.count
+  }
+
+  /** Ends the current wait (or the next, when nobody waits) with "expired", unless it is rung first. */
+  expire(): void {
+    if (this.waiter !== undefined) this.wake("expired")
+    else this.expired = true
+  }
+
+  /** Forgets an expiry no wait took yet (the actor is busy again). */
+  clearExpiry(): void {
+    this.expired = false
+  }
+
+  /** Whether a ring is kept that no wait took yet. */
+  pending(): boolean {
+    return this.rung
+  }
+
+  /** Waits for a ring (a kept one at once) or an expiry. */
+  get wait(): Effect.Effect<Woken> {
+    return this.waitEffect ??= Effect.async<Woken>((resume) => {
+      if (this.rung || this.expired) {
+        const woken: Woken = this.rung ? "rung" : "expired"
+        this.rung = false
+        this.expired = false
         return resume(Effect.succeed(woken))
       }
-      waiter = (woken) => resume(Effect.succeed(woken))
+      this.waiter = (woken) => resume(Effect.succeed(woken))
       return Effect.sync(() => {
-        waiter = undefined
+        this.waiter = undefined
       })
     })
   }
+
+  private wake(woken: Woken) {
+    const resume = this.waiter!
+    this.waiter = undefined
+    resume(woken)
+  }
 }
+
+/** A new doorbell, not rung. */
+export const make = (): Doorbell => new Doorbell()

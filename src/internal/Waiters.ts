@@ -56,44 +56,68 @@ export interface Registry<K, A, E> {
   readonly size: () => number
 }
 
-/** An empty registry. */
-export const registry = <K, A, E>(onEmpty: () => void = () => {}): Registry<K, A, E> => {
-  const cells = new Map<K, Array<Cell<A, E>>>()
-  return {
-    register: (key) => {
-      const cell = makeCell<A, E>()
-      const list = cells.get(key)
-      if (list === undefined) cells.set(key, [cell])
-      else list.push(cell)
-      return {
-        await: awaitCell(cell),
-        withdraw: () => {
-          const list = cells.get(key)
-          const i = list === undefined ? -1 : list.indexOf(cell)
-          if (i < 0) return
-          list!.splice(i, 1)
-          if (list!.length > 0) return
-          cells.delete(key)
-          if (cells.size === 0) onEmpty()
-        }
-      }
-    },
-    settle: (key, exit) => {
-      const list = cells.get(key)
-      if (list === undefined) return
-      cells.delete(key)
-      for (const cell of list) complete(cell, exit)
-      if (cells.size === 0) onEmpty()
-    },
-    settleAll: (exit) => {
-      const all = [...cells.values()]
-      cells.clear()
-      for (const list of all) for (const cell of list) complete(cell, exit)
-      if (all.length > 0) onEmpty()
-    },
-    size: () => cells.size
+/** A waiter's interest in one key of a registry. */
+class Registered<K, A, E> implements Interest<A, E> {
+  constructor(
+    private readonly owner: Cells<K, A, E>,
+    private readonly key: K,
+    private readonly cell: Cell<A, E>
+  ) {}
+  get await(): Effect.Effect<A, E> {
+    return awaitCell(this.cell)
+  }
+  withdraw(): void {
+    this.owner.withdraw(this.key, this.cell)
   }
 }
+
+/**
+ * A registry as one object with its methods on the prototype: a host keeps
+ * one per session that has waiters (`grouped`), so thousands of callers
+ * waiting on as many sessions cost a map entry and an object each, not a
+ * dozen closures.
+ */
+class Cells<K, A, E> implements Registry<K, A, E> {
+  private readonly cells = new Map<K, Array<Cell<A, E>>>()
+  constructor(private readonly onEmpty: () => void) {}
+  register(key: K): Interest<A, E> {
+    const cell = makeCell<A, E>()
+    const list = this.cells.get(key)
+    if (list === undefined) this.cells.set(key, [cell])
+    else list.push(cell)
+    return new Registered(this, key, cell)
+  }
+  withdraw(key: K, cell: Cell<A, E>): void {
+    const list = this.cells.get(key)
+    const i = list === undefined ? -1 : list.indexOf(cell)
+    if (i < 0) return
+    list!.splice(i, 1)
+    if (list!.length > 0) return
+    this.cells.delete(key)
+    if (this.cells.size === 0) this.onEmpty()
+  }
+  settle(key: K, exit: Exit.Exit<A, E>): void {
+    const list = this.cells.get(key)
+    if (list === undefined) return
+    this.cells.delete(key)
+    for (const cell of list) complete(cell, exit)
+    if (this.cells.size === 0) this.onEmpty()
+  }
+  settleAll(exit: Exit.Exit<A, E>): void {
+    const all = [...this.cells.values()]
+    this.cells.clear()
+    for (const list of all) for (const cell of list) complete(cell, exit)
+    if (all.length > 0) this.onEmpty()
+  }
+  size(): number {
+    return this.cells.size
+  }
+}
+
+const ignoreEmpty = () => {}
+
+/** An empty registry. */
+export const registry = <K, A, E>(onEmpty: () => void = ignoreEmpty): Registry<K, A, E> => new Cells(onEmpty)
 
 /**
  * Registries by a further key (a session): waiters for answers by `group`,

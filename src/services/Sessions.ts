@@ -280,9 +280,16 @@ export const make = Effect.gen(function*() {
    * process's actor writes it, for at most `crossProcessWait`; past it the
    * command is just admitted.
    */
-  const admitted = <K extends keyof Refusals, E>(sessionId: SessionId, inputId: InputId, kind: K, admit: Effect.Effect<Admission, E>) =>
+  // `admit` is made when it runs: the caller's frames, kept while it waits
+  // for the decision, then hold the thunk, not the store call's whole effect.
+  const admitted = <K extends keyof Refusals, E>(
+    sessionId: SessionId,
+    inputId: InputId,
+    kind: K,
+    admit: () => Effect.Effect<Admission, E>
+  ) =>
     interested(host.expect(sessionId, inputId, kind), (decision) =>
-      Effect.flatMap(admit, (admission) =>
+      Effect.flatMap(Effect.suspend(admit), (admission) =>
         admission.duplicate
           ? Effect.succeed(Option.none<Decision>())
           : Effect.zipRight(
@@ -302,7 +309,7 @@ export const make = Effect.gen(function*() {
 
   /** Pushes a command and waits for the actor's decision on it. */
   const submit = <C extends Message | Steer | Interrupt | Control>(sessionId: SessionId, command: C) =>
-    admitted(sessionId, command.inputId, command._tag as C["_tag"], store.push(sessionId, command))
+    admitted(sessionId, command.inputId, command._tag as C["_tag"], () => store.push(sessionId, command))
 
   /**
    * Reads the log after `after` until `pick` finds a record, then runs what it
@@ -696,7 +703,7 @@ export const make = Effect.gen(function*() {
           Effect.provideService(SessionStore, store)
         )
         // The store admits one answer per callback: a second one is StaleCallback here, at once.
-        yield* admitted(sessionId, command.inputId, "callback_answer", store.admitAnswer(sessionId, command)).pipe(
+        yield* admitted(sessionId, command.inputId, "callback_answer", () => store.admitAnswer(sessionId, command)).pipe(
           Effect.catchTag("Conflict", Effect.die)
         )
       }),
