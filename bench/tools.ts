@@ -18,10 +18,16 @@
  *
  * `--group off` runs the SQLite store without group commit (on by default).
  *
- *   node bench/run.mjs tools [--turns 1000] [--rounds 5] [--warmup 200] [--sessions 10000] [--only seq|many] [--group on|off]
+ * `--heap-at K` (many only) collects garbage once K turns of the burst ended
+ * and reports the heap per caller still waiting, beside the same figure for
+ * as many bare Effect callers (the burst's `forEach` shape, each waiting on a
+ * `Deferred`): the part of the burst's memory that is the callers' own. The
+ * collection moves the burst's peak, so read its RSS from a run without it.
+ *
+ *   node bench/run.mjs tools [--turns 1000] [--rounds 5] [--warmup 200] [--sessions 10000] [--only seq|many] [--group on|off] [--heap-at K]
  */
 import Database from "better-sqlite3"
-import { Effect, Layer } from "effect"
+import { Deferred, Effect, Fiber, Layer } from "effect"
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -42,6 +48,7 @@ const warmup = Number(arg("warmup", "200"))
 const sessionCount = Number(arg("sessions", "10000"))
 const only = arg("only", "all")
 const groupCommit = arg("group", "on") === "on"
+const heapAt = Number(arg("heap-at", "0"))
 
 // `node --expose-gc` is not needed: the flag can be set at run time.
 const gc: () => void = (globalThis as { gc?: () => void }).gc ??
@@ -283,6 +290,28 @@ const sequential = (dir: string) =>
     console.log(`  database file after closing  ${fixed(file / 1024 / 1024, 2)} MiB (${fixed(file / turns)} bytes per turn)`)
   })
 
+/** Heap per caller of `count` bare callers, shaped as the burst's, all waiting on one `Deferred`. */
+const bareCallers = (count: number) =>
+  Effect.gen(function*() {
+    const gate = yield* Deferred.make<void>()
+    let waiting = 0
+    gc()
+    const before = process.memoryUsage().heapUsed
+    const callers = yield* Effect.fork(Effect.forEach(Array.from({ length: count }), () =>
+      Effect.gen(function*() {
+        waiting++
+        yield* Effect.gen(function*() {
+          yield* Deferred.await(gate)
+        })
+      }), { concurrency: "unbounded", discard: true }))
+    while (waiting < count) yield* Effect.sleep("10 millis")
+    gc()
+    const perCaller = (process.memoryUsage().heapUsed - before) / count
+    yield* Deferred.succeed(gate, undefined)
+    yield* Fiber.join(callers)
+    return perCaller
+  })
+
 const concurrent = (filename: string) =>
   Effect.gen(function*() {
     const sessions = yield* Sessions
@@ -296,6 +325,8 @@ const concurrent = (filename: string) =>
     const heapBefore = process.memoryUsage().heapUsed
     peakRss = process.memoryUsage().rss
     resetPeakRss()
+    let ended = 0
+    let perWaiting: number | undefined
     const t0 = performance.now()
     const c0 = cpuMicros()
     yield* Effect.forEach(created, (session) =>
@@ -303,6 +334,10 @@ const concurrent = (filename: string) =>
         const accepted = yield* sessions.send(principal, session.id, { text: "hello" })
         const result = yield* sessions.awaitTurn(principal, session.id, accepted.turnId!, { after: accepted.cursor! - 1 })
         yield* checkToolTurn(result.usage, result.output)
+        if (++ended === heapAt) {
+          gc()
+          perWaiting = (process.memoryUsage().heapUsed - heapBefore) / (sessionCount - ended)
+        }
       }), { concurrency: "unbounded", discard: true })
     const wall = performance.now() - t0
     const cpu = cpuMicros() - c0
@@ -314,6 +349,10 @@ const concurrent = (filename: string) =>
     console.log(`  peak RSS MB                 ${fixed(Math.max(peakRss, kernelPeak ?? 0) / 1024 / 1024)}${
       kernelPeak === undefined ? " (sampled every 20 ms)" : ` (the kernel's high-water mark; a 20 ms timer saw ${fixed(peakRss / 1024 / 1024)})`
     }`)
+    if (perWaiting !== undefined) {
+      const floor = yield* bareCallers(sessionCount - heapAt)
+      console.log(`  heap per waiting caller     ${fixed(perWaiting)} bytes after ${heapAt} turns (bare Effect callers: ${fixed(floor)})`)
+    }
     console.log(`  live actors after the turns ${(yield* host.running).length}`)
     // The bench host passivates after 200 ms idle.
     yield* Effect.sleep("1500 millis")
