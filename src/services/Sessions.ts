@@ -278,10 +278,10 @@ export const make = Effect.gen(function*() {
    * refused only as its kind may be. When no actor here decides (another
    * process holds the lease), the decision is read from the log as that
    * process's actor writes it, for at most `crossProcessWait`; past it the
-   * command is just admitted.
+   * command is just admitted. `admit` is made when it runs, so the
+   * caller's frames, kept while it waits for the decision, hold the thunk
+   * and not the store call's whole effect.
    */
-  // `admit` is made when it runs: the caller's frames, kept while it waits
-  // for the decision, then hold the thunk, not the store call's whole effect.
   const admitted = <K extends keyof Refusals, E>(
     sessionId: SessionId,
     inputId: InputId,
