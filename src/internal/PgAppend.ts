@@ -2,9 +2,10 @@
  * PostgreSQL's append: a commit in ONE statement (one round trip) instead of a
  * transaction of eight. Data-modifying CTEs lock the session row, read the
  * clock after the lock, check the lease, the expected head, the commit id and
- * the inbox, and write the log, the inbox, the receipts, the callbacks, the
- * session row and the commit receipt only when every check passed. A single
- * statement in autocommit is atomic and holds the row lock to its end.
+ * the inbox, and write the log, the inbox (the items consumed, and the
+ * messages the commit admits), the receipts, the callbacks, the session row
+ * and the commit receipt only when every check passed. A single statement in
+ * autocommit is atomic and holds the row lock to its end.
  * See docs/decisions/0003-postgres-append.md. This is the third of the
  * store's ways to run SQL (docs/store.md, "three paths"), and the only one
  * that states the projection a second time: `headColumns` and
@@ -15,11 +16,13 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { Conflict, LeaseLost, SequenceConflict, SessionNotFound } from "../schema/Errors.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
+import { Command } from "../schema/Inbox.js"
 import { type Commit, CommitReceipt } from "../schema/Lease.js"
+import { canonical } from "../schema/Json.js"
 import { type RecordBody, toJsonText } from "../schema/Record.js"
 import { type Head, project, type Projection } from "./LogProjection.js"
 import {
@@ -187,6 +190,10 @@ interface AppendRow {
   readonly current: boolean
   /** The listed inputs that are ready, when not all are. */
   readonly ready: ReadonlyArray<string> | null
+  /** Ready inbox items before the commit (of the locked row). */
+  readonly ready_count: number | string
+  /** The admitted inputs already in the inbox, when the statement wrote nothing. */
+  readonly known: ReadonlyArray<string> | null
   readonly replay_session: string | null
   readonly replay_first: number | string | null
   readonly replay_head: number | string | null
@@ -209,11 +216,16 @@ const flag = (value: boolean) => (value ? 1 : 0)
  * case (`current`); the statement then writes nothing and is run again.
  * Otherwise nothing of this session changed between the snapshot and the lock,
  * and nothing can change until the statement ends.
+ *
+ * Admitted messages (`$24` ids, `$25` commands) are refused when a ready item
+ * would be left ahead of them, when the inbox holds one of their ids (`known`,
+ * consumed or not), and when an id is listed twice: checked here, not left to
+ * the inbox's unique index, which would fail the statement instead.
  */
 export const statement = (clock: string) =>
   `WITH s AS MATERIALIZED (
     SELECT ctid AS version, head_seq, active_turn_id, open_callbacks, title, archived, closed,
-      lease_owner, lease_epoch, lease_expires_at
+      lease_owner, lease_epoch, lease_expires_at, inbox_head, ready_count
     FROM troupe_sessions WHERE id = $1 FOR UPDATE
   ),
   h AS MATERIALIZED (
@@ -229,18 +241,30 @@ export const statement = (clock: string) =>
   replay AS MATERIALIZED (
     SELECT session_id, first_seq, head_seq, at FROM troupe_commits WHERE commit_id = $2
   ),
+  known AS MATERIALIZED (
+    SELECT input_id FROM troupe_inbox WHERE session_id = $1 AND input_id = ANY($24::text[])
+  ),
   ok AS MATERIALIZED (
     SELECT h.* FROM h
     WHERE h.current AND NOT EXISTS (SELECT 1 FROM replay)
       AND h.lease_owner = $3::text AND h.lease_epoch = $4::bigint AND h.lease_expires_at > h.now
       AND h.head_seq = $5::bigint
       AND (SELECT count(DISTINCT item) FROM ready) = cardinality($6::text[])
+      AND (cardinality($24::text[]) = 0 OR (
+        h.ready_count - cardinality($6::text[]) <= 0 AND NOT EXISTS (SELECT 1 FROM known)
+        AND (SELECT count(DISTINCT id) FROM unnest($24::text[]) AS id) = cardinality($24::text[])
+      ))
   ),
   consume AS (
     UPDATE troupe_inbox SET consumed = 1
     WHERE ctid = ANY (ARRAY(SELECT item FROM ready)) AND consumed = 0
       AND EXISTS (SELECT 1 FROM ok)
     RETURNING 1
+  ),
+  admitted AS (
+    INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at, consumed)
+    SELECT $1, ok.inbox_head + a.ord, a.input_id, a.command, ok.now, 1
+    FROM ok, unnest($24::text[], $25::text[]) WITH ORDINALITY AS a(input_id, command, ord)
   ),
   log AS (
     INSERT INTO troupe_log (session_id, seq, at, commit_id, body)
@@ -279,6 +303,7 @@ export const statement = (clock: string) =>
       archived = CASE WHEN ok.archived = 1 THEN $21::integer ELSE $20::integer END,
       closed = CASE WHEN ok.closed = 1 THEN $23::integer ELSE $22::integer END,
       ready_count = t.ready_count - (SELECT count(*) FROM consume),
+      inbox_head = ok.inbox_head + cardinality($24::text[]),
       updated_at = ok.now
     FROM ok
     WHERE t.id = $1
@@ -290,9 +315,13 @@ export const statement = (clock: string) =>
   SELECT h.head_seq, h.lease_owner, h.lease_epoch, h.lease_expires_at, h.now, h.current,
     CASE WHEN EXISTS (SELECT 1 FROM ok) THEN NULL
       ELSE (SELECT array_agg(input_id) FROM ready WHERE item IS NOT NULL) END AS ready,
+    h.ready_count,
+    CASE WHEN EXISTS (SELECT 1 FROM ok) THEN NULL ELSE (SELECT array_agg(input_id) FROM known) END AS known,
     r.session_id AS replay_session, r.first_seq AS replay_first, r.head_seq AS replay_head, r.at AS replay_at,
     EXISTS (SELECT 1 FROM ok) AS applied
   FROM h LEFT JOIN replay r ON true`
+
+const encodeCommand = Schema.encodeSync(Command)
 
 /** The statement's parameters for `commit`, or undefined when its batch is beyond a `HeadPatch`. */
 export const params = (commit: Commit): Array<unknown> | undefined => {
@@ -309,6 +338,7 @@ export const params = (commit: Commit): Array<unknown> | undefined => {
     opened = opened.filter((c) => !closedIds.has(c.callbackId))
     reopened = projection.callbacksOpened.length - opened.length
   }
+  const admits = commit.admits ?? []
   return [
     commit.sessionId,
     commit.commitId,
@@ -332,8 +362,26 @@ export const params = (commit: Commit): Array<unknown> | undefined => {
     flag(patch.archived[0]),
     flag(patch.archived[1]),
     flag(patch.closed[0]),
-    flag(patch.closed[1])
+    flag(patch.closed[1]),
+    admits.map((message) => message.inputId),
+    // The text a push of the same message stores, so that a later push of it is its duplicate.
+    admits.map((message) => canonical(encodeCommand(message)))
   ]
+}
+
+/**
+ * Why the statement, on the current row `row`, refused the messages `commit`
+ * admits, if it did: the checks and their order are `SqlSessionStore.admitSteps`'.
+ */
+const admitRefusal = (commit: Commit, row: AppendRow): Conflict | undefined => {
+  const ids = (commit.admits ?? []).map((message) => message.inputId)
+  if (ids.length === 0) return undefined
+  if (Number(row.ready_count) - commit.consumes.length > 0) {
+    return new Conflict({ entity: "input", key: ids[0]!, reason: "a ready inbox item is ahead of it" })
+  }
+  const known = new Set(row.known ?? [])
+  if (known.size === 0 && new Set(ids).size === ids.length) return undefined
+  return new Conflict({ entity: "input", key: ids.find((id) => known.has(id)) ?? ids[0]!, reason: "inputId already admitted" })
 }
 
 /**
@@ -402,6 +450,8 @@ export const strategy = (
         if (missing !== undefined) {
           return Effect.fail(new Conflict({ entity: "input", key: missing, reason: "not a ready inbox item" }))
         }
+        const refused = admitRefusal(commit, row)
+        if (refused !== undefined) return Effect.fail(refused)
         // Unreachable when the checks above mirror the statement's; never guess.
         return inTransaction(commit)
       }

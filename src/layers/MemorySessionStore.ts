@@ -18,7 +18,7 @@ import {
   StaleCallback
 } from "../schema/Errors.js"
 import { makeSessionId, type CallbackId, type CommitId, type InputId, type OperationId, type SessionId } from "../schema/Ids.js"
-import { Admission, type CallbackAnswer, Command, InboxItem } from "../schema/Inbox.js"
+import { Admission, type CallbackAnswer, Command, InboxItem, type Message } from "../schema/Inbox.js"
 import { canonical } from "../schema/Json.js"
 import { type Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import { OperationReceipt } from "../schema/Operation.js"
@@ -173,6 +173,21 @@ export const make = Effect.sync(() => {
   }
 
   /**
+   * Why `admits` may not be admitted by a commit that consumes `consuming` ready items:
+   * a ready item would be left ahead of them, or an input id is known already.
+   */
+  const admitRefusal = (entry: Entry, admits: ReadonlyArray<Message>, consuming: number) => {
+    const ready = entry.inbox.reduce((count, slot) => (slot.consumed ? count : count + 1), 0)
+    if (ready - consuming > 0) {
+      return new Conflict({ entity: "input", key: admits[0]!.inputId, reason: "a ready inbox item is ahead of it" })
+    }
+    const ids = admits.map((message) => message.inputId)
+    // As the SQL stores name it: the first id the inbox knows, else (one listed twice) the first.
+    const known = ids.find((id) => entry.inputs.has(id)) ?? (new Set(ids).size !== ids.length ? ids[0] : undefined)
+    return known === undefined ? undefined : new Conflict({ entity: "input", key: known, reason: "inputId already admitted" })
+  }
+
+  /**
    * Checks `commit` against the entry (fence, head, inbox) at `at` and returns
    * how to apply it, or why not. Nothing is written until the returned
    * function runs, and from then on nothing fails: all or nothing.
@@ -203,6 +218,11 @@ export const make = Effect.sync(() => {
       }
       slots.push(slot)
     }
+    const admits = commit.admits ?? []
+    if (admits.length > 0) {
+      const refused = admitRefusal(entry, admits, slots.length)
+      if (refused !== undefined) return Either.left(refused)
+    }
     return Either.right(() => {
       // Projected when applied: a metadata write between preparing and applying is kept.
       const current = entry.session
@@ -215,6 +235,10 @@ export const make = Effect.sync(() => {
         closed: current.status === "closed"
       }, commit.records, at)
       for (const slot of slots) slot.consumed = true
+      for (const message of admits) {
+        const print = canonical(encodeCommand(message))
+        entry.inbox[enqueue(entry, message, print, at).position - 1]!.consumed = true
+      }
       commit.records.forEach((body, i) =>
         entry.log.push(
           new LogRecord({ sessionId: commit.sessionId, seq: current.headSeq + 1 + i, at, commitId: commit.commitId, body }, true)

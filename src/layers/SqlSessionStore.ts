@@ -187,6 +187,8 @@ interface HeadRow {
   readonly lease_owner: string | null
   readonly lease_epoch: number | string
   readonly lease_expires_at: number | string
+  readonly inbox_head: number | string
+  readonly ready_count: number | string
   readonly now: number | string
   readonly replay_session: string | null
   readonly replay_first: number | string | null
@@ -869,13 +871,48 @@ export function* answerSteps(
   })
 }
 
+/**
+ * The statements that admit `admits` (a commit's messages, see `Commit.admits`) as consumed
+ * inbox items after the session's last, on the row the commit locked and after its own
+ * consumes: `Conflict` when a ready item would be left ahead of them or an input id is known.
+ */
+function* admitSteps(
+  commit: Commit,
+  admits: ReadonlyArray<Message>,
+  row: HeadRow,
+  at: number
+): Generator<Step, Conflict | undefined, ReadonlyArray<never>> {
+  if (Number(row.ready_count) - commit.consumes.length > 0) {
+    return new Conflict({ entity: "input", key: admits[0]!.inputId, reason: "a ready inbox item is ahead of it" })
+  }
+  const inputIds = admits.map((message) => message.inputId)
+  const known: ReadonlyArray<{ input_id: string }> = yield {
+    text: `SELECT input_id FROM troupe_inbox WHERE session_id = ? AND input_id IN (${SqlStatements.list(admits.length)})`,
+    params: [commit.sessionId, ...inputIds]
+  }
+  const twice = hasDuplicates(inputIds)
+  if (known.length > 0 || twice) {
+    return new Conflict({ entity: "input", key: known[0]?.input_id ?? inputIds[0]!, reason: "inputId already admitted" })
+  }
+  const params: Array<unknown> = []
+  admits.forEach((message, i) =>
+    params.push(commit.sessionId, Number(row.inbox_head) + 1 + i, message.inputId, encodeMessage(message), at, 1)
+  )
+  yield {
+    text: `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at, consumed)
+    VALUES ${SqlStatements.rows(admits.length, 6)}`,
+    params
+  }
+  return undefined
+}
+
 /** The statements of `commit` with the store clock `clock`; `lockRow` locks the session row where the dialect needs it. */
 export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): CommitSteps {
   // Lock first, then read the clock and any earlier receipt of this commit.
   const rows: ReadonlyArray<HeadRow> = yield {
     text: `WITH s AS (
       SELECT head_seq, active_turn_id, open_callbacks, title, archived, closed,
-        lease_owner, lease_epoch, lease_expires_at
+        lease_owner, lease_epoch, lease_expires_at, inbox_head, ready_count
       FROM troupe_sessions WHERE id = ? ${lockRow}
     )
     SELECT s.*, ${clock.text} AS now, c.session_id AS replay_session, c.first_seq AS replay_first,
@@ -920,6 +957,11 @@ export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): Com
       // A refusal rolls every write of this commit back.
       return Either.left(new Conflict({ entity: "input", key: missing, reason: "not a ready inbox item" }))
     }
+  }
+  const admits = commit.admits ?? []
+  if (admits.length > 0) {
+    const refused = yield* admitSteps(commit, admits, row, at)
+    if (refused !== undefined) return Either.left(refused)
   }
   const projection = project(commit.sessionId, {
     headSeq,
@@ -982,7 +1024,7 @@ export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): Com
   const head = projection.head
   yield {
     text: `UPDATE troupe_sessions SET head_seq = ?, active_turn_id = ?, open_callbacks = ?, title = ?,
-      archived = ?, closed = ?, ready_count = ready_count - ?, updated_at = ?
+      archived = ?, closed = ?, ready_count = ready_count - ?, inbox_head = inbox_head + ?, updated_at = ?
     WHERE id = ?`,
     params: [
       head.headSeq,
@@ -992,6 +1034,7 @@ export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): Com
       head.archived ? 1 : 0,
       head.closed ? 1 : 0,
       commit.consumes.length,
+      admits.length,
       at,
       commit.sessionId
     ]

@@ -5,6 +5,7 @@
  */
 import { Schema } from "effect"
 import { CommitId, InputId, SessionId } from "./Ids.js"
+import { Message } from "./Inbox.js"
 import { RecordBody } from "./Record.js"
 
 /** The right to drive one session until `expiresAt` (store clock, epoch ms). */
@@ -26,7 +27,13 @@ export class Commit extends Schema.Class<Commit>("troupe/Commit")({
   expectedHeadSeq: Schema.Number,
   records: Schema.Array(RecordBody),
   /** Inbox items this commit consumes. */
-  consumes: Schema.Array(InputId)
+  consumes: Schema.Array(InputId),
+  /**
+   * Messages this commit admits into the inbox and consumes at once (an idle
+   * actor deciding a message handed to it in memory): each must be new to the
+   * inbox, and no ready item may be left ahead of them, else `Conflict`.
+   */
+  admits: Schema.optional(Schema.Array(Message))
 }) {}
 
 /** What a commit wrote; replaying the same `commitId` returns the same receipt. */

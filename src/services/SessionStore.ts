@@ -337,7 +337,11 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
      * lease epoch and the expected head. Replaying a `commitId` returns the
      * original receipt and writes nothing. Consuming an item that is not ready
      * (unknown, already consumed, or listed twice) is `Conflict`, and nothing
-     * of the commit is written.
+     * of the commit is written. Messages in `admits` enter the inbox after its
+     * last item and are consumed by the same commit (an idle actor deciding a
+     * message handed to it in memory, instead of a push and then a commit):
+     * a ready item left ahead of them, or an input id the inbox knows already
+     * (or listed twice), is `Conflict`, and nothing is written.
      */
     readonly append: (
       commit: Commit

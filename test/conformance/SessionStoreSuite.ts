@@ -111,11 +111,12 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
     lease: Lease,
     expectedHeadSeq: number,
     records: ReadonlyArray<RecordBody>,
-    consumes: ReadonlyArray<InputId> = []
+    consumes: ReadonlyArray<InputId> = [],
+    admits?: ReadonlyArray<Message>
   ) =>
     Effect.gen(function*() {
       const store = yield* SessionStore
-      return yield* store.append(yield* commit(lease, expectedHeadSeq, records, consumes))
+      return yield* store.append(yield* commit(lease, expectedHeadSeq, records, consumes, admits))
     })
 
   const logOf = (sessionId: SessionId) =>
@@ -1059,6 +1060,50 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.strictEqual(error.entity, "commit")
             assert.strictEqual(error.key, used.commitId)
             assert.strictEqual(yield* headOf(b.session.id), 1)
+          }))
+
+        it.effect("a commit admits messages after the inbox's last item, consumed: a later push of one is a duplicate", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const { lease, session } = yield* leasedSession()
+            const first = message("first")
+            yield* store.push(session.id, first)
+            const handed = message("handed over")
+            const turn = yield* turnBatch({ inputId: handed.inputId })
+            // Consuming the ready item and admitting another in one commit leaves nothing ahead of it.
+            const receipt = yield* append(lease, 1, turn, [first.inputId], [handed])
+            assert.strictEqual(receipt.headSeq, 1 + turn.length)
+            assert.deepStrictEqual(yield* store.readInbox(session.id), [])
+            assert.deepStrictEqual((yield* logOf(session.id)).records.slice(1).map((r) => r.body), turn)
+            const again = yield* store.push(session.id, handed)
+            assert.deepStrictEqual([again.duplicate, again.position], [true, 2])
+            const changed = yield* failure(store.push(session.id, message("other text", handed.inputId)), "Conflict")
+            assert.strictEqual(changed.key, handed.inputId)
+            // The next push takes the position after the admitted message; nothing became runnable.
+            const next = yield* store.push(session.id, message("next"))
+            assert.deepStrictEqual([next.duplicate, next.position], [false, 3])
+            assert.deepStrictEqual((yield* store.readInbox(session.id)).map((item) => item.position), [3])
+          }))
+
+        it.effect("admitting behind a ready item, or an input id the inbox knows, is Conflict and writes nothing", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const { lease, session } = yield* leasedSession()
+            const ready = message("ready")
+            yield* store.push(session.id, ready)
+            const behind = yield* failure(append(lease, 1, [new Renamed({ title: "behind" })], [], [message("late")]), "Conflict")
+            assert.strictEqual(behind.entity, "input")
+            assert.strictEqual(behind.reason, "a ready inbox item is ahead of it")
+            yield* append(lease, 1, [], [ready.inputId])
+            const known = yield* failure(append(lease, 1, [new Renamed({ title: "known" })], [], [ready]), "Conflict")
+            assert.deepStrictEqual([known.key, known.reason], [ready.inputId, "inputId already admitted"])
+            const twice = message("twice")
+            const doubled = yield* failure(append(lease, 1, [new Renamed({ title: "twice" })], [], [twice, twice]), "Conflict")
+            assert.strictEqual(doubled.key, twice.inputId)
+            // Nothing of the refused commits: the head, the inbox and the next position are as they were.
+            assert.strictEqual(yield* headOf(session.id), 1)
+            assert.deepStrictEqual(yield* store.readInbox(session.id), [])
+            assert.strictEqual((yield* store.push(session.id, message("after"))).position, 2)
           }))
 
         it.effect("consuming an input that is not ready fails with Conflict and writes nothing", () =>

@@ -1,10 +1,12 @@
 /**
  * PostgreSQL's one-statement append (src/internal/PgAppend.ts): the head patch it
  * derives from `project` agrees with `project` on any head; the statement
- * applies it like the memory store does, over random commits; and a commit
- * that waited for the row lock while another writer changed the session runs
- * again instead of trusting its stale snapshot.
+ * applies it like the memory store does, over random commits; a commit that
+ * admits messages is still one statement, with the transaction's checks; and
+ * a commit that waited for the row lock while another writer changed the
+ * session runs again instead of trusting its stale snapshot.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Either, Fiber, Layer, Option, Redacted, type Scope } from "effect"
@@ -25,6 +27,8 @@ import {
   type SessionId,
   type TurnId
 } from "../../src/schema/Ids.js"
+import { Conflict } from "../../src/schema/Errors.js"
+import type { Admission, Message } from "../../src/schema/Inbox.js"
 import { Commit, type Lease } from "../../src/schema/Lease.js"
 import {
   Archived,
@@ -254,6 +258,70 @@ if (status.run) {
     )
   ).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })))
 
+  /**
+   * The default store whose one-statement append counts its statements and
+   * its hand-overs to the transaction of several statements.
+   */
+  const counted = Effect.gen(function*() {
+    const count = { statements: 0, transactions: 0 }
+    const layer = Layer.effect(
+      SessionStore,
+      Effect.zipRight(
+        SqlSessionStore.migrate,
+        Effect.gen(function*() {
+          const dialect = yield* PgSessionStore.dialect
+          const named = PgAppend.named(yield* SqlClient.SqlClient)
+          const execute: PgAppend.Named = (name, text, params) =>
+            Effect.zipRight(Effect.sync(() => count.statements++), named(name, text, params))
+          return yield* SqlSessionStore.make({
+            ...dialect,
+            append: (runner) =>
+              PgAppend.strategy(clock, { execute })({
+                ...runner,
+                inTransaction: (c) => Effect.zipRight(Effect.sync(() => count.transactions++), runner.inTransaction(c))
+              })
+          })
+        })
+      )
+    ).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })))
+    return { store: yield* storeOf(layer), count }
+  })
+
+  /** A commit fenced by `lease` at `expectedHeadSeq` that admits `admits`. */
+  const admitting = (
+    lease: Lease,
+    expectedHeadSeq: number,
+    records: ReadonlyArray<RecordBody>,
+    admits: ReadonlyArray<Message>,
+    consumes: ReadonlyArray<InputId> = []
+  ) => Effect.map(commit(lease, expectedHeadSeq, records, consumes), (c) => new Commit({ ...c, admits }))
+
+  /** A raw look at a session's inbox rows and its row's inbox counters. */
+  const inbox = (sessionId: SessionId) =>
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: url })
+      await client.connect()
+      try {
+        const items = await client.query(
+          `SELECT position::int, input_id, command, received_at::bigint::text AS received_at, consumed
+          FROM troupe_inbox WHERE session_id = $1 ORDER BY position`,
+          [sessionId]
+        )
+        const row = await client.query(
+          `SELECT inbox_head::int, ready_count::int, head_seq::int FROM troupe_sessions WHERE id = $1`,
+          [sessionId]
+        )
+        return {
+          items: items.rows as Array<
+            { position: number; input_id: string; command: string; received_at: string; consumed: number }
+          >,
+          session: row.rows[0] as { inbox_head: number; ready_count: number; head_seq: number }
+        }
+      } finally {
+        await client.end()
+      }
+    })
+
   const leased = (store: SessionStore["Type"]) =>
     Effect.gen(function*() {
       const session = yield* store.create({ principal: principal(), agent: agent() })
@@ -286,6 +354,13 @@ if (status.run) {
         ? "ok"
         : `${result.left._tag}${"key" in result.left ? ` ${String(result.left.key)}` : ""}`)
 
+  /** A push's outcome with its position, and whether it was new or a duplicate. */
+  const admission = <E extends { readonly _tag: string }>(effect: Effect.Effect<Admission, E>) =>
+    Effect.map(Effect.either(effect), (result) =>
+      Either.isRight(result)
+        ? `ok ${result.right.position} ${result.right.duplicate ? "duplicate" : "new"}`
+        : `${result.left._tag}${"key" in result.left ? ` ${String(result.left.key)}` : ""}`)
+
   /** The session row's counters against the rows they count (a raw look at the tables). */
   const counters = (sessionId: SessionId) =>
     Effect.promise(async () => {
@@ -309,19 +384,22 @@ if (status.run) {
       Effect.gen(function*() {
         const postgres = yield* storeOf(PgSessionStore.layer({ url, maxConnections: 2 }))
         const memory = yield* MemorySessionStore.make
+        const admitting = new Set<string>()
         for (let seed = 1; seed <= 12; seed++) {
           const rng = random(seed)
           const p = yield* pools
           const a = yield* leased(postgres)
           const b = yield* leased(memory)
           let pushed: Array<InputId> = []
+          const handed: Array<Message> = []
           let head = 1
           for (let step = 0; step < 14; step++) {
             if (rng.next() < 0.4) {
-              const m = message(`m${step}`)
-              const admitted = yield* outcome(postgres.push(a.session.id, m))
-              assert.strictEqual(admitted, yield* outcome(memory.push(b.session.id, m)))
-              if (admitted === "ok") pushed.push(m.inputId)
+              // Mostly new; sometimes a message a commit admitted: its duplicate, at its position.
+              const m = handed.length > 0 && rng.next() < 0.2 ? rng.pick(handed) : message(`m${step}`)
+              const admitted = yield* admission(postgres.push(a.session.id, m))
+              assert.strictEqual(admitted, yield* admission(memory.push(b.session.id, m)))
+              if (admitted.endsWith("new")) pushed.push(m.inputId)
             }
             const records = yield* batch(rng, p)
             // Mostly ready inputs; sometimes an unknown one, a consumed one or a duplicate.
@@ -331,6 +409,13 @@ if (status.run) {
             if (r < 0.1) consumes.push(inputId())
             else if (r < 0.2 && consumes.length > 0) consumes.push(consumes[0]!)
             const expected = rng.next() < 0.1 ? head + 1 : head
+            // Sometimes messages admitted at once: a new one (refused while an item stays ready), a known one, one twice.
+            const admits: Array<Message> = []
+            const k = rng.next()
+            const known = [...pushed, ...handed.map((m) => m.inputId)]
+            if (k < 0.3) admits.push(message(`a${step}`))
+            else if (k < 0.35 && known.length > 0) admits.push(message(`a${step}`), message("known", rng.pick(known)))
+            else if (k < 0.4) admits.push(...Array.from({ length: 2 }, () => message(`a${step}`, `twice-${seed}-${step}`)))
             const commitId = yield* makeCommitId
             const make = (lease: Lease) =>
               new Commit({
@@ -340,7 +425,8 @@ if (status.run) {
                 epoch: lease.epoch,
                 expectedHeadSeq: expected,
                 records,
-                consumes
+                consumes,
+                admits
               })
             const got = yield* outcome(postgres.append(make(a.lease)))
             const want = yield* outcome(memory.append(make(b.lease)))
@@ -349,13 +435,17 @@ if (status.run) {
             if (got === "ok") {
               head += records.length
               pushed = pushed.filter((id) => !consumes.includes(id))
+              handed.push(...admits)
             }
+            if (admits.length > 0) admitting.add(got.split(" ")[0]!)
             assert.deepStrictEqual(yield* observe(postgres, a.session.id), yield* observe(memory, b.session.id), context)
             const c = yield* counters(a.session.id)
             assert.strictEqual(c.open_callbacks, c.callbacks, `${context}: open_callbacks`)
             assert.strictEqual(c.ready_count, c.ready, `${context}: ready_count`)
           }
         }
+        // Commits that admit messages went through and were refused.
+        assert.includeMembers([...admitting], ["ok", "Conflict"])
       }), 120_000)
 
     const pause = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 150)))
@@ -438,6 +528,120 @@ if (status.run) {
         assert.deepStrictEqual(outcomes.map(Either.getOrThrow), ["ok", `Conflict ${other.inputId}`])
         assert.deepStrictEqual((yield* store.readInbox(session.id)).map((item) => item.position), [1, 2])
         assert.strictEqual((yield* counters(session.id)).ready_count, 2)
+      }), 30_000)
+
+    it.scoped("a commit admitting a message writes it consumed after the inbox head, in one statement; a later push of it is its duplicate", () =>
+      Effect.gen(function*() {
+        const { count, store } = yield* counted
+        const { lease, session } = yield* leased(store)
+        // A consumed item first, so the admitted one goes after an inbox head that is not 0.
+        const first = message("pushed")
+        yield* store.push(session.id, first)
+        yield* store.append(yield* commit(lease, 1, [new Renamed({ title: "first" })], [first.inputId]))
+        const handed = message("handed over in memory")
+        const records = [new TurnStarted({ turnId: yield* makeTurnId, inputId: handed.inputId, text: handed.text })]
+        const before = { ...count }
+        const receipt = yield* store.append(yield* admitting(lease, 2, records, [handed]))
+        assert.deepStrictEqual(
+          [count.statements - before.statements, count.transactions - before.transactions],
+          [1, 0],
+          "one statement, no transaction"
+        )
+        assert.deepStrictEqual([receipt.firstSeq, receipt.headSeq], [3, 3])
+        assert.deepStrictEqual((yield* store.readLog(session.id, { after: 2 })).records.map((r) => r.body), records)
+        const { items, session: row } = yield* inbox(session.id)
+        assert.deepStrictEqual(items.map((i) => [i.position, i.input_id, i.consumed, i.received_at]), [
+          [1, first.inputId, 1, items[0]!.received_at],
+          [2, handed.inputId, 1, String(receipt.at)]
+        ])
+        assert.deepStrictEqual(row, { inbox_head: 2, ready_count: 0, head_seq: 3 })
+        assert.deepStrictEqual(yield* store.readInbox(session.id), [])
+        // The command text is exactly what a push of the same message stores.
+        const other = yield* leased(store)
+        yield* store.push(other.session.id, handed)
+        assert.strictEqual(items[1]!.command, (yield* inbox(other.session.id)).items[0]!.command)
+        const again = yield* store.push(session.id, handed)
+        assert.deepStrictEqual([again.position, again.duplicate], [2, true])
+        const changed = yield* Effect.flip(store.push(session.id, message("something else", handed.inputId)))
+        assert.deepStrictEqual([changed._tag, "key" in changed ? changed.key : undefined], ["Conflict", handed.inputId])
+        assert.deepStrictEqual(yield* store.readInbox(session.id), [])
+      }), 30_000)
+
+    it.scoped("a commit admitting behind a ready item is a Conflict and writes nothing; consuming that item admits it after", () =>
+      Effect.gen(function*() {
+        const { count, store } = yield* counted
+        const { lease, session } = yield* leased(store)
+        const ready = message("pushed, not yet decided")
+        yield* store.push(session.id, ready)
+        const handed = message("handed over in memory")
+        const before = { ...count }
+        const refused = yield* Effect.flip(store.append(yield* admitting(lease, 1, [new Renamed({ title: "no" })], [handed])))
+        assert.deepStrictEqual(
+          refused,
+          new Conflict({ entity: "input", key: handed.inputId, reason: "a ready inbox item is ahead of it" })
+        )
+        assert.deepStrictEqual([count.statements - before.statements, count.transactions - before.transactions], [1, 0])
+        const { items, session: row } = yield* inbox(session.id)
+        assert.deepStrictEqual(items.map((i) => [i.position, i.input_id, i.consumed]), [[1, ready.inputId, 0]])
+        assert.deepStrictEqual(row, { inbox_head: 1, ready_count: 1, head_seq: 1 })
+        assert.strictEqual((yield* store.get(session.id)).title, null)
+        // Consumed by the same commit, the ready item is no longer ahead.
+        yield* store.append(yield* admitting(lease, 1, [new Renamed({ title: "yes" })], [handed], [ready.inputId]))
+        const after = yield* inbox(session.id)
+        assert.deepStrictEqual(after.items.map((i) => [i.position, i.input_id, i.consumed]), [
+          [1, ready.inputId, 1],
+          [2, handed.inputId, 1]
+        ])
+        assert.deepStrictEqual(after.session, { inbox_head: 2, ready_count: 0, head_seq: 2 })
+      }), 30_000)
+
+    it.scoped("a commit admitting a known input id, or one twice, is a Conflict and writes nothing, after the fence and head checks", () =>
+      Effect.gen(function*() {
+        const { count, store } = yield* counted
+        const { lease, session } = yield* leased(store)
+        const pushed = message("pushed")
+        yield* store.push(session.id, pushed)
+        yield* store.append(yield* commit(lease, 1, [new Renamed({ title: "consumed" })], [pushed.inputId]))
+        const fresh = message("fresh")
+        const already = (key: InputId) => new Conflict({ entity: "input", key, reason: "inputId already admitted" })
+        const before = { ...count }
+        for (
+          const [admits, key] of [
+            [[fresh, pushed], pushed.inputId],
+            [[fresh, message("again", fresh.inputId)], fresh.inputId]
+          ] as const
+        ) {
+          const refused = yield* Effect.flip(store.append(yield* admitting(lease, 2, [new Renamed({ title: "no" })], admits)))
+          assert.deepStrictEqual(refused, already(key))
+        }
+        // A stale head is reported before the admits.
+        const stale = yield* Effect.flip(store.append(yield* admitting(lease, 1, [], [fresh, fresh])))
+        assert.strictEqual(stale._tag, "SequenceConflict")
+        assert.deepStrictEqual([count.statements - before.statements, count.transactions - before.transactions], [3, 0])
+        const { items, session: row } = yield* inbox(session.id)
+        assert.deepStrictEqual(items.map((i) => [i.position, i.input_id, i.consumed]), [[1, pushed.inputId, 1]])
+        assert.deepStrictEqual(row, { inbox_head: 1, ready_count: 0, head_seq: 2 })
+        assert.strictEqual((yield* store.get(session.id)).title, "consumed")
+      }), 30_000)
+
+    it.scoped("a commit admitting an input pushed while it waited for the lock runs again and is refused, writing nothing", () =>
+      Effect.gen(function*() {
+        const store = yield* storeOf(PgSessionStore.layer({ url, maxConnections: 4 }))
+        const { lease, session } = yield* leased(store)
+        const pending = message("pushed while the commit waits")
+        // Consuming it leaves no ready item ahead: only the inbox the snapshot predates knows the id.
+        const both = yield* admitting(lease, 1, [new Renamed({ title: "no" })], [pending], [pending.inputId])
+        const outcomes = yield* queuedBehindLock<void, unknown>(session.id, [
+          Effect.asVoid(store.push(session.id, pending)),
+          Effect.asVoid(store.append(both))
+        ])
+        assert.deepStrictEqual(outcomes, [
+          Either.right(undefined),
+          Either.left(new Conflict({ entity: "input", key: pending.inputId, reason: "inputId already admitted" }))
+        ])
+        const { items, session: row } = yield* inbox(session.id)
+        assert.deepStrictEqual(items.map((i) => [i.position, i.input_id, i.consumed]), [[1, pending.inputId, 0]])
+        assert.deepStrictEqual(row, { inbox_head: 1, ready_count: 1, head_seq: 1 })
       }), 30_000)
 
     it.scoped("a copy of a commit queued behind the first returns the first's receipt, even an empty commit", () =>

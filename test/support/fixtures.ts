@@ -52,7 +52,8 @@ export const commit = (
   lease: Lease,
   expectedHeadSeq: number,
   records: ReadonlyArray<RecordBody>,
-  consumes: ReadonlyArray<InputId> = []
+  consumes: ReadonlyArray<InputId> = [],
+  admits?: ReadonlyArray<Message>
 ): Effect.Effect<Commit> =>
   Effect.map(
     makeCommitId,
@@ -64,7 +65,8 @@ export const commit = (
         epoch: lease.epoch,
         expectedHeadSeq,
         records,
-        consumes
+        consumes,
+        ...(admits === undefined ? {} : { admits })
       })
   )
 
