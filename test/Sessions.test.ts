@@ -212,7 +212,7 @@ describe("Sessions", () => {
   })
 
   describe("send and awaitTurn", () => {
-    it.effect("awaiting a turn an actor here runs reads nothing from the log; one that already ended is found there", () =>
+    it.effect("awaiting a turn an actor here runs, or the last one it ended, reads nothing from the log; an older one is found there", () =>
       Effect.gen(function*() {
         const model = yield* gatedModel()
         let logReads = 0
@@ -236,9 +236,16 @@ describe("Sessions", () => {
           yield* held.release("done")
           assert.strictEqual((yield* Fiber.join(waiting)).output, "done")
           assert.strictEqual(logReads, before, "the end was announced, not read")
-          // Ended: the same call finds it in the log.
+          // Ended, and the last turn the actor here ended: its end is had without reading either.
           const again = yield* sessions.awaitTurn(me, session.id, accepted.turnId!, { after: accepted.cursor! - 1 })
           assert.strictEqual(again.output, "done")
+          assert.strictEqual(logReads, before, "the last ended turn was had from the actor here")
+          // Once a later turn ended, the first one's end is found in the log.
+          const second = yield* sessions.send(me, session.id, { text: "again" })
+          yield* (yield* Queue.take(model.held)).release("later")
+          assert.strictEqual((yield* sessions.awaitTurn(me, session.id, second.turnId!)).output, "later")
+          const third = yield* sessions.awaitTurn(me, session.id, accepted.turnId!, { after: accepted.cursor! - 1 })
+          assert.strictEqual(third.output, "done")
           assert.isAbove(logReads, before)
         }).pipe(Effect.provide(Troupe.layer(counted, { model: model.layer })))
       }))
@@ -282,6 +289,72 @@ describe("Sessions", () => {
         assert.strictEqual(conflict.entity, "input")
         for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
         assert.deepStrictEqual(startsOf(yield* logOf(session.id)).map((s) => s.text), ["once"])
+      }).pipe(Effect.provide(Troupe.layerTest())))
+
+    it.effect("a message to an idle actor here is admitted by its turn's first commit, not pushed; a busy one is pushed", () =>
+      Effect.gen(function*() {
+        const model = yield* gatedModel()
+        const calls: Array<string> = []
+        const counted = Layer.effect(
+          SessionStore,
+          Effect.map(SessionStore, (store) =>
+            SessionStore.of({
+              ...store,
+              push: (sessionId, command) => Effect.suspend(() => (calls.push(`push ${command._tag}`), store.push(sessionId, command))),
+              append: (commit) =>
+                Effect.suspend(() => (calls.push(`append admits ${commit.admits?.length ?? 0}`), store.append(commit)))
+            }))
+        ).pipe(Layer.provide(MemorySessionStore.layer))
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const store = yield* SessionStore
+          const me = principal()
+          const session = yield* sessions.create(me, { agent: agent() })
+          // No actor yet: pushed, and the actor started for it decides it from the inbox.
+          const first = yield* sessions.send(me, session.id, { text: "one" })
+          yield* (yield* Queue.take(model.held)).release("first")
+          yield* sessions.awaitTurn(me, session.id, first.turnId!)
+          calls.length = 0
+          // The actor is idle here: the message travels in memory and its turn's start admits it.
+          const second = yield* sessions.send(me, session.id, { text: "two", inputId: "in-two" })
+          assert.strictEqual(second.disposition, "started")
+          assert.deepStrictEqual(calls, ["append admits 1"])
+          const log = yield* logOf(session.id)
+          const started = log.find((record) => record.seq === second.cursor)!.body
+          assert.deepStrictEqual(started._tag === "turn_started" && [started.turnId as string, started.inputId as string], [
+            second.turnId!,
+            "in-two"
+          ])
+          // It is in the inbox as a consumed item: a retry is a duplicate, another text under its id a Conflict.
+          assert.deepStrictEqual(yield* store.readInbox(session.id), [])
+          // Busy: the next message is pushed and queued behind the turn, as always.
+          calls.length = 0
+          const third = yield* sessions.send(me, session.id, { text: "three" })
+          assert.strictEqual(third.disposition, "queued")
+          assert.deepStrictEqual(calls.filter((call) => call.startsWith("push")), ["push message"])
+          const retry = yield* sessions.send(me, session.id, { text: "two", inputId: "in-two" })
+          assert.strictEqual(retry.disposition, "admitted")
+          yield* failure(sessions.send(me, session.id, { text: "other", inputId: "in-two" }), "Conflict")
+          yield* (yield* Queue.take(model.held)).release("second")
+          yield* (yield* Queue.take(model.held)).release("third")
+          yield* Effect.repeatN(Effect.yieldNow(), 50)
+          assert.deepStrictEqual(startsOf(yield* logOf(session.id)).map((s) => s.text), ["one", "two", "three"])
+        }).pipe(Effect.provide(Troupe.layer(counted, { model: model.layer })))
+      }))
+
+    it.effect("messages sent at once to an idle actor here each run once, one turn at a time", () =>
+      Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const me = principal()
+        const session = yield* sessions.create(me, { agent: agent() })
+        yield* sessions.awaitTurn(me, session.id, (yield* sessions.send(me, session.id, { text: "warm" })).turnId!)
+        const texts = Array.from({ length: 20 }, (_, i) => `m${i}`)
+        const accepted = yield* Effect.forEach(texts, (text) => sessions.send(me, session.id, { text }), { concurrency: "unbounded" })
+        assert.strictEqual(accepted.filter((a) => a.disposition === "started").length >= 1, true)
+        for (let i = 0; i < 400; i++) yield* Effect.yieldNow()
+        const log = yield* logOf(session.id)
+        assertTurnsSerial(log)
+        assert.deepStrictEqual(startsOf(log).map((s) => s.text).slice(1).sort(), [...texts].sort())
       }).pipe(Effect.provide(Troupe.layerTest())))
 
     it.effect("awaitTurn with the cursor hint of send finds a turn that already ended", () =>

@@ -17,10 +17,12 @@ import {
   Exit,
   FiberSet,
   Layer,
+  Option,
   Queue
 } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import { type InputId, type SessionId, ulid } from "../schema/Ids.js"
+import type { Message } from "../schema/Inbox.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
 import { Decision, type Expectation, type Refusal, type Refusals, SessionHost } from "../services/SessionHost.js"
@@ -261,6 +263,7 @@ export const make = (options: Options = {}) =>
     return SessionHost.of({
       expect,
       wake,
+      offer: (sessionId, message) => offerTo(entries.get(sessionId), message),
       live: events.live,
       turnEnded: events.turnEnded,
       drain: draining.drain,
@@ -268,6 +271,23 @@ export const make = (options: Options = {}) =>
       drives: (sessionId) => Effect.sync(() => entries.has(sessionId))
     })
   })
+
+/**
+ * Hands `message` to the actor behind `bell` (see `SessionHost.offer`) and waits for its
+ * decision: `None` at once when there is no such actor or it takes no offer now.
+ */
+const offerTo = (bell: Doorbell.Doorbell | undefined, message: Message): Effect.Effect<Option.Option<Decision>> =>
+  bell === undefined
+    ? Effect.succeedNone
+    : Effect.async<Option.Option<Decision>>((resume) => {
+      let answered = false
+      const decided = (decision: Decision | undefined) => {
+        if (answered) return
+        answered = true
+        resume(Effect.succeed(Option.fromNullable(decision)))
+      }
+      if (!bell.offer({ message, decided })) decided(undefined)
+    })
 
 /** The in-process host as a layer; needs the services actors run on (a store, a model, a callback broker, tools, prices, telemetry). */
 export const layer = (

@@ -25,11 +25,19 @@ export interface LiveEvents {
    * Registers interest in the end of a turn of `sessionId`: its `turn_ended`
    * record as an actor here commits it, or `None` once the session's actor here
    * stops before that (`left`): whoever goes on with the turn commits its end elsewhere.
+   * The last turn the session's actor here ended is answered at once, while that actor lives.
    */
   readonly turnEnded: (sessionId: SessionId, turnId: TurnId) => Effect.Effect<TurnInterest>
   /** The session's actor here stopped: its turns' waiters learn no end will be announced by it. */
   readonly left: (sessionId: SessionId) => void
 }
+
+/** Interest in a turn an actor here already ended: its end, at once. */
+const endedHere = (ended: TurnEnded): TurnInterest => ({
+  await: Effect.succeed(Option.some(ended)),
+  withdraw: () => {},
+  runningHere: true
+})
 
 /** Live events with a buffer of `liveBuffer` events per follower (one that falls further behind backfills from the store). */
 export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
@@ -40,6 +48,9 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
     // The turn each session's actor here started and has not ended, as its commits were published.
     // A turn resumed after a restart publishes no start: it is not here, and its waiters read the log.
     const running = new Map<SessionId, TurnId>()
+    // The last turn each session's actor here ended, as its commit was published: a caller that
+    // awaits it once it ended (a fast turn ends before its sender asks) has it without reading the log.
+    const lastEnded = new Map<SessionId, TurnEnded>()
     return {
       live: (sessionId) =>
         Effect.gen(function*() {
@@ -72,6 +83,7 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
             if (record._tag === "turn_started") running.set(sessionId, record.turnId)
             if (record._tag !== "turn_ended") continue
             if (running.get(sessionId) === record.turnId) running.delete(sessionId)
+            lastEnded.set(sessionId, record)
             turnWaiters.settle(sessionId, record.turnId, Exit.succeed(Option.some(record)))
           }
           // Events are built only for a session someone follows.
@@ -89,11 +101,14 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
         }),
       turnEnded: (sessionId, turnId) =>
         Effect.sync(() => {
+          const ended = lastEnded.get(sessionId)
+          if (ended !== undefined && ended.turnId === turnId) return endedHere(ended)
           const interest = turnWaiters.register(sessionId, turnId)
           return { await: interest.await, withdraw: () => interest.withdraw(), runningHere: running.get(sessionId) === turnId }
         }),
       left: (sessionId) => {
         running.delete(sessionId)
+        lastEnded.delete(sessionId)
         turnWaiters.settleAll(sessionId, Exit.succeed(Option.none()))
       }
     }

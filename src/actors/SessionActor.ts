@@ -26,7 +26,8 @@ import type { AssistantDelta } from "../schema/Event.js"
 import { type CallbackId, type InputId, makeTurnId, type SessionId, type TurnId } from "../schema/Ids.js"
 import type { InboxItem } from "../schema/Inbox.js"
 import type { CommitReceipt, Lease } from "../schema/Lease.js"
-import type { LogPage, RecordBody } from "../schema/Record.js"
+import type { LogPage, RecordBody, TurnEnded } from "../schema/Record.js"
+import type { Session } from "../schema/Session.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker } from "../services/CallbackBroker.js"
 import type { CostMeter } from "../services/CostMeter.js"
@@ -211,20 +212,23 @@ const inboxReader = (
   let unread: ReadonlyArray<InboxItem> | undefined = first
   let readAt = rungAt
   let pageFull = false
-  return Effect.suspend(() => {
+  /** Whether the inbox holds nothing the actor has not decided: no read is due, and no message waits queued. */
+  const caughtUp = () => unread === undefined && bell.rings() === readAt && actor.queued.size === 0 && !pageFull
+  const next = Effect.suspend(() => {
     if (unread !== undefined) {
       const items = unread
       unread = undefined
       pageFull = items.length === inboxPage
       return Effect.succeed(items)
     }
-    if (bell.rings() === readAt && actor.queued.size === 0 && !pageFull) return Effect.succeed([])
+    if (caughtUp()) return Effect.succeed([])
     readAt = bell.rings()
     return Effect.map(read(), (items) => {
       pageFull = items.length === inboxPage
       return items
     })
   })
+  return { next, caughtUp }
 }
 
 // Stands for the id of a turn a command cannot start.
@@ -310,16 +314,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       broker,
       lease,
       lose: (error) => Effect.zipRight(endWith(Deferred.fail(fatal, error)), Effect.fail(error)),
-      announceEnd: (end, excluded) =>
-        Telemetry.withExcluded(
-          telemetry.emit(ProductEvent.turnEnded({
-            kind: actor.session.parentId === null ? "root" : "child",
-            status: end.outcome,
-            failureCode: end.failureCode,
-            usage: end.usage
-          })),
-          excluded
-        ),
+      announceEnd: (end, excluded) => announceEnd(telemetry, actor.session, end, excluded),
       publishRecords: wiring.publishRecords,
       wake: wiring.wake,
       scope
@@ -363,11 +358,18 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         actor.running = turn
       })
     const execute = (item: InboxItem) => runOutcome(actor, item, writer.append, startTurn, wiring)
-    const nextItems = inboxReader(() => store.readInbox(sessionId, { limit: inboxPage }), bell, actor, started.value.inbox, rungAtStart)
+    const inbox = inboxReader(() => store.readInbox(sessionId, { limit: inboxPage }), bell, actor, started.value.inbox, rungAtStart)
+    const decideOffered = yield* offers(
+      bell,
+      scope,
+      () => !ended && !handOver.requested() && actor.running === undefined && inbox.caughtUp(),
+      (offer) => admitHere(actor, offer, writer.admit, startTurn)
+    )
     const drain = exclusive(Effect.gen(function*() {
-      const items = yield* nextItems
+      const items = yield* inbox.next
       let changed = false
       for (const item of items) if (yield* execute(item)) changed = true
+      yield* decideOffered
       return changed && items.length === inboxPage
     }))
 
@@ -414,6 +416,86 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
 const ringOnInbox = (signal: Signal, bell: Doorbell.Doorbell) => {
   if (signal._tag === "Inbox" || signal._tag === "Missed") bell.ring()
 }
+
+/** Tells telemetry a turn of `session` ended (kept out of analytics when its message asked so). */
+const announceEnd = (telemetry: Telemetry.Telemetry["Type"], session: Session, end: TurnEnded, excluded: boolean) =>
+  Telemetry.withExcluded(
+    telemetry.emit(ProductEvent.turnEnded({
+      kind: session.parentId === null ? "root" : "child",
+      status: end.outcome,
+      failureCode: end.failureCode,
+      usage: end.usage
+    })),
+    excluded
+  )
+
+/**
+ * The messages handed to the actor in memory (`Doorbell.Offer`): taken while `takes` says it is
+ * between turns and caught up with its inbox, decided by `admit` at the end of a drain (after the
+ * inbox: they come after whatever was pushed before them), and declined, back to their sender who
+ * pushes them, when they may no longer be taken, when deciding fails, or when the actor stops first.
+ */
+const offers = <E, R>(
+  bell: Doorbell.Doorbell,
+  scope: Scope.Scope,
+  takes: () => boolean,
+  admit: (offer: Doorbell.Offer) => Effect.Effect<void, E, R>
+) =>
+  Effect.map(
+    Scope.addFinalizer(scope, Effect.sync(() => {
+      bell.acceptOffersWhile(undefined)
+      bell.takeOffer()?.decided(undefined)
+    })),
+    () => {
+      bell.acceptOffersWhile(takes)
+      return decideOffered(bell, takes, admit)
+    }
+  )
+
+/** The offer handed over since the last look, decided by `admit` if it may still be taken, else declined. */
+const decideOffered = <E, R>(
+  bell: Doorbell.Doorbell,
+  takes: () => boolean,
+  admit: (offer: Doorbell.Offer) => Effect.Effect<void, E, R>
+) =>
+  Effect.suspend(() => {
+    const offer = bell.takeOffer()
+    if (offer === undefined) return Effect.void
+    if (!takes()) return Effect.sync(() => offer.decided(undefined))
+    // However it ends, its sender hears back: a lost lease or a gone store declines it.
+    return Effect.onError(admit(offer), () => Effect.sync(() => offer.decided(undefined)))
+  })
+
+/**
+ * Decides a message handed to the idle actor (`Doorbell.Offer`): when it starts a turn, the
+ * commit that records the start also admits the message into the inbox, consumed (one commit
+ * instead of a push and a commit). Anything else it would do, or a store that refuses the
+ * admission (something was pushed meanwhile), declines it: nothing is written, and its sender
+ * pushes it as any other command.
+ */
+const admitHere = (
+  actor: Actor,
+  offer: Doorbell.Offer,
+  admit: SessionWriter.SessionWriter["admit"],
+  startTurn: (started: Parameters<typeof RunningTurn.start>[1], resumed: boolean) => Effect.Effect<void, never, Services>
+) =>
+  Effect.gen(function*() {
+    const message = offer.message
+    const outcome = Decisions.decide(actor.state, message, {
+      busyPolicy: actor.session.busyPolicy,
+      waitingForUser: false,
+      nextTurnId: yield* makeTurnId
+    })
+    const consumesOthers = outcome.consumes.some((inputId) => inputId !== message.inputId)
+    if (outcome.reply._tag !== "Started" || outcome.start === undefined || outcome.interrupt !== undefined || consumesOthers) {
+      return offer.decided(undefined)
+    }
+    const receipt = yield* admit(outcome.records, [message])
+    if (Option.isNone(receipt)) return offer.decided(undefined)
+    yield* startTurn(outcome.start, false)
+    const decision = replyExit(outcome.reply, receipt.value.headSeq - outcome.records.length + 1, outcome.records)
+    offer.decided(Exit.isSuccess(decision) ? decision.value : undefined)
+  })
 
 /**
  * Decides one inbox item and carries the outcome out: interrupt the running

@@ -10,10 +10,10 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, Ref, type Scope } from "effect"
+import { Deferred, Effect, Option, Ref, type Scope } from "effect"
 import { type Conflict, LeaseLost, type SpawnRefused, type StoreUnavailable } from "../schema/Errors.js"
 import { type CallbackId, type InputId, makeCommitId, type SessionId } from "../schema/Ids.js"
-import { ChildResult, childResultInputId } from "../schema/Inbox.js"
+import { ChildResult, childResultInputId, type Message } from "../schema/Inbox.js"
 import type { Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import type { RecordBody, TurnEnded } from "../schema/Record.js"
 import type { Session } from "../schema/Session.js"
@@ -85,7 +85,12 @@ export const make = (target: Target, deps: Deps) => {
       ? lose(error as LeaseLost | StoreUnavailable)
       : Effect.die(error)
 
-  const commitOf = (current: Lease, records: ReadonlyArray<RecordBody>, consumes: ReadonlyArray<InputId>) =>
+  const commitOf = (
+    current: Lease,
+    records: ReadonlyArray<RecordBody>,
+    consumes: ReadonlyArray<InputId>,
+    admits?: ReadonlyArray<Message>
+  ) =>
     Effect.map(makeCommitId, (commitId): Commit => ({
       commitId,
       sessionId: target.session.id,
@@ -93,7 +98,8 @@ export const make = (target: Target, deps: Deps) => {
       epoch: current.epoch,
       expectedHeadSeq: target.state.head,
       records,
-      consumes
+      consumes,
+      admits
     }))
 
   /**
@@ -149,6 +155,24 @@ export const make = (target: Target, deps: Deps) => {
           Effect.as(written(receipt.firstSeq, receipt.at, records), receipt))))
 
   /**
+   * Appends `records`, admitting `admits` into the inbox and consuming them in the same commit:
+   * `None` when the store refuses the admission (a ready item is ahead of them, or an input id
+   * is known already), and nothing was written.
+   */
+  const admit = (
+    records: ReadonlyArray<RecordBody>,
+    admits: ReadonlyArray<Message>
+  ): Effect.Effect<Option.Option<CommitReceipt>, LeaseLost | StoreUnavailable> =>
+    Effect.flatMap(Ref.get(lease), (current) =>
+      Effect.flatMap(commitOf(current, records, [], admits), (commit) =>
+        Effect.uninterruptible(store.append(commit)).pipe(
+          Effect.matchEffect({
+            onFailure: (error) => (error._tag === "Conflict" ? Effect.succeedNone : fenced(current)(error)),
+            onSuccess: (receipt) => Effect.as(written(receipt.firstSeq, receipt.at, records), Option.some(receipt))
+          })
+        )))
+
+  /**
    * Spawns a child with the parent's `records` in one transaction: the store
    * writes the parent's `child_spawned` first, then `records`. A refusal of the
    * policy (or an alias taken) writes nothing.
@@ -172,7 +196,7 @@ export const make = (target: Target, deps: Deps) => {
       return spawned
     })
 
-  return { append, spawn }
+  return { append, admit, spawn }
 }
 
 /** An actor's write path. */

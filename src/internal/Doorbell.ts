@@ -15,9 +15,21 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
+import type { Message } from "../schema/Inbox.js"
+import type { Decision } from "../services/SessionHost.js"
 
 /** What a wait ended with. */
 export type Woken = "rung" | "expired"
+
+/**
+ * A message handed to an idle actor in memory (`SessionHost.offer`), and where its decision goes:
+ * `decided` is called once, with the decision, or with undefined when the actor does not take it
+ * (then nothing of it was written, and the sender pushes it instead).
+ */
+export interface Offer {
+  readonly message: Message
+  readonly decided: (decision: Decision | undefined) => void
+}
 
 /** One actor's doorbell. */
 export class Doorbell {
@@ -26,6 +38,8 @@ export class Doorbell {
   private count = 0
   private waiter: ((woken: Woken) => void) | undefined = undefined
   private waitEffect: Effect.Effect<Woken> | undefined = undefined
+  private accepts: (() => boolean) | undefined = undefined
+  private offered: Offer | undefined = undefined
 
   /** Wakes the waiter, or is kept for the next wait: something outside the actor may have changed (its inbox). */
   ring(): void {
@@ -53,6 +67,26 @@ export class Doorbell {
   /** Forgets an expiry no wait took yet (the actor is busy again). */
   clearExpiry(): void {
     this.expired = false
+  }
+
+  /** Takes offers while `accepts` says so (the actor is between turns and caught up with its inbox); none once undefined. */
+  acceptOffersWhile(accepts: (() => boolean) | undefined): void {
+    this.accepts = accepts
+  }
+
+  /** Hands `offer` to the actor, waking it like a nudge; false when it takes none now (busy, or one is held). */
+  offer(offer: Offer): boolean {
+    if (this.accepts === undefined || this.offered !== undefined || !this.accepts()) return false
+    this.offered = offer
+    this.nudge()
+    return true
+  }
+
+  /** The offer handed over since the last call, taken. */
+  takeOffer(): Offer | undefined {
+    const offer = this.offered
+    this.offered = undefined
+    return offer
   }
 
   /** Whether a ring is kept that no wait took yet. */

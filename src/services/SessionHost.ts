@@ -10,6 +10,7 @@ import { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
 import type { SessionEvent } from "../schema/Event.js"
 import type { InputId, SessionId, TurnId } from "../schema/Ids.js"
 import type { LogRecord, TurnEnded } from "../schema/Record.js"
+import type { Message } from "../schema/Inbox.js"
 
 /** What the actor did with an admitted command. */
 export type Decision = Data.TaggedEnum<{
@@ -43,7 +44,10 @@ export interface Interest<A, E = never> {
 
 /** Interest in a turn's end (`SessionHost.turnEnded`). */
 export interface TurnInterest extends Interest<Option.Option<TurnEnded>> {
-  /** Whether an actor of this host was running the turn (started, not ended) when the interest was registered. */
+  /**
+   * Whether an actor of this host was running the turn (started, not ended) when the interest was
+   * registered, or had just ended it (its last ended turn): either way `await` has its end.
+   */
   readonly runningHere: boolean
 }
 
@@ -138,6 +142,15 @@ export class SessionHost extends Context.Tag("troupe/SessionHost")<
     readonly expect: <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, kind: K) => Effect.Effect<Expectation<K>>
     /** Wakes the session's actor, starting one if none runs here. */
     readonly wake: (sessionId: SessionId) => Effect.Effect<void>
+    /**
+     * Hands `message` to the session's actor here, when it waits idle and caught
+     * up with its inbox and the message starts a turn: the actor admits it into
+     * the inbox and records the turn's start in one commit (no push), and this
+     * is that `Started` decision. `None` when no actor here takes it (none live,
+     * busy, behind its inbox, a refusal, or the store saw a push first): nothing
+     * of it was written, and the caller pushes it as usual.
+     */
+    readonly offer: (sessionId: SessionId, message: Message) => Effect.Effect<Option.Option<Decision>>
     /** Live events of the session from now on, as this host's actors publish them. */
     readonly live: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<SessionEvent>, never, Scope.Scope>
     /**

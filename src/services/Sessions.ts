@@ -634,7 +634,9 @@ export const make = Effect.gen(function*() {
             // Events the turn causes keep the caller's analytics preference.
             excludeFromAnalytics: (yield* Telemetry.isExcluded) ? true : undefined
           }, true)
-        const decision = yield* submit(sessionId, command)
+        // An idle actor here may take a message in memory and record it with its turn's start, in one commit.
+        const offered = command._tag === "message" ? yield* host.offer(sessionId, command) : Option.none<Decision>()
+        const decision = Option.isSome(offered) ? offered : yield* submit(sessionId, command)
         if (Option.isNone(decision)) return new Accepted({ sessionId, inputId, disposition: "admitted" }, true)
         switch (decision.value._tag) {
           case "Started":
