@@ -67,6 +67,31 @@ describe("InProcessHost", () => {
           assert.strictEqual((yield* sessions.awaitTurn(me, b.id, accepted.turnId!)).output, "done b")
         }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer, host: { maxBusyActors: 1 } })))
       }))
+    it.effect("with every busy slot taken, a message to an idle actor is pushed and waits in the inbox, not in memory", () =>
+      Effect.gen(function*() {
+        const model = yield* gatedModel()
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const me = principal()
+          const a = yield* sessions.create(me, { agent: agent() })
+          const b = yield* sessions.create(me, { agent: agent() })
+          // b's actor ran a turn and waits idle, its slot given back; a's turn then takes the only slot.
+          const warm = yield* sessions.send(me, b.id, { text: "warm" })
+          yield* (yield* Queue.take(model.held)).release("warm")
+          yield* sessions.awaitTurn(me, b.id, warm.turnId!)
+          const first = yield* sessions.send(me, a.id, { text: "a" })
+          const held = yield* Queue.take(model.held)
+          const second = yield* Effect.fork(sessions.send(me, b.id, { text: "b" }))
+          for (let i = 0; i < 200; i++) yield* Effect.yieldNow()
+          assert.strictEqual(yield* Queue.size(model.held), 0)
+          assert.strictEqual((yield* sessions.snapshot(me, b.id)).pendingInputs, 1)
+          yield* held.release("done a")
+          yield* sessions.awaitTurn(me, a.id, first.turnId!)
+          yield* (yield* Queue.take(model.held)).release("done b")
+          const accepted = yield* Fiber.join(second)
+          assert.strictEqual((yield* sessions.awaitTurn(me, b.id, accepted.turnId!)).output, "done b")
+        }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer, host: { maxBusyActors: 1 } })))
+      }))
     it.effect("sessions woken while every busy slot is taken wait without an actor (no fiber, no lease) and start in arrival order", () =>
       Effect.gen(function*() {
         const model = yield* gatedModel()

@@ -191,6 +191,7 @@ export const make = (options: Options = {}) =>
           slots,
           // `entries` counts the sessions waiting for admission: they are live as soon as a slot frees.
           crowded: () => entries.size > maxLive && load() > maxBusy,
+          slotFree: () => load() < maxBusy,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           publishRecords: (firstSeq, at, records) =>
             Effect.zipRight(

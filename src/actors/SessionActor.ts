@@ -107,6 +107,8 @@ export interface Wiring {
   readonly mayPassivate: (lease: Lease) => Effect.Effect<boolean, StoreUnavailable>
   /** Whether the host holds more live actors than it likes while others wait for a busy slot (`maxLiveActors`). */
   readonly crowded: () => boolean
+  /** Whether a busy slot is free now: only then does the actor take a message in memory (`SessionHost.offer`). */
+  readonly slotFree: () => boolean
   /** Called once the actor knows whether it holds the lease. */
   readonly onLease: (held: boolean) => Effect.Effect<void>
   /**
@@ -362,7 +364,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     const decideOffered = yield* offers(
       bell,
       scope,
-      () => !ended && !handOver.requested() && actor.running === undefined && inbox.caughtUp(),
+      // Under load a message waits in the inbox, durably, for a slot, as any other: it is not held here.
+      () => !ended && !handOver.requested() && actor.running === undefined && inbox.caughtUp() && (slot.held() || wiring.slotFree()),
       (offer) => admitHere(actor, offer, writer.admit, startTurn)
     )
     const drain = exclusive(Effect.gen(function*() {
