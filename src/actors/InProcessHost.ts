@@ -207,9 +207,8 @@ export const make = (options: Options = {}) =>
           handOver,
           mayPassivate: (lease) =>
             lock(Effect.gen(function*() {
-              const pending = yield* store.readInbox(sessionId, { limit: 1 })
-              if (pending.length > 0 || bell.pending()) return false
-              yield* store.release(lease)
+              // A push here rang the bell; one through another process keeps the lease in the store.
+              if (bell.pending() || !(yield* store.releaseIdle(lease))) return false
               if (entries.get(sessionId) === bell) entries.delete(sessionId)
               return true
             }))

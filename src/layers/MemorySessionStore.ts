@@ -650,6 +650,15 @@ export const make = Effect.sync(() => {
         }
       }),
 
+    releaseIdle: (lease) =>
+      Effect.sync(() => {
+        const entry = sessions.get(lease.sessionId)
+        if (!entry || entry.lease.owner !== lease.owner || entry.lease.epoch !== lease.epoch) return true
+        if (entry.inbox.some((slot) => !slot.consumed)) return false
+        entry.lease = { owner: null, epoch: entry.lease.epoch, expiresAt: 0 }
+        return true
+      }),
+
     append: (commit) =>
       at((now) => {
         const replay = replayOf(commit)

@@ -1351,6 +1351,21 @@ export const make = (dialect: Dialect) =>
       )
     }, unavailable("release"))
 
+    const releaseIdle = Effect.fnUntraced(function*(lease: Lease) {
+      const released = yield* query(
+        `UPDATE troupe_sessions SET lease_owner = NULL, lease_expires_at = 0
+        WHERE id = ? AND lease_owner = ? AND lease_epoch = ? AND ready_count = 0 RETURNING id`,
+        [lease.sessionId, lease.owner, lease.epoch]
+      )
+      if (released.length > 0) return true
+      // Kept: an item is ready, unless the lease was not held any more (rare: a second look says which).
+      const held = yield* query(
+        `SELECT 1 AS held FROM troupe_sessions WHERE id = ? AND lease_owner = ? AND lease_epoch = ?`,
+        [lease.sessionId, lease.owner, lease.epoch]
+      )
+      return held.length === 0
+    }, unavailable("releaseIdle"))
+
     const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow), commit.sessionId)
 
     // Path 3 when the dialect has one (PostgreSQL), falling back on `inTransaction` (path 1); else path 1 or 2.
@@ -1455,6 +1470,7 @@ export const make = (dialect: Dialect) =>
       renew,
       renewAll,
       release,
+      releaseIdle,
       append,
       readLog,
       operations,

@@ -333,6 +333,15 @@ export class SessionStore extends Context.Tag("troupe/SessionStore")<
     readonly release: (lease: Lease) => Effect.Effect<void, StoreUnavailable>
 
     /**
+     * Gives a lease up unless the session's inbox holds a ready item, in one
+     * step (an idle actor passivating: a command pushed through another process
+     * meanwhile keeps it, instead of being left with nobody to run it). False
+     * when an item is ready and the lease stays held; true when it was given up,
+     * or was not held any more.
+     */
+    readonly releaseIdle: (lease: Lease) => Effect.Effect<boolean, StoreUnavailable>
+
+    /**
      * Appends records and consumes inbox items in one transaction, fenced by the
      * lease epoch and the expected head. Replaying a `commitId` returns the
      * original receipt and writes nothing. Consuming an item that is not ready

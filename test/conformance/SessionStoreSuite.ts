@@ -882,6 +882,27 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             yield* append(second, 1, [new Renamed({ title: "current" })])
           }))
 
+        it.effect("releaseIdle keeps the lease while an inbox item is ready, gives it up once none is, and leaves a stale lease alone", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const session = yield* create(principal())
+            const first = yield* acquired(session.id, "worker-a")
+            const ready = message("pushed meanwhile")
+            yield* store.push(session.id, ready)
+            assert.isFalse(yield* store.releaseIdle(first))
+            // Still held: nobody else acquires it, and its owner still writes.
+            assert.isTrue(Option.isNone(yield* store.acquire(session.id, "worker-b", LONG_TTL)))
+            yield* append(first, 1, [new Renamed({ title: "decided" })], [ready.inputId])
+            assert.isTrue(yield* store.releaseIdle(first))
+            const second = yield* acquired(session.id, "worker-b")
+            assert.strictEqual(second.epoch, first.epoch + 1)
+            // Not held any more: true, and the current owner keeps it, ready item or not.
+            yield* store.push(session.id, message("for the new owner"))
+            assert.isTrue(yield* store.releaseIdle(first))
+            assert.isTrue(Option.isNone(yield* store.acquire(session.id, "worker-c", LONG_TTL)))
+            assert.isFalse(yield* store.releaseIdle(second))
+          }))
+
         it.effect("after expiry a new owner gets epoch + 1 and the old owner can no longer write or renew", () =>
           Effect.gen(function*() {
             const store = yield* SessionStore

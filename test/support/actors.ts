@@ -200,7 +200,8 @@ export const stallable = (store: SessionStore["Type"]): Effect.Effect<StallableS
 export const neverReleases = <E, R>(layer: Layer.Layer<SessionStore, E, R>): Layer.Layer<SessionStore, E, R> =>
   Layer.effect(
     SessionStore,
-    Effect.map(SessionStore, (store) => SessionStore.of({ ...store, release: () => Effect.void }))
+    Effect.map(SessionStore, (store) =>
+      SessionStore.of({ ...store, release: () => Effect.void, releaseIdle: () => Effect.succeed(true) }))
   ).pipe(Layer.provide(layer))
 
 /** A value or a dying test. */
