@@ -137,6 +137,7 @@ export const storeWrites = new Set([
   "acquire",
   "renew",
   "release",
+  "releaseIdle",
   "append",
   "spawn",
   "admitChildTurn",
