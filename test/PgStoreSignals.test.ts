@@ -17,7 +17,8 @@ import { makeInputId, makeSessionId, makeTurnId, type SessionId } from "../src/s
 import { Message } from "../src/schema/Inbox.js"
 import { SessionStore } from "../src/services/SessionStore.js"
 import { type Signal, StoreSignals } from "../src/services/StoreSignals.js"
-import { agent, principal } from "./support/fixtures.js"
+import { TurnStarted } from "../src/schema/Record.js"
+import { agent, commit, principal } from "./support/fixtures.js"
 import { availability, baseUrl, freshSchema } from "./support/postgres.js"
 
 const pgAvailable = await availability()
@@ -95,6 +96,40 @@ describe.skipIf(!pgAvailable.run)("PgStoreSignals on a database", () => {
       yield* push(sessionId)
       const again = yield* next("Inbox")
       assert.strictEqual(again.sessionId, sessionId)
+    }), 30_000)
+
+  it.scopedLive("a push signals its session; a commit that admits a message it consumes at once does not", () =>
+    Effect.gen(function*() {
+      const { drop, url } = yield* Effect.promise(freshSchema)
+      yield* Effect.addFinalizer(() => Effect.promise(drop))
+      const context = yield* Layer.build(Layer.merge(PgSessionStore.layer({ url }), PgStoreSignals.layer({ url })))
+      const store = Context.get(context, SessionStore)
+      const signals = Context.get(context, StoreSignals)
+      const admitting = yield* store.create({ principal: principal(), agent: agent() })
+      const pushed = yield* store.create({ principal: principal(), agent: agent() })
+      const atAdmitting = yield* signals.watch(admitting.id)
+      const atPushed = yield* signals.watch(pushed.id)
+      const push = Effect.flatMap(makeInputId, (inputId) => store.push(pushed.id, new Message({ inputId, text: "hi" }, true)))
+      const inbox = (queue: Queue.Dequeue<Signal>) => Effect.map(Queue.takeAll(queue), (all) => [...all].filter((s) => s._tag === "Inbox"))
+      // Once listening (the connection is made in the background), a push is signalled.
+      const listening = yield* Effect.gen(function*() {
+        for (let i = 0; i < 40; i++) {
+          yield* push
+          yield* Effect.sleep("100 millis")
+          if ((yield* inbox(atPushed)).length > 0) return true
+        }
+        return false
+      })
+      assert.isTrue(listening)
+      const lease = Option.getOrThrow(yield* store.acquire(admitting.id, "worker-a", 60_000))
+      const message = new Message({ inputId: yield* makeInputId, text: "handed over" }, true)
+      yield* store.append(yield* commit(lease, 1, [new TurnStarted({ turnId: yield* makeTurnId, inputId: message.inputId, text: message.text })], [], [message]))
+      // Notifications arrive in commit order: once the later push is heard, the admission would have been.
+      yield* push
+      yield* Effect.gen(function*() {
+        while ((yield* inbox(atPushed)).length === 0) yield* Effect.sleep("20 millis")
+      }).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(yield* inbox(atAdmitting), [])
     }), 30_000)
 
   it.scopedLive("the pool's hint reaches every process on the database, the sender's too", () =>

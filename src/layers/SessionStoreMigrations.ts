@@ -246,6 +246,27 @@ const changeSignals = Effect.gen(function*() {
   })
 })
 
+/**
+ * PostgreSQL: only a ready item signals. A commit that admits a message it
+ * consumes at once (`Commit.admits`, decision 0027) inserts an inbox row that
+ * nobody has to look for: signalling it would make the committing actor read
+ * its own inbox again, and a NOTIFY holds a database-wide lock until its
+ * transaction commits.
+ */
+const readySignals = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.onDialectOrElse({
+    pg: () =>
+      sql.unsafe(`CREATE OR REPLACE FUNCTION troupe_inbox_signal() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          PERFORM pg_notify('troupe_' || left(md5(current_schema()), 16), 'i ' || session_id || ' ' || max(position))
+            FROM written WHERE consumed = 0 GROUP BY session_id;
+          RETURN NULL;
+        END $$`),
+    orElse: () => Effect.void
+  })
+})
+
 /** Every migration, by `<id>_<name>`, in order. */
 export const migrations = {
   "1_initial": initial,
@@ -253,7 +274,8 @@ export const migrations = {
   "3_without_rowid": withoutRowid,
   "4_tenancy_and_trees": tenancyAndTrees,
   "5_callback_answers": callbackAnswers,
-  "6_change_signals": changeSignals
+  "6_change_signals": changeSignals,
+  "7_ready_signals": readySignals
 }
 
 /** Brings the store's tables up to date; safe to run from several processes. */
