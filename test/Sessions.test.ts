@@ -39,7 +39,7 @@ import {
   logOf,
   startsOf
 } from "./support/actors.js"
-import { agent, failure, principal } from "./support/fixtures.js"
+import { agent, failure, message, principal } from "./support/fixtures.js"
 
 /** Every error a `Sessions` method can fail with. */
 type AnyError =
@@ -341,6 +341,23 @@ describe("Sessions", () => {
           assert.deepStrictEqual(startsOf(yield* logOf(session.id)).map((s) => s.text), ["one", "two", "three"])
         }).pipe(Effect.provide(Troupe.layer(counted, { model: model.layer })))
       }))
+
+    it.effect("a message pushed through another process first is not overtaken: the store refuses the handed-over one, which is pushed behind it", () =>
+      Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const store = yield* SessionStore
+        const me = principal()
+        const session = yield* sessions.create(me, { agent: agent() })
+        yield* sessions.awaitTurn(me, session.id, (yield* sessions.send(me, session.id, { text: "warm" })).turnId!)
+        // Another process's push: in the store, and no bell rung here yet (its signal has not arrived).
+        yield* store.push(session.id, message("from elsewhere"))
+        const here = yield* sessions.send(me, session.id, { text: "from here" })
+        assert.strictEqual(here.disposition, "queued")
+        for (let i = 0; i < 200; i++) yield* Effect.yieldNow()
+        const log = yield* logOf(session.id)
+        assertTurnsSerial(log)
+        assert.deepStrictEqual(startsOf(log).map((s) => s.text), ["warm", "from elsewhere", "from here"])
+      }).pipe(Effect.provide(Troupe.layerTest())))
 
     it.effect("messages sent at once to an idle actor here each run once, one turn at a time", () =>
       Effect.gen(function*() {
