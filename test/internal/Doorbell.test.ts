@@ -3,13 +3,16 @@
  * kept as one, and counted (a nudge, the actor's own "my turn ended", wakes but
  * is not); an expiry reaches a waiter (or the next wait) unless a ring
  * comes first, and is forgotten when the actor is busy again; an interrupted
- * wait leaves nothing behind. Idleness expires each idle actor's bell its
+ * wait leaves nothing behind; an offer (a message handed over in memory) is taken
+ * only while the actor accepts one, one at a time. Idleness expires each idle actor's bell its
  * timeout after it went idle, in that order, and never one that became busy.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, TestClock } from "effect"
 import * as Idleness from "../../src/actors/Idleness.js"
 import * as Doorbell from "../../src/internal/Doorbell.js"
+import { InputId } from "../../src/schema/Ids.js"
+import { Message } from "../../src/schema/Inbox.js"
 
 describe("Doorbell", () => {
   it.effect("rings before a wait are kept as one; a waiter is woken by the next ring", () =>
@@ -25,6 +28,29 @@ describe("Doorbell", () => {
       assert.isNull(waiting.unsafePoll())
       bell.ring()
       assert.strictEqual(yield* Fiber.join(waiting), "rung")
+    }))
+
+  it.effect("an offer is taken only while the actor says it accepts, one at a time; it wakes like a nudge", () =>
+    Effect.gen(function*() {
+      const bell = Doorbell.make()
+      const message = new Message({ inputId: InputId.make("in-1"), text: "hi" })
+      const offer = (): Doorbell.Offer => ({ message, decided: () => {} })
+      assert.isFalse(bell.offer(offer()), "no actor accepts yet")
+      let accepting = false
+      bell.acceptOffersWhile(() => accepting)
+      assert.isFalse(bell.offer(offer()), "the actor is busy")
+      accepting = true
+      const waiting = yield* Effect.fork(bell.wait)
+      yield* Effect.yieldNow()
+      const first = offer()
+      assert.isTrue(bell.offer(first))
+      assert.isFalse(bell.offer(offer()), "one is held already")
+      assert.strictEqual(yield* Fiber.join(waiting), "rung")
+      assert.strictEqual(bell.rings(), 0)
+      assert.strictEqual(bell.takeOffer(), first)
+      assert.isUndefined(bell.takeOffer())
+      bell.acceptOffersWhile(undefined)
+      assert.isFalse(bell.offer(offer()), "the actor stopped")
     }))
 
   it.effect("a nudge wakes like a ring but is not counted: rings counts what came from outside", () =>
