@@ -24,7 +24,10 @@
  * `Deferred`): the part of the burst's memory that is the callers' own. The
  * collection moves the burst's peak, so read its RSS from a run without it.
  *
- *   node bench/run.mjs tools [--turns 1000] [--rounds 5] [--warmup 200] [--sessions 10000] [--only seq|many] [--group on|off] [--heap-at K]
+ * `--store memory` runs the sequential turns on the memory store instead (no bytes stored are
+ * reported then): what a warm turn costs without SQL.
+ *
+ *   node bench/run.mjs tools [--turns 1000] [--rounds 5] [--warmup 200] [--sessions 10000] [--only seq|many] [--group on|off] [--heap-at K] [--store sqlite|memory]
  */
 import Database from "better-sqlite3"
 import { Deferred, Effect, Fiber, Layer } from "effect"
@@ -33,6 +36,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
+import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import type { ScriptedReply } from "../src/layers/ScriptedModel.js"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
 import type * as Model from "../src/services/Model.js"
@@ -48,6 +52,7 @@ const warmup = Number(arg("warmup", "200"))
 const sessionCount = Number(arg("sessions", "10000"))
 const only = arg("only", "all")
 const groupCommit = arg("group", "on") === "on"
+const memoryStore = arg("store", "sqlite") === "memory"
 const heapAt = Number(arg("heap-at", "0"))
 
 // `node --expose-gc` is not needed: the flag can be set at run time.
@@ -79,12 +84,17 @@ const shortAgent = new Agent({
   tools: [echo.spec]
 })
 
+const runtimeOptions = {
+  host: { idleTimeout: "200 millis" },
+  scripts: { agents: { short: [askForTool("call_1"), answer] }, fallback: decide },
+  tools: Toolkit.layer([echo])
+} as const
+
+/** The SQLite runtime on `filename`; the memory store with `--store memory` (seq only: what the turn costs without SQL). */
 const runtime = (filename: string) =>
-  Troupe.layerSqlite({ filename, groupCommit }, {
-    host: { idleTimeout: "200 millis" },
-    scripts: { agents: { short: [askForTool("call_1"), answer] }, fallback: decide },
-    tools: Toolkit.layer([echo])
-  }) as Layer.Layer<Troupe.Services>
+  (memoryStore
+    ? Troupe.layer(MemorySessionStore.layer, runtimeOptions)
+    : Troupe.layerSqlite({ filename, groupCommit }, runtimeOptions)) as Layer.Layer<Troupe.Services>
 
 const mean = (xs: ReadonlyArray<number>) => xs.reduce((a, b) => a + b, 0) / xs.length
 const fixed = (x: number, digits = 0) => x.toFixed(digits)
@@ -217,8 +227,8 @@ const sequentialRound = (filename: string, count: number) =>
     // The runtime has closed the file: read what it stored.
     Effect.map((r): SequentialRound => ({
       ...r,
-      stored: storedPerTurn(filename, r.sessionId),
-      fileBytes: statSync(filename).size,
+      stored: memoryStore ? [] : storedPerTurn(filename, r.sessionId),
+      fileBytes: memoryStore ? 0 : statSync(filename).size,
       load: loadAverage()
     }))
   )
@@ -227,7 +237,7 @@ const sequential = (dir: string) =>
   Effect.gen(function*() {
     if (warmup > 0) yield* sequentialRound(join(dir, "warmup.db"), warmup)
     console.log(
-      `\none session × ${turns} sequential tool turns (SQLite file), ${rounds} rounds on fresh files after ${warmup} warm-up turns`
+      `\none session × ${turns} sequential tool turns (${memoryStore ? "memory store" : "SQLite file"}), ${rounds} rounds on fresh stores after ${warmup} warm-up turns`
     )
     const results: Array<SequentialRound> = []
     for (let r = 0; r < rounds; r++) {
@@ -281,6 +291,7 @@ const sequential = (dir: string) =>
         Array.from({ length: 10 }, (_, d) => fixed(upperMedian(results.map((r) => r.deciles[d]!)))).join(" ")
       }`
     )
+    if (memoryStore) return
     console.log(`  bytes stored per turn (${storedTurns} turns, ${results[0]!.stored[0]?.records} log records each)`)
     line("log record bodies", bytes((t) => t.log))
     line("operation input + output", bytes((t) => t.operations))
