@@ -59,7 +59,8 @@ export const open = (filename: string) =>
           db.pragma("journal_mode = WAL")
           // Statement journals (the savepoint of each write in a group commit) in memory, not in a
           // temporary file: they only serve to roll a write back inside its open transaction, so
-          // durability is the WAL's alone, and a file costs a few syscalls per savepoint.
+          // durability is the WAL's alone (its `synchronous` the store sets), and a file costs a few
+          // syscalls per savepoint.
           db.pragma("temp_store = MEMORY")
         } catch (cause) {
           db.close()
