@@ -16,19 +16,19 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option } from "effect"
 import { createHash } from "node:crypto"
 import { Conflict, LeaseLost, SequenceConflict, SessionNotFound } from "../schema/Errors.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
-import { Command } from "../schema/Inbox.js"
 import { type Commit, CommitReceipt } from "../schema/Lease.js"
-import { canonical } from "../schema/Json.js"
 import { type RecordBody, toJsonText } from "../schema/Record.js"
+import { admitsRefusal } from "../services/SessionStore.js"
 import { type Head, project, type Projection } from "./LogProjection.js"
 import {
   type AppendStrategy,
   callbackColumns,
   callbackRow,
+  encodeMessage,
   operationColumns,
   operationRow,
   replayOf
@@ -321,8 +321,6 @@ export const statement = (clock: string) =>
     EXISTS (SELECT 1 FROM ok) AS applied
   FROM h LEFT JOIN replay r ON true`
 
-const encodeCommand = Schema.encodeSync(Command)
-
 /** The statement's parameters for `commit`, or undefined when its batch is beyond a `HeadPatch`. */
 export const params = (commit: Commit): Array<unknown> | undefined => {
   const { patch, projection } = headPatch(commit.sessionId, commit.expectedHeadSeq, commit.records)
@@ -364,24 +362,14 @@ export const params = (commit: Commit): Array<unknown> | undefined => {
     flag(patch.closed[0]),
     flag(patch.closed[1]),
     admits.map((message) => message.inputId),
-    // The text a push of the same message stores, so that a later push of it is its duplicate.
-    admits.map((message) => canonical(encodeCommand(message)))
+    admits.map(encodeMessage)
   ]
 }
 
-/**
- * Why the statement, on the current row `row`, refused the messages `commit`
- * admits, if it did: the checks and their order are `SqlSessionStore.admitSteps`'.
- */
+/** Why the statement, on the current row `row`, refused the messages `commit` admits, if it did (the stores' one rule). */
 const admitRefusal = (commit: Commit, row: AppendRow): Conflict | undefined => {
-  const ids = (commit.admits ?? []).map((message) => message.inputId)
-  if (ids.length === 0) return undefined
-  if (Number(row.ready_count) - commit.consumes.length > 0) {
-    return new Conflict({ entity: "input", key: ids[0]!, reason: "a ready inbox item is ahead of it" })
-  }
-  const known = new Set(row.known ?? [])
-  if (known.size === 0 && new Set(ids).size === ids.length) return undefined
-  return new Conflict({ entity: "input", key: ids.find((id) => known.has(id)) ?? ids[0]!, reason: "inputId already admitted" })
+  const known = new Set<string>(row.known ?? [])
+  return admitsRefusal(commit.admits ?? [], Number(row.ready_count) - commit.consumes.length, (id) => known.has(id))
 }
 
 /**

@@ -18,7 +18,7 @@ import {
   StaleCallback
 } from "../schema/Errors.js"
 import { makeSessionId, type CallbackId, type CommitId, type InputId, type OperationId, type SessionId } from "../schema/Ids.js"
-import { Admission, type CallbackAnswer, Command, InboxItem, type Message } from "../schema/Inbox.js"
+import { Admission, type CallbackAnswer, Command, InboxItem } from "../schema/Inbox.js"
 import { canonical } from "../schema/Json.js"
 import { type Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import { OperationReceipt } from "../schema/Operation.js"
@@ -38,7 +38,7 @@ import {
   spawnRefusal,
   tenantOf
 } from "../internal/SessionDraft.js"
-import { answerRefusal, closedReason, type Pushable, SessionStore, type Spawned } from "../services/SessionStore.js"
+import { admitsRefusal, answerRefusal, closedReason, type Pushable, SessionStore, type Spawned } from "../services/SessionStore.js"
 
 interface Entry {
   session: Session
@@ -173,21 +173,6 @@ export const make = Effect.sync(() => {
   }
 
   /**
-   * Why `admits` may not be admitted by a commit that consumes `consuming` ready items:
-   * a ready item would be left ahead of them, or an input id is known already.
-   */
-  const admitRefusal = (entry: Entry, admits: ReadonlyArray<Message>, consuming: number) => {
-    const ready = entry.inbox.reduce((count, slot) => (slot.consumed ? count : count + 1), 0)
-    if (ready - consuming > 0) {
-      return new Conflict({ entity: "input", key: admits[0]!.inputId, reason: "a ready inbox item is ahead of it" })
-    }
-    const ids = admits.map((message) => message.inputId)
-    // As the SQL stores name it: the first id the inbox knows, else (one listed twice) the first.
-    const known = ids.find((id) => entry.inputs.has(id)) ?? (new Set(ids).size !== ids.length ? ids[0] : undefined)
-    return known === undefined ? undefined : new Conflict({ entity: "input", key: known, reason: "inputId already admitted" })
-  }
-
-  /**
    * Checks `commit` against the entry (fence, head, inbox) at `at` and returns
    * how to apply it, or why not. Nothing is written until the returned
    * function runs, and from then on nothing fails: all or nothing.
@@ -220,7 +205,8 @@ export const make = Effect.sync(() => {
     }
     const admits = commit.admits ?? []
     if (admits.length > 0) {
-      const refused = admitRefusal(entry, admits, slots.length)
+      const ready = entry.inbox.reduce((count, slot) => (slot.consumed ? count : count + 1), 0) - slots.length
+      const refused = admitsRefusal(admits, ready, (inputId) => entry.inputs.has(inputId))
       if (refused !== undefined) return Either.left(refused)
     }
     return Either.right(() => {

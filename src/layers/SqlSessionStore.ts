@@ -51,6 +51,7 @@ import {
 import {
   type ActorStart,
   type AdmitChildTurn,
+  admitsRefusal,
   answerRefusal,
   closedReason,
   type CreateSession,
@@ -654,7 +655,8 @@ function* earlierAdmission(
   return Either.right(new Admission({ sessionId, inputId, position: Number(known[0]!.position), duplicate: true }, true))
 }
 
-const encodeMessage = (message: Message) => canonical(encodeCommand(message))
+/** A message as the inbox stores it (canonical JSON): a later push of the same message is its duplicate. */
+export const encodeMessage = (message: Message) => canonical(encodeCommand(message))
 
 /** The statements of a spawn (see `SessionStore.spawn`): every check first, then every write, or a refusal. */
 export function* spawnSteps(
@@ -882,18 +884,15 @@ function* admitSteps(
   row: HeadRow,
   at: number
 ): Generator<Step, Conflict | undefined, ReadonlyArray<never>> {
-  if (Number(row.ready_count) - commit.consumes.length > 0) {
-    return new Conflict({ entity: "input", key: admits[0]!.inputId, reason: "a ready inbox item is ahead of it" })
-  }
-  const inputIds = admits.map((message) => message.inputId)
-  const known: ReadonlyArray<{ input_id: string }> = yield {
+  const ready = Number(row.ready_count) - commit.consumes.length
+  // Refused whatever the inbox knows when an item is ahead: then it is not read.
+  const known: ReadonlyArray<{ input_id: string }> = ready > 0 ? [] : yield {
     text: `SELECT input_id FROM troupe_inbox WHERE session_id = ? AND input_id IN (${SqlStatements.list(admits.length)})`,
-    params: [commit.sessionId, ...inputIds]
+    params: [commit.sessionId, ...admits.map((message) => message.inputId)]
   }
-  const twice = hasDuplicates(inputIds)
-  if (known.length > 0 || twice) {
-    return new Conflict({ entity: "input", key: known[0]?.input_id ?? inputIds[0]!, reason: "inputId already admitted" })
-  }
+  const knownIds = new Set(known.map((r) => r.input_id))
+  const refused = admitsRefusal(admits, ready, (inputId) => knownIds.has(inputId))
+  if (refused !== undefined) return refused
   const params: Array<unknown> = []
   admits.forEach((message, i) =>
     params.push(commit.sessionId, Number(row.inbox_head) + 1 + i, message.inputId, encodeMessage(message), at, 1)

@@ -12,18 +12,18 @@ import { Context, Effect, type Option } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import type { OpenCallback } from "../schema/Callback.js"
-import type {
+import {
   Conflict,
-  InvalidInput,
-  LeaseLost,
-  SequenceConflict,
-  SessionClosed,
-  SessionNotFound,
-  SpawnRefused,
-  StaleCallback,
-  StoreUnavailable
+  type InvalidInput,
+  type LeaseLost,
+  type SequenceConflict,
+  type SessionClosed,
+  type SessionNotFound,
+  type SpawnRefused,
+  type StaleCallback,
+  type StoreUnavailable
 } from "../schema/Errors.js"
-import type { CallbackId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
+import type { CallbackId, InputId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
 import type { Admission, CallbackAnswer, Command, InboxItem, Message } from "../schema/Inbox.js"
 import type { Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import type { OperationReceipt } from "../schema/Operation.js"
@@ -410,6 +410,27 @@ export const answerRefusal = (
   // Only a running turn takes answers: a callback left open by a turn that is gone takes none.
   if (activeTurnId !== target.turnId) return "not_open"
   return target.turnId !== answer.turnId || target.operationId !== answer.operationId ? "mismatch" : undefined
+}
+
+/**
+ * The admission rule for the messages a commit admits (`Commit.admits`), shared
+ * by every store: `ready` is how many ready items the inbox keeps besides those
+ * the commit consumes (one would be left ahead of the admitted messages), and
+ * `known` tells an input id the inbox holds already (an id listed twice counts
+ * as known). `Conflict` names the first known id, else the first admitted one;
+ * `undefined` admits them.
+ */
+export const admitsRefusal = (
+  admits: ReadonlyArray<Message>,
+  ready: number,
+  known: (inputId: InputId) => boolean
+): Conflict | undefined => {
+  const ids = admits.map((message) => message.inputId)
+  if (ids.length === 0) return undefined
+  if (ready > 0) return new Conflict({ entity: "input", key: ids[0]!, reason: "a ready inbox item is ahead of it" })
+  const knownId = ids.find(known)
+  if (knownId === undefined && new Set(ids).size === ids.length) return undefined
+  return new Conflict({ entity: "input", key: knownId ?? ids[0]!, reason: "inputId already admitted" })
 }
 
 /**
