@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, Option, Ref, type Scope } from "effect"
+import { Deferred, Effect, identity, Option, Ref, type Scope } from "effect"
 import { type Conflict, LeaseLost, type SpawnRefused, type StoreUnavailable } from "../schema/Errors.js"
 import { type CallbackId, type InputId, makeCommitId, type SessionId } from "../schema/Ids.js"
 import { ChildResult, childResultInputId, type Message } from "../schema/Inbox.js"
@@ -141,18 +141,32 @@ export const make = (target: Target, deps: Deps) => {
       yield* deps.publishRecords(firstSeq, at, records)
     })
 
-  /** Appends `records`, consuming `consumes`. */
+  /**
+   * Stores a commit of `records` (consuming `consumes`, admitting `admits`) under the current
+   * lease, then folds and announces it: a `Conflict` is `onConflict`'s, any other refusal fenced.
+   * Steps chained by hand rather than a generator: every commit of a turn runs them. The append is
+   * waited for even when interrupted: the statement commits or not on its own anyway, and the
+   * PostgreSQL store's append reserves a connection that an interrupted wait would leak.
+   */
+  const stored = <A>(
+    records: ReadonlyArray<RecordBody>,
+    consumes: ReadonlyArray<InputId>,
+    admits: ReadonlyArray<Message> | undefined,
+    onConflict: (error: Conflict) => Effect.Effect<A>,
+    onReceipt: (receipt: CommitReceipt) => A
+  ): Effect.Effect<A, LeaseLost | StoreUnavailable> =>
+    Effect.flatMap(Ref.get(lease), (current) =>
+      Effect.flatMap(commitOf(current, records, consumes, admits), (commit) =>
+        Effect.matchEffect(Effect.uninterruptible(store.append(commit)), {
+          onFailure: (error) => (error._tag === "Conflict" ? onConflict(error) : fenced(current)(error)),
+          onSuccess: (receipt) => Effect.as(written(receipt.firstSeq, receipt.at, records), onReceipt(receipt))
+        })))
+
+  /** Appends `records`, consuming `consumes` (a `Conflict` here is a defect: the actor consumes what it read). */
   const append = (
     records: ReadonlyArray<RecordBody>,
     consumes: ReadonlyArray<InputId>
-  ): Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable> =>
-    // Steps chained by hand rather than a generator: every commit of a turn runs them. The append is
-    // waited for even when interrupted: the statement commits or not on its own anyway, and the
-    // PostgreSQL store's append reserves a connection that an interrupted wait would leak.
-    Effect.flatMap(Ref.get(lease), (current) =>
-      Effect.flatMap(commitOf(current, records, consumes), (commit) =>
-        Effect.flatMap(Effect.catchAll(Effect.uninterruptible(store.append(commit)), fenced(current)), (receipt) =>
-          Effect.as(written(receipt.firstSeq, receipt.at, records), receipt))))
+  ): Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable> => stored(records, consumes, undefined, Effect.die, identity)
 
   /**
    * Appends `records`, admitting `admits` into the inbox and consuming them in the same commit:
@@ -163,14 +177,7 @@ export const make = (target: Target, deps: Deps) => {
     records: ReadonlyArray<RecordBody>,
     admits: ReadonlyArray<Message>
   ): Effect.Effect<Option.Option<CommitReceipt>, LeaseLost | StoreUnavailable> =>
-    Effect.flatMap(Ref.get(lease), (current) =>
-      Effect.flatMap(commitOf(current, records, [], admits), (commit) =>
-        Effect.uninterruptible(store.append(commit)).pipe(
-          Effect.matchEffect({
-            onFailure: (error) => (error._tag === "Conflict" ? Effect.succeedNone : fenced(current)(error)),
-            onSuccess: (receipt) => Effect.as(written(receipt.firstSeq, receipt.at, records), Option.some(receipt))
-          })
-        )))
+    stored(records, [], admits, () => Effect.succeedNone, Option.some)
 
   /**
    * Spawns a child with the parent's `records` in one transaction: the store
