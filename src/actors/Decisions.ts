@@ -25,6 +25,7 @@ import {
   TurnStarted
 } from "../schema/Record.js"
 import type { Usage } from "../schema/Budget.js"
+import * as Trusted from "../schema/Trusted.js"
 import * as IdSet from "./IdSet.js"
 import * as SessionState from "./SessionState.js"
 
@@ -73,13 +74,13 @@ const applied = (
 ) => new InputApplied({ inputId, kind, turnId, detail }, true)
 
 const begin = (command: Message | Steer, context: Context, before: Partial<Outcome> = {}): Outcome<never> => {
-  const started = new TurnStarted({
+  const started = Trusted.make(TurnStarted, {
     turnId: context.nextTurnId,
     inputId: command.inputId,
     text: command.text,
     run: command._tag === "message" ? command.run : undefined,
     excludeFromAnalytics: command._tag === "message" ? command.excludeFromAnalytics : undefined
-  }, true)
+  })
   return {
     interrupt: before.interrupt,
     records: [...(before.records ?? []), started],
@@ -289,5 +290,5 @@ export const interruptRecords = (
   ...SessionState.openCallbacksOf(state, turnId).map((entry) =>
     new CallbackResolved({ callbackId: entry.opened.callbackId, turnId, resolution: "cancelled" }, true)
   ),
-  new TurnEnded({ turnId, outcome: "interrupted", reason, usage }, true)
+  Trusted.make(TurnEnded, { turnId, outcome: "interrupted", reason, usage })
 ]

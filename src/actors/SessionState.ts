@@ -29,6 +29,7 @@ import type { CallbackId, OperationId, SessionId, TurnId } from "../schema/Ids.j
 import type { ChildResultRecorded } from "../schema/Record.js"
 import { type OperationKind, OperationReceipt } from "../schema/Operation.js"
 import type { LogRecord, ModelCallInput, RecordBody, ToolCallInput, TurnEnded, TurnStarted } from "../schema/Record.js"
+import * as Trusted from "../schema/Trusted.js"
 import type * as Model from "../services/Model.js"
 import { errorOutcome } from "../services/Tool.js"
 import * as Compaction from "./Compaction.js"
@@ -586,7 +587,7 @@ export const callbacksOf = (state: SessionState, turnId: TurnId): ReadonlyArray<
 /** The active turn's operations as the receipts a resumed turn reuses. */
 export const receiptsOf = (state: SessionState): ReadonlyArray<OperationReceipt> =>
   (state.active?.operations ?? []).map((entry) =>
-    new OperationReceipt({
+    Trusted.make(OperationReceipt, {
       operationId: entry.operationId,
       sessionId: state.sessionId,
       turnId: state.active!.started.turnId,
@@ -598,5 +599,5 @@ export const receiptsOf = (state: SessionState): ReadonlyArray<OperationReceipt>
       isError: entry.isError,
       startedSeq: entry.startedSeq,
       endedSeq: entry.endedSeq
-    }, true)
+    })
   )

@@ -18,6 +18,7 @@ import { ApprovalAnswer, ApprovalRequest, ClientToolAnswer, ClientToolRequest } 
 import { makeOperationId, type OperationId } from "../schema/Ids.js"
 import { isToolCallInput, type OperationReceipt } from "../schema/Operation.js"
 import { OperationCompleted, OperationStarted, OperationUnknown, type RecordBody } from "../schema/Record.js"
+import * as Trusted from "../schema/Trusted.js"
 import type * as Model from "../services/Model.js"
 import * as Telemetry from "../services/Telemetry.js"
 import { errorOutcome, type ToolContext, type ToolOutcome } from "../services/Tool.js"
@@ -94,7 +95,7 @@ const makeCore = (ctx: TurnContext, deps: Deps): Core => {
     if (receipt.kind === "tool" && isToolCallInput(input)) toolReceipts.set(`${input.requestedBy}/${input.callId}`, receipt)
   }
   const completed = (operationId: OperationId, outcome: ToolOutcome) =>
-    new OperationCompleted({ operationId, turnId, output: outcome.output, isError: outcome.isError }, true)
+    Trusted.make(OperationCompleted, { operationId, turnId, output: outcome.output, isError: outcome.isError })
   const contextOf = (call: Model.ToolCall, operationId: OperationId): ToolContext => ({
     sessionId: ctx.sessionId,
     turnId,
@@ -240,13 +241,13 @@ const prepare = (c: Core, call: Model.ToolCall, requestedBy: OperationId): Effec
       return { _tag: "known", run: resumeCall(c, call, spec, receipt.operationId) } as const
     }
     const operationId = yield* makeOperationId
-    const started = new OperationStarted({
+    const started = Trusted.make(OperationStarted, {
       operationId,
       turnId: c.ctx.turnId,
       kind: "tool",
       name: call.name,
       input: { callId: call.id, arguments: call.arguments, requestedBy }
-    }, true)
+    })
     return { _tag: "new", call, spec, operationId, started, gate: yield* gate(c, call, spec, operationId) } as const
   })
 

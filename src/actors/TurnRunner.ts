@@ -34,6 +34,7 @@ import { type CallbackId, makeOperationId, type OperationId, type SessionId, typ
 import type { OperationReceipt } from "../schema/Operation.js"
 import type { Principal } from "../schema/Principal.js"
 import { OperationCompleted, OperationStarted, OutputRejected, type RecordBody, TurnEnded } from "../schema/Record.js"
+import * as Trusted from "../schema/Trusted.js"
 import { CostMeter } from "../services/CostMeter.js"
 import { Guardrails } from "../services/Guardrails.js"
 import * as Model from "../services/Model.js"
@@ -171,13 +172,13 @@ const callModel = (
   const { turnId } = ctx
   const prompt = ctx.prompt(pending.peek())
   const tools = Compaction.offered(plan.tools, plan.compaction, prompt.archived)
-  pending.add(new OperationStarted({
+  pending.add(Trusted.make(OperationStarted, {
     operationId,
     turnId,
     kind: "model",
     name: agent.model.name,
     input: { messages: prompt.messages.length, tools: tools.length, steers: prompt.steers, results: prompt.results }
-  }, true))
+  }))
   const request: Model.Request = {
     model: agent.model.name,
     instructions: agent.instructions,
@@ -195,7 +196,7 @@ const callModel = (
     const deltas: Array<AssistantDelta> = []
     for (const event of events) {
       reply = Model.gather(reply, event)
-      if (event._tag === "TextDelta") deltas.push(new AssistantDelta({ sessionId: ctx.sessionId, turnId, text: event.text }, true))
+      if (event._tag === "TextDelta") deltas.push(Trusted.make(AssistantDelta, { sessionId: ctx.sessionId, turnId, text: event.text }))
     }
     return deltas.length === 0 ? Effect.void : ctx.publish(deltas)
   }
@@ -223,7 +224,7 @@ const endings = (
 ) => {
   const { meter, turnId } = ctx
   const end = (fields: Omit<ConstructorParameters<typeof TurnEnded>[0], "turnId" | "usage">) =>
-    Effect.suspend(() => ctx.commit([...pending.take(), new TurnEnded({ ...fields, turnId, usage: meter.usage(now()) }, true)]))
+    Effect.suspend(() => ctx.commit([...pending.take(), Trusted.make(TurnEnded, { ...fields, turnId, usage: meter.usage(now()) })]))
   const blocked = (block: GuardrailChecks.Blocked) =>
     end({ outcome: "failed", failureCode: "guardrail_blocked", failure: { _tag: "GuardrailBlocked", ...block } })
   const exhausted = (exhaustion: TurnMeter.Exhaustion) =>
@@ -305,7 +306,7 @@ export const run = (ctx: TurnContext) =>
         : yield* callModel(ctx, agent, plan, model, pending, operationId, spanIds)
       if (Either.isLeft(outcome)) {
         const error = outcome.left
-        pending.add(new OperationCompleted({ operationId, turnId, output: { error: error.reason }, isError: true }, true))
+        pending.add(Trusted.make(OperationCompleted, { operationId, turnId, output: { error: error.reason }, isError: true }))
         return yield* end({
           outcome: "failed",
           failureCode: "model_error",
@@ -314,7 +315,7 @@ export const run = (ctx: TurnContext) =>
       }
       const result = outcome.right
       if (previous === undefined) {
-        pending.add(new OperationCompleted({ operationId, turnId, output: result, isError: false }, true))
+        pending.add(Trusted.make(OperationCompleted, { operationId, turnId, output: result, isError: false }))
       }
       const cost = costs.cost(agent.model.name, result.inputTokens, result.outputTokens)
       meter.addModelCall(result.inputTokens, result.outputTokens, cost)

@@ -22,6 +22,7 @@ import { Conflict, LeaseLost, SequenceConflict, SessionNotFound } from "../schem
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import { type Commit, CommitReceipt } from "../schema/Lease.js"
 import { type RecordBody, toJsonText } from "../schema/Record.js"
+import * as Trusted from "../schema/Trusted.js"
 import { admitsRefusal } from "../services/SessionStore.js"
 import { type Head, project, type Projection } from "./LogProjection.js"
 import {
@@ -400,13 +401,13 @@ export const strategy = (
         const row = rows[0]!
         if (row.applied) {
           return Effect.succeed(
-            new CommitReceipt({
+            Trusted.make(CommitReceipt, {
               commitId: commit.commitId,
               sessionId: commit.sessionId,
               firstSeq: commit.expectedHeadSeq + 1,
               headSeq: commit.expectedHeadSeq + commit.records.length,
               at: Number(row.now)
-            }, true)
+            })
           )
         }
         if (!row.current) return attempt < attempts ? run(commit, values, attempt + 1) : inTransaction(commit)

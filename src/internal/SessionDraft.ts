@@ -14,6 +14,7 @@ import { SubagentPolicy } from "../schema/Policy.js"
 import { Principal } from "../schema/Principal.js"
 import { ChildSpawned, SessionCreated } from "../schema/Record.js"
 import { Session } from "../schema/Session.js"
+import * as Trusted from "../schema/Trusted.js"
 import type { CreateSession, SpawnChild } from "../services/SessionStore.js"
 
 /**
@@ -106,7 +107,7 @@ export const draft = (
   parent: Session | undefined,
   now: number
 ): Session =>
-  new Session({
+  Trusted.make(Session, {
     id,
     principal: input.principal,
     agent: input.agent,
@@ -125,7 +126,7 @@ export const draft = (
     headSeq: 1,
     createdAt: now,
     updatedAt: now
-  }, true)
+  })
 
 /** The `session_created` record every session's log starts with. */
 export const createdRecord = (session: Session): SessionCreated =>

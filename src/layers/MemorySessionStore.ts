@@ -25,6 +25,7 @@ import { OperationReceipt } from "../schema/Operation.js"
 import type { Principal } from "../schema/Principal.js"
 import { LogPage, LogRecord } from "../schema/Record.js"
 import { ChildEntry, ChildPage, maxTreeNodes, Session, SessionPage, SessionTree, TreeNode } from "../schema/Session.js"
+import * as Trusted from "../schema/Trusted.js"
 import * as ListCursor from "../internal/ListCursor.js"
 import { project, statusOf } from "../internal/LogProjection.js"
 import {
@@ -125,7 +126,7 @@ export const make = Effect.sync(() => {
       childTurns: 0
     }
     const commitId = `commit_${id.slice(4)}` as CommitId
-    entry.log.push(new LogRecord({ sessionId: id, seq: 1, at, commitId, body: createdRecord(session) }, true))
+    entry.log.push(Trusted.make(LogRecord, { sessionId: id, seq: 1, at, commitId, body: createdRecord(session) }))
     sessions.set(id, entry)
     order.push(id)
     parent?.children.push(id)
@@ -227,7 +228,7 @@ export const make = Effect.sync(() => {
       }
       commit.records.forEach((body, i) =>
         entry.log.push(
-          new LogRecord({ sessionId: commit.sessionId, seq: current.headSeq + 1 + i, at, commitId: commit.commitId, body }, true)
+          Trusted.make(LogRecord, { sessionId: commit.sessionId, seq: current.headSeq + 1 + i, at, commitId: commit.commitId, body })
         )
       )
       for (const change of projection.operations) {
@@ -235,7 +236,7 @@ export const make = Effect.sync(() => {
         const start = change.start
         entry.operations.set(
           change.operationId,
-          new OperationReceipt({
+          Trusted.make(OperationReceipt, {
             operationId: change.operationId,
             sessionId: commit.sessionId,
             turnId: previous?.turnId ?? change.turnId,
@@ -247,7 +248,7 @@ export const make = Effect.sync(() => {
             output: change.end?.output,
             isError: change.end?.isError ?? false,
             ...(change.end ? { endedSeq: change.end.seq } : {})
-          }, true)
+          })
         )
       }
       for (const callback of projection.callbacksOpened) entry.openCallbacks.set(callback.callbackId, callback)
@@ -256,7 +257,7 @@ export const make = Effect.sync(() => {
         entry.answered.delete(callbackId)
       }
       const head = { ...projection.head, openCallbacks: entry.openCallbacks.size }
-      entry.session = new Session({
+      entry.session = Trusted.make(Session, {
         ...current,
         headSeq: head.headSeq,
         activeTurnId: head.activeTurnId,
@@ -264,14 +265,14 @@ export const make = Effect.sync(() => {
         archived: head.archived,
         status: statusOf(head),
         updatedAt: at
-      }, true)
-      const receipt = new CommitReceipt({
+      })
+      const receipt = Trusted.make(CommitReceipt, {
         commitId: commit.commitId,
         sessionId: commit.sessionId,
         firstSeq: current.headSeq + 1,
         headSeq: head.headSeq,
         at
-      }, true)
+      })
       commits.set(commit.commitId, receipt)
       return receipt
     })
@@ -488,12 +489,12 @@ export const make = Effect.sync(() => {
       Effect.gen(function*() {
         const entry = yield* owned(principal, sessionId)
         const at = yield* now
-        entry.session = new Session({
+        entry.session = Trusted.make(Session, {
           ...entry.session,
           title: patch.title ?? entry.session.title,
           archived: patch.archived ?? entry.session.archived,
           updatedAt: at
-        }, true)
+        })
         return entry.session
       }),
 

@@ -34,6 +34,7 @@ import { SubagentPolicy } from "../schema/Policy.js"
 import { Principal } from "../schema/Principal.js"
 import { fromJsonText, LogPage, LogRecord, toJsonText } from "../schema/Record.js"
 import { ChildEntry, ChildPage, maxTreeNodes, Session, SessionPage, SessionTree, TreeNode } from "../schema/Session.js"
+import * as Trusted from "../schema/Trusted.js"
 import * as ListCursor from "../internal/ListCursor.js"
 import { type OperationChange, project, statusOf } from "../internal/LogProjection.js"
 import {
@@ -247,7 +248,7 @@ const subagentPolicyOf = cachedDecoder(SubagentPolicy)
 // The JSON columns go through their schemas (cached); the scalar columns were
 // written by this store from validated values. A row that does not decode is a defect.
 const sessionOf = (row: SessionRow): Session =>
-      new Session({
+      Trusted.make(Session, {
         id: row.id as SessionId,
         principal: principalOf(row.principal),
         agent: agentOf(row.agent),
@@ -270,7 +271,7 @@ const sessionOf = (row: SessionRow): Session =>
         headSeq: Number(row.head_seq),
         createdAt: Number(row.created_at),
         updatedAt: Number(row.updated_at)
-      }, true)
+      })
 
 const toSession = (row: SessionRow) => Effect.sync(() => sessionOf(row))
 
@@ -345,13 +346,13 @@ export const replayOf = (
       new Conflict({ entity: "commit", key: commit.commitId, reason: "commitId already used by another session" })
     )
     : Either.right(
-      new CommitReceipt({
+      Trusted.make(CommitReceipt, {
         commitId: commit.commitId,
         sessionId: commit.sessionId,
         firstSeq: Number(row.replay_first),
         headSeq: Number(row.replay_head),
         at: Number(row.replay_at)
-      }, true)
+      })
     )
 
 /** One statement of a commit: `?`-placeholder text and the parameters it binds. */
@@ -527,13 +528,13 @@ const inboxStep = (sessionId: SessionId, limit: number): Step => ({
 const logPageOf = (sessionId: SessionId, rows: ReadonlyArray<LogRow>, after: number, limit: number) => {
   const page = rows.length > limit ? rows.slice(0, limit) : rows
   const records = page.map((row) =>
-    new LogRecord({
+    Trusted.make(LogRecord, {
       sessionId,
       seq: Number(row.seq),
       at: Number(row.at),
       commitId: row.commit_id as CommitId,
       body: fromJsonText(row.body)
-    }, true)
+    })
   )
   return new LogPage({
     records,
@@ -1043,7 +1044,7 @@ export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): Com
     params: [commit.commitId, commit.sessionId, headSeq + 1, head.headSeq, at]
   }
   return Either.right(
-    new CommitReceipt({ commitId: commit.commitId, sessionId: commit.sessionId, firstSeq: headSeq + 1, headSeq: head.headSeq, at }, true)
+    Trusted.make(CommitReceipt, { commitId: commit.commitId, sessionId: commit.sessionId, firstSeq: headSeq + 1, headSeq: head.headSeq, at })
   )
 }
 

@@ -13,6 +13,7 @@ import { Json } from "./Json.js"
 import { ModelCallInput, OperationInput, OperationKind, ToolCallInput } from "./Operation.js"
 import * as Run from "./Run.js"
 import { RunOptions } from "./Run.js"
+import * as Trusted from "./Trusted.js"
 import { FailureCode, TurnOutcome } from "./Turn.js"
 
 /** The session came into being (always seq 1). */
@@ -289,11 +290,11 @@ export const toJsonText = (body: RecordBody): string => JSON.stringify(body)
 
 const revivers: { readonly [K in RecordBody["_tag"]]: (json: any) => RecordBody } = {
   session_created: (json) => new SessionCreated(json, true),
-  turn_started: (json) => new TurnStarted(json.run === undefined ? json : { ...json, run: Run.fromJson(json.run) }, true),
-  turn_ended: (json) => new TurnEnded({ ...json, usage: new Usage(json.usage, true) }, true),
+  turn_started: (json) => Trusted.make(TurnStarted, json.run === undefined ? json : { ...json, run: Run.fromJson(json.run) }),
+  turn_ended: (json) => Trusted.make(TurnEnded, { ...json, usage: new Usage(json.usage, true) }),
   input_applied: (json) => new InputApplied(json, true),
-  operation_started: (json) => new OperationStarted(json, true),
-  operation_completed: (json) => new OperationCompleted(json, true),
+  operation_started: (json) => Trusted.make(OperationStarted, json),
+  operation_completed: (json) => Trusted.make(OperationCompleted, json),
   operation_unknown: (json) => new OperationUnknown(json, true),
   callback_opened: (json) =>
     new CallbackOpened({
@@ -305,7 +306,7 @@ const revivers: { readonly [K in RecordBody["_tag"]]: (json: any) => RecordBody 
   callback_resolved: (json) => new CallbackResolved(json, true),
   child_spawned: (json) => new ChildSpawned(json, true),
   child_result: (json) =>
-    new ChildResultRecorded(json.usage === undefined ? json : { ...json, usage: new Usage(json.usage, true) }, true),
+    new ChildResultRecorded(json.usage === undefined ? json : { ...json, usage: Trusted.make(Usage, json.usage) }, true),
   renamed: (json) => new Renamed(json, true),
   archived: (json) => new Archived(json, true),
   closed: (json) => new Closed(json, true),
