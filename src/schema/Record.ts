@@ -290,11 +290,11 @@ export const toJsonText = (body: RecordBody): string => JSON.stringify(body)
 
 const revivers: { readonly [K in RecordBody["_tag"]]: (json: any) => RecordBody } = {
   session_created: (json) => new SessionCreated(json, true),
-  turn_started: (json) => Trusted.make(TurnStarted, json.run === undefined ? json : { ...json, run: Run.fromJson(json.run) }),
-  turn_ended: (json) => Trusted.make(TurnEnded, { ...json, usage: new Usage(json.usage, true) }),
+  turn_started: (json) => new TurnStarted(json.run === undefined ? json : { ...json, run: Run.fromJson(json.run) }, true),
+  turn_ended: (json) => new TurnEnded({ ...json, usage: Trusted.make(Usage, json.usage) }, true),
   input_applied: (json) => new InputApplied(json, true),
-  operation_started: (json) => Trusted.make(OperationStarted, json),
-  operation_completed: (json) => Trusted.make(OperationCompleted, json),
+  operation_started: (json) => new OperationStarted(json, true),
+  operation_completed: (json) => new OperationCompleted(json, true),
   operation_unknown: (json) => new OperationUnknown(json, true),
   callback_opened: (json) =>
     new CallbackOpened({

@@ -28,13 +28,11 @@ export interface SchemaClass<A, P> {
   readonly prototype: A
 }
 
-interface Plan {
-  readonly prototype: object
-  /** The fields with a constructor default, in the class's field order. */
-  readonly defaults: ReadonlyArray<readonly [PropertyKey, () => unknown]>
-}
+/** A default of the class's fields: its key and its thunk. */
+type Default = readonly [PropertyKey, () => unknown]
 
-const plans = new WeakMap<object, Plan>()
+/** Each class's fields with a constructor default, in the class's field order (found once). */
+const defaults = new WeakMap<object, ReadonlyArray<Default>>()
 
 const defaultOf = (field: unknown): (() => unknown) | undefined => {
   if (!Schema.isPropertySignature(field)) return undefined
@@ -42,18 +40,17 @@ const defaultOf = (field: unknown): (() => unknown) | undefined => {
   return ast._tag === "PropertySignatureDeclaration" ? ast.defaultValue : ast.to.defaultValue
 }
 
-const planOf = (klass: SchemaClass<unknown, unknown>): Plan => {
-  let plan = plans.get(klass)
-  if (plan === undefined) {
-    const defaults: Array<readonly [PropertyKey, () => unknown]> = []
+const defaultsOf = (klass: SchemaClass<unknown, unknown>): ReadonlyArray<Default> => {
+  let found = defaults.get(klass)
+  if (found === undefined) {
+    const list: Array<Default> = []
     for (const key of Reflect.ownKeys(klass.fields)) {
       const value = defaultOf(klass.fields[key])
-      if (value !== undefined) defaults.push([key, value])
+      if (value !== undefined) list.push([key, value])
     }
-    plan = { prototype: klass.prototype as object, defaults }
-    plans.set(klass, plan)
+    defaults.set(klass, found = list)
   }
-  return plan
+  return found
 }
 
 /**
@@ -62,8 +59,7 @@ const planOf = (klass: SchemaClass<unknown, unknown>): Plan => {
  */
 export const make = <A, P extends object>(klass: SchemaClass<A, P>, props: P): A => {
   if (Object.prototype.hasOwnProperty.call(props, "_tag")) return new klass(props, true)
-  const plan = planOf(klass as SchemaClass<unknown, unknown>)
-  const out = Object.assign(Object.create(plan.prototype), props)
-  for (const [key, value] of plan.defaults) if (out[key] === undefined) out[key] = value()
+  const out = Object.assign(Object.create(klass.prototype as object), props)
+  for (const [key, value] of defaultsOf(klass as SchemaClass<unknown, unknown>)) if (out[key] === undefined) out[key] = value()
   return out
 }
