@@ -51,6 +51,13 @@ interface Entry {
   /** Open callbacks an answer was admitted to (at most one each: `admitAnswer`). */
   readonly answered: Set<CallbackId>
   readonly inbox: Array<{ item: InboxItem; fingerprint: string; consumed: boolean }>
+  /**
+   * Unconsumed inbox items, and the index of the first slot that may be one: kept as items are
+   * admitted and consumed, so a session's reads and checks cost the same however long its inbox
+   * has grown (consumed items stay, for idempotency).
+   */
+  ready: number
+  firstReady: number
   readonly inputs: Map<InputId, number>
   readonly log: Array<LogRecord>
   readonly operations: Map<OperationId, OperationReceipt>
@@ -118,6 +125,8 @@ export const make = Effect.sync(() => {
       openCallbacks: new Map(),
       answered: new Set(),
       inbox: [],
+      ready: 0,
+      firstReady: 0,
       inputs: new Map(),
       log: [],
       operations: new Map(),
@@ -137,14 +146,31 @@ export const make = Effect.sync(() => {
   const aliasTaken = (parent: Entry, alias: string) =>
     parent.children.some((id) => sessions.get(id)!.session.alias === alias)
 
-  /** Admits `command` (not yet known to the entry, which is open) at the end of the inbox. */
-  const enqueue = (entry: Entry, command: Command, print: string, at: number) => {
+  /**
+   * Admits `command` (not yet known to the entry, which is open) at the end of the inbox: ready,
+   * or already `consumed` (a commit's `admits`).
+   */
+  const enqueue = (entry: Entry, command: Command, print: string, at: number, consumed = false) => {
     const sessionId = entry.session.id
     const position = entry.inbox.length + 1
     const item = new InboxItem({ sessionId, position, receivedAt: at, command }, true)
-    entry.inbox.push({ item, fingerprint: print, consumed: false })
+    entry.inbox.push({ item, fingerprint: print, consumed })
     entry.inputs.set(command.inputId, position)
+    if (consumed) skipConsumed(entry)
+    else entry.ready++
     return new Admission({ sessionId, inputId: command.inputId, position, duplicate: false }, true)
+  }
+
+  /** Marks a ready slot consumed. */
+  const consume = (entry: Entry, slot: Entry["inbox"][number]) => {
+    slot.consumed = true
+    entry.ready--
+    skipConsumed(entry)
+  }
+
+  /** Moves `firstReady` past the consumed slots at the front of what may still be ready. */
+  const skipConsumed = (entry: Entry) => {
+    while (entry.firstReady < entry.inbox.length && entry.inbox[entry.firstReady]!.consumed) entry.firstReady++
   }
 
   /** An earlier admission of `command`'s inputId: a duplicate, or `Conflict` when its content differs. */
@@ -206,7 +232,7 @@ export const make = Effect.sync(() => {
     }
     const admits = commit.admits ?? []
     if (admits.length > 0) {
-      const ready = entry.inbox.reduce((count, slot) => (slot.consumed ? count : count + 1), 0) - slots.length
+      const ready = entry.ready - slots.length
       const refused = admitsRefusal(admits, ready, (inputId) => entry.inputs.has(inputId))
       if (refused !== undefined) return Either.left(refused)
     }
@@ -221,11 +247,8 @@ export const make = Effect.sync(() => {
         archived: current.archived,
         closed: current.status === "closed"
       }, commit.records, at)
-      for (const slot of slots) slot.consumed = true
-      for (const message of admits) {
-        const print = canonical(encodeCommand(message))
-        entry.inbox[enqueue(entry, message, print, at).position - 1]!.consumed = true
-      }
+      for (const slot of slots) consume(entry, slot)
+      for (const message of admits) enqueue(entry, message, canonical(encodeCommand(message)), at, true)
       commit.records.forEach((body, i) =>
         entry.log.push(
           Trusted.make(LogRecord, { sessionId: commit.sessionId, seq: current.headSeq + 1 + i, at, commitId: commit.commitId, body })
@@ -316,8 +339,8 @@ export const make = Effect.sync(() => {
   /** The unconsumed inbox items, in admission order. */
   const readyOf = (entry: Entry, limit: number) => {
     const ready: Array<InboxItem> = []
-    for (const slot of entry.inbox) {
-      if (ready.length >= limit) break
+    for (let i = entry.firstReady; i < entry.inbox.length && ready.length < limit; i++) {
+      const slot = entry.inbox[i]!
       if (!slot.consumed) ready.push(slot.item)
     }
     return ready
@@ -598,7 +621,7 @@ export const make = Effect.sync(() => {
       }),
 
     withPendingInbox: (sessionIds) =>
-      Effect.sync(() => sessionIds.filter((id) => sessions.get(id)?.inbox.some((slot) => !slot.consumed) === true)),
+      Effect.sync(() => sessionIds.filter((id) => (sessions.get(id)?.ready ?? 0) > 0)),
 
     acquire: (sessionId, owner, ttlMillis) =>
       at((now) => {
@@ -641,7 +664,7 @@ export const make = Effect.sync(() => {
       Effect.sync(() => {
         const entry = sessions.get(lease.sessionId)
         if (!entry || entry.lease.owner !== lease.owner || entry.lease.epoch !== lease.epoch) return true
-        if (entry.inbox.some((slot) => !slot.consumed)) return false
+        if (entry.ready > 0) return false
         entry.lease = { owner: null, epoch: entry.lease.epoch, expiresAt: 0 }
         return true
       }),
@@ -679,7 +702,7 @@ export const make = Effect.sync(() => {
           if (out.length >= limit) break
           const entry = sessions.get(id)!
           if (entry.session.status === "closed" || isLive(entry, at)) continue
-          if (entry.session.activeTurnId !== null || entry.inbox.some((slot) => !slot.consumed)) out.push(id)
+          if (entry.session.activeTurnId !== null || entry.ready > 0) out.push(id)
         }
         return out
       })

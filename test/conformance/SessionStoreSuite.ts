@@ -107,6 +107,18 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
       return { session, lease, owner }
     })
 
+  /** A leased session with two messages pushed, `first` then `second`. */
+  const leasedWithTwoPushed = () =>
+    Effect.gen(function*() {
+      const store = yield* SessionStore
+      const leased = yield* leasedSession()
+      const first = message("first")
+      const second = message("second")
+      yield* store.push(leased.session.id, first)
+      yield* store.push(leased.session.id, second)
+      return { ...leased, first, second }
+    })
+
   const append = (
     lease: Lease,
     expectedHeadSeq: number,
@@ -647,6 +659,37 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             assert.deepStrictEqual(yield* store.withPendingInbox([]), [])
           }))
 
+        it.effect("items consumed out of admission order leave the others ready, in order, whatever was consumed before them", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const { lease, session } = yield* leasedSession()
+            const [a, b, c, d] = [message("a"), message("b"), message("c"), message("d")]
+            for (const command of [a, b, c]) yield* store.push(session.id, command)
+            const ready = () => Effect.map(store.readInbox(session.id), (items) => items.map((item) => item.command.inputId))
+            // The middle item first: the one before it stays ready, ahead of the one after.
+            yield* append(lease, 1, [], [b.inputId])
+            assert.deepStrictEqual(yield* ready(), [a.inputId, c.inputId])
+            assert.isFalse(yield* store.releaseIdle(lease))
+            yield* append(lease, 1, [], [a.inputId])
+            yield* store.push(session.id, d)
+            assert.deepStrictEqual(yield* ready(), [c.inputId, d.inputId])
+            assert.deepStrictEqual(
+              (yield* store.readInbox(session.id, { limit: 1 })).map((item) => item.position),
+              [3]
+            )
+            assert.deepStrictEqual(yield* store.withPendingInbox([session.id]), [session.id])
+            // Admitted consumed by a commit: never ready, and it hides nothing behind it.
+            const e = message("e")
+            yield* append(lease, 1, [], [c.inputId, d.inputId], [e])
+            assert.deepStrictEqual(yield* ready(), [])
+            assert.deepStrictEqual(yield* store.withPendingInbox([session.id]), [])
+            assert.isTrue(yield* store.releaseIdle(lease))
+            const f = message("f")
+            yield* store.push(session.id, f)
+            assert.deepStrictEqual(yield* ready(), [f.inputId])
+            assert.deepStrictEqual((yield* store.readInbox(session.id)).map((item) => item.position), [6])
+          }))
+
         it.effect("twenty concurrent identical pushes admit one item", () =>
           Effect.gen(function*() {
             const store = yield* SessionStore
@@ -703,11 +746,7 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
         it.effect("consumed items leave readInbox, and re-pushing them is a duplicate, not a new item", () =>
           Effect.gen(function*() {
             const store = yield* SessionStore
-            const { lease, session } = yield* leasedSession()
-            const first = message("first")
-            const second = message("second")
-            yield* store.push(session.id, first)
-            yield* store.push(session.id, second)
+            const { lease, session, first, second } = yield* leasedWithTwoPushed()
             // A commit may consume without writing records: its receipt then names head + 1.
             const receipt = yield* append(lease, 1, [], [first.inputId])
             assert.strictEqual(receipt.firstSeq, 2)
@@ -1051,6 +1090,22 @@ export const sessionStoreSuite = (backend: StoreBackend): void => {
             const current = yield* store.get(session.id)
             assert.strictEqual(current.headSeq, 6)
             assert.strictEqual(current.title, "later")
+          }))
+
+        it.effect("a commit that writes no record and only consumes, delivered again, returns its receipt and consumes nothing more", () =>
+          Effect.gen(function*() {
+            const store = yield* SessionStore
+            const { lease, session, first, second } = yield* leasedWithTwoPushed()
+            // No record: the head does not move, so only the receipt's id tells the copy from a new commit.
+            const consumeFirst = yield* commit(lease, 1, [], [first.inputId])
+            const receipt = yield* store.append(consumeFirst)
+            assert.deepStrictEqual([receipt.firstSeq, receipt.headSeq], [2, 1])
+            assert.deepStrictEqual(yield* store.append(consumeFirst), receipt)
+            // The same id with other consumes is still the first delivery: the second item stays ready.
+            const altered = new Commit({ ...consumeFirst, consumes: [second.inputId] })
+            assert.deepStrictEqual(yield* store.append(altered), receipt)
+            assert.deepStrictEqual((yield* store.readInbox(session.id)).map((item) => item.command.inputId), [second.inputId])
+            assert.strictEqual(yield* headOf(session.id), 1)
           }))
 
         it.effect("concurrent deliveries of one commit write it once and both return its receipt", () =>
