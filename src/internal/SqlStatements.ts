@@ -34,6 +34,37 @@ export const rows = (count: number, width: number): string => {
 /** `?, ?, ?`: a list of `count` placeholders, for `IN (…)`. */
 export const list = (count: number): string => Array.from({ length: count }, () => "?").join(", ")
 
+/** Shapes of one statement kept at most (larger counts are built each time). */
+const largestShape = 256
+
+/**
+ * Memoizes the text of a statement by its shape (a dialect's clause, a count of rows or of
+ * placeholders): a hot path then hands the same string to the statement cache each time,
+ * instead of building it anew (and hashing it again to look it up) for every call.
+ */
+export const shaped = <const Keys extends ReadonlyArray<string | number>>(
+  build: (...keys: Keys) => string
+): ((...keys: Keys) => string) => {
+  const texts = new Map<string | number, unknown>()
+  return (...keys) => {
+    let level: Map<string | number, unknown> = texts
+    for (let i = 0; i < keys.length - 1; i++) {
+      let next = level.get(keys[i]!) as Map<string | number, unknown> | undefined
+      if (next === undefined) {
+        next = new Map()
+        level.set(keys[i]!, next)
+      }
+      level = next
+    }
+    const last = keys[keys.length - 1]!
+    const known = level.get(last) as string | undefined
+    if (known !== undefined) return known
+    const text = build(...keys)
+    if (keys.every((key) => typeof key !== "number" || key <= largestShape)) level.set(last, text)
+    return text
+  }
+}
+
 /** Runs compiled SQL text with its parameters. */
 export type Executor = (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SqlError>
 

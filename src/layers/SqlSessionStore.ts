@@ -888,7 +888,7 @@ function* admitSteps(
   const ready = Number(row.ready_count) - commit.consumes.length
   // Refused whatever the inbox knows when an item is ahead: then it is not read.
   const known: ReadonlyArray<{ input_id: string }> = ready > 0 ? [] : yield {
-    text: `SELECT input_id FROM troupe_inbox WHERE session_id = ? AND input_id IN (${SqlStatements.list(admits.length)})`,
+    text: knownInputsText(admits.length),
     params: [commit.sessionId, ...admits.map((message) => message.inputId)]
   }
   const knownIds = new Set(known.map((r) => r.input_id))
@@ -899,25 +899,61 @@ function* admitSteps(
     params.push(commit.sessionId, Number(row.inbox_head) + 1 + i, message.inputId, encodeMessage(message), at, 1)
   )
   yield {
-    text: `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at, consumed)
-    VALUES ${SqlStatements.rows(admits.length, 6)}`,
+    text: admitText(admits.length),
     params
   }
   return undefined
 }
 
-/** The statements of `commit` with the store clock `clock`; `lockRow` locks the session row where the dialect needs it. */
-export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): CommitSteps {
-  // Lock first, then read the clock and any earlier receipt of this commit.
-  const rows: ReadonlyArray<HeadRow> = yield {
-    text: `WITH s AS (
+// The texts of a commit's statements, by shape (`SqlStatements.shaped`).
+const commitHeadText = SqlStatements.shaped((lockRow: string, clockText: string) =>
+  `WITH s AS (
       SELECT head_seq, active_turn_id, open_callbacks, title, archived, closed,
         lease_owner, lease_epoch, lease_expires_at, inbox_head, ready_count
       FROM troupe_sessions WHERE id = ? ${lockRow}
     )
-    SELECT s.*, ${clock.text} AS now, c.session_id AS replay_session, c.first_seq AS replay_first,
+    SELECT s.*, ${clockText} AS now, c.session_id AS replay_session, c.first_seq AS replay_first,
       c.head_seq AS replay_head, c.at AS replay_at
-    FROM s LEFT JOIN troupe_commits c ON c.commit_id = ?`,
+    FROM s LEFT JOIN troupe_commits c ON c.commit_id = ?`
+)
+const consumeText = SqlStatements.shaped((count: number) =>
+  `UPDATE troupe_inbox SET consumed = 1
+      WHERE session_id = ? AND consumed = 0 AND input_id IN (${SqlStatements.list(count)})
+      RETURNING input_id`
+)
+const knownInputsText = SqlStatements.shaped((count: number) =>
+  `SELECT input_id FROM troupe_inbox WHERE session_id = ? AND input_id IN (${SqlStatements.list(count)})`
+)
+const admitText = SqlStatements.shaped((count: number) =>
+  `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at, consumed)
+    VALUES ${SqlStatements.rows(count, 6)}`
+)
+const logText = SqlStatements.shaped((count: number) =>
+  `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES ${SqlStatements.rows(count, 5)}`
+)
+const operationsText = SqlStatements.shaped((count: number) =>
+  `INSERT INTO troupe_operations (operation_id, session_id, turn_id, kind, name, status, input, output,
+        is_error, started_seq, ended_seq)
+      VALUES ${SqlStatements.rows(count, 11)}
+      ON CONFLICT (operation_id) DO UPDATE SET status = excluded.status, output = excluded.output,
+        is_error = excluded.is_error, ended_seq = excluded.ended_seq`
+)
+const callbacksOpenedText = SqlStatements.shaped((count: number) =>
+  `INSERT INTO troupe_callbacks (callback_id, session_id, turn_id, operation_id, kind, request,
+        opened_seq, opened_at)
+      VALUES ${SqlStatements.rows(count, 8)}`
+)
+const callbacksClosedText = SqlStatements.shaped((count: number) =>
+  `DELETE FROM troupe_callbacks
+      WHERE session_id = ? AND callback_id IN (${SqlStatements.list(count)})
+      RETURNING callback_id`
+)
+
+/** The statements of `commit` with the store clock `clock`; `lockRow` locks the session row where the dialect needs it. */
+export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): CommitSteps {
+  // Lock first, then read the clock and any earlier receipt of this commit.
+  const rows: ReadonlyArray<HeadRow> = yield {
+    text: commitHeadText(lockRow, clock.text),
     params: [commit.sessionId, ...clock.params, commit.commitId]
   }
   if (rows.length === 0) return Either.left(new SessionNotFound({ sessionId: commit.sessionId }))
@@ -946,9 +982,7 @@ export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): Com
   }
   if (commit.consumes.length > 0) {
     const consumed: ReadonlyArray<{ input_id: string }> = yield {
-      text: `UPDATE troupe_inbox SET consumed = 1
-      WHERE session_id = ? AND consumed = 0 AND input_id IN (${SqlStatements.list(commit.consumes.length)})
-      RETURNING input_id`,
+      text: consumeText(commit.consumes.length),
       params: [commit.sessionId, ...commit.consumes]
     }
     if (consumed.length !== commit.consumes.length) {
@@ -977,9 +1011,7 @@ export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): Com
       params.push(commit.sessionId, headSeq + 1 + i, at, commit.commitId, toJsonText(body))
     )
     yield {
-      text: `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES ${
-        SqlStatements.rows(commit.records.length, 5)
-      }`,
+      text: logText(commit.records.length),
       params
     }
   }
@@ -990,11 +1022,7 @@ export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): Com
       for (const column of operationColumns) params.push(row[column])
     }
     yield {
-      text: `INSERT INTO troupe_operations (operation_id, session_id, turn_id, kind, name, status, input, output,
-        is_error, started_seq, ended_seq)
-      VALUES ${SqlStatements.rows(projection.operations.length, 11)}
-      ON CONFLICT (operation_id) DO UPDATE SET status = excluded.status, output = excluded.output,
-        is_error = excluded.is_error, ended_seq = excluded.ended_seq`,
+      text: operationsText(projection.operations.length),
       params
     }
   }
@@ -1005,18 +1033,14 @@ export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): Com
       for (const column of callbackColumns) params.push(row[column])
     }
     yield {
-      text: `INSERT INTO troupe_callbacks (callback_id, session_id, turn_id, operation_id, kind, request,
-        opened_seq, opened_at)
-      VALUES ${SqlStatements.rows(projection.callbacksOpened.length, 8)}`,
+      text: callbacksOpenedText(projection.callbacksOpened.length),
       params
     }
   }
   let closedCallbacks = 0
   if (projection.callbacksClosed.length > 0) {
     const deleted: ReadonlyArray<unknown> = yield {
-      text: `DELETE FROM troupe_callbacks
-      WHERE session_id = ? AND callback_id IN (${SqlStatements.list(projection.callbacksClosed.length)})
-      RETURNING callback_id`,
+      text: callbacksClosedText(projection.callbacksClosed.length),
       params: [commit.sessionId, ...projection.callbacksClosed]
     }
     closedCallbacks = deleted.length

@@ -26,6 +26,25 @@ describe("SqlStatements", () => {
     assert.strictEqual(SqlStatements.list(3), "?, ?, ?")
   })
 
+  it("keeps a statement's text by shape: built once per shape, the same string after", () => {
+    const built: Array<string> = []
+    const text = SqlStatements.shaped((clause: string, count: number) => {
+      built.push(`${clause}/${count}`)
+      return `SELECT x FROM t WHERE x IN (${SqlStatements.list(count)}) ${clause}`
+    })
+    const first = text("FOR UPDATE", 2)
+    assert.strictEqual(first, "SELECT x FROM t WHERE x IN (?, ?) FOR UPDATE")
+    assert.strictEqual(text("FOR UPDATE", 2), first)
+    assert.strictEqual(text("", 2), "SELECT x FROM t WHERE x IN (?, ?) ")
+    assert.strictEqual(text("FOR UPDATE", 3), "SELECT x FROM t WHERE x IN (?, ?, ?) FOR UPDATE")
+    assert.strictEqual(text("", 2), "SELECT x FROM t WHERE x IN (?, ?) ")
+    assert.deepStrictEqual(built, ["FOR UPDATE/2", "/2", "FOR UPDATE/3"])
+    // A shape past the largest kept is built each time, and still right.
+    assert.strictEqual(text("", 300).split("?").length - 1, 300)
+    assert.strictEqual(text("", 300).split("?").length - 1, 300)
+    assert.deepStrictEqual(built.slice(3), ["/300", "/300"])
+  })
+
   it.scoped("runs ?-placeholder SQL, inside a transaction on its connection", () =>
     withClient((sql) =>
       Effect.gen(function*() {
