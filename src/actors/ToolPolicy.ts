@@ -15,6 +15,7 @@
  */
 import { PermissionLayer, type Permission, type SideEffect, type ToolSpec } from "../schema/Agent.js"
 import { RunOptions } from "../schema/Run.js"
+import * as Trusted from "../schema/Trusted.js"
 import type { ToolOutcome } from "../services/Tool.js"
 
 /** What one layer says, by rule kind; every field optional. */
@@ -109,7 +110,7 @@ export const forChild = (layers: ReadonlyArray<Layer>): ReadonlyArray<Permission
       terminal: rules.terminal
     }
     const set = Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined))
-    return new PermissionLayer({ source: "parent", ...set }, true)
+    return Trusted.make(PermissionLayer, { source: "parent", ...set })
   })
 
 /**
@@ -119,7 +120,7 @@ export const forChild = (layers: ReadonlyArray<Layer>): ReadonlyArray<Permission
  */
 export const childRun = (layers: ReadonlyArray<Layer>, run: RunOptions | undefined): RunOptions => {
   const approvals = run?.approvals
-  return new RunOptions({ inherited: forChild(layers), ...(approvals === undefined ? {} : { approvals }) }, true)
+  return Trusted.make(RunOptions, { inherited: forChild(layers), ...(approvals === undefined ? {} : { approvals }) })
 }
 
 /** A denied call as the model sees it: `tool_not_allowed`, with the layer and rule that denied it. */

@@ -8,6 +8,7 @@
  */
 import type { Budgets, BudgetDimension } from "../schema/Budget.js"
 import { Usage } from "../schema/Budget.js"
+import * as Trusted from "../schema/Trusted.js"
 
 /** Why a budget stopped a turn. */
 export interface Exhaustion {
@@ -63,7 +64,7 @@ export const make = (startedAt: number): TurnMeter => {
     },
     activeMillis: (now: number) => Math.max(0, now - startedAt - parked),
     usage: (now: number) =>
-      new Usage({
+      Trusted.make(Usage, {
         inputTokens: meter.inputTokens,
         outputTokens: meter.outputTokens,
         totalTokens: meter.inputTokens + meter.outputTokens,
@@ -72,7 +73,7 @@ export const make = (startedAt: number): TurnMeter => {
         toolCallsByName: { ...byName },
         wallTimeMs: meter.activeMillis(now),
         costMicros: meter.costMicros
-      }, true)
+      })
   }
   return meter
 }

@@ -13,6 +13,7 @@
  */
 import { type Agent, ModelSettings, type NoToolPolicy, ToolSpec } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
+import * as Trusted from "../schema/Trusted.js"
 import type { RunOptions } from "../schema/Run.js"
 import * as Compaction from "./Compaction.js"
 import * as ToolPolicy from "./ToolPolicy.js"
@@ -97,11 +98,11 @@ export const resolve = (options: {
     ...defined(run?.settings)
   }
   const settings = Object.keys(merged).length === 0 ? undefined : new ModelSettings(merged, true)
-  const budgets = new Budgets({
+  const budgets = Trusted.make(Budgets, {
     ...defined(agent.budgets),
     ...defined(options.sessionBudgets ?? undefined),
     ...defined(run?.budgets)
-  }, true)
+  })
   const noToolPolicy = run?.noToolPolicy ?? agent.noToolPolicy
   const finishes = noToolPolicy !== "finish" && !agent.tools.some((t) => t.name === FINISH)
   const own = finishes ? [...agent.tools, finishToolOf(agent)] : agent.tools

@@ -41,6 +41,7 @@ import type { Principal } from "../schema/Principal.js"
 import type { LogRecord, TurnEnded } from "../schema/Record.js"
 import { RunOptions } from "../schema/Run.js"
 import type { ChildPage, ListScope, Session, SessionPage, SessionTree } from "../schema/Session.js"
+import * as Trusted from "../schema/Trusted.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
 import { tenantOf } from "../internal/SessionDraft.js"
@@ -540,13 +541,13 @@ export const make = Effect.gen(function*() {
     switch (ended.outcome) {
       case "completed":
         return Effect.succeed(
-          new TurnResult({
+          Trusted.make(TurnResult, {
             sessionId,
             turnId: ended.turnId,
             output: ended.output ?? "",
             publicFinalMessage: ended.publicFinalMessage ?? ended.output ?? "",
             usage: ended.usage
-          }, true)
+          })
         )
       case "failed": {
         const failure = ended.failure
@@ -626,33 +627,33 @@ export const make = Effect.gen(function*() {
           )
         const command = options.mode === "steer"
           ? new Steer({ inputId, text: options.text, source: options.source }, true)
-          : new Message({
+          : Trusted.make(Message, {
             inputId,
             text: options.text,
             source: options.source,
             run: options.run === undefined ? undefined : yield* decodeRun(options.run),
             // Events the turn causes keep the caller's analytics preference.
             excludeFromAnalytics: (yield* Telemetry.isExcluded) ? true : undefined
-          }, true)
+          })
         // An idle actor here may take a message in memory and record it with its turn's start, in one commit.
         const offered = command._tag === "message" ? yield* host.offer(sessionId, command) : Option.none<Decision>()
         const decision = Option.isSome(offered) ? offered : yield* submit(sessionId, command)
-        if (Option.isNone(decision)) return new Accepted({ sessionId, inputId, disposition: "admitted" }, true)
+        if (Option.isNone(decision)) return Trusted.make(Accepted, { sessionId, inputId, disposition: "admitted" })
         switch (decision.value._tag) {
           case "Started":
-            return new Accepted({
+            return Trusted.make(Accepted, {
               sessionId,
               inputId,
               disposition: "started",
               turnId: decision.value.turnId,
               cursor: decision.value.cursor
-            }, true)
+            })
           case "Steered":
-            return new Accepted({ sessionId, inputId, disposition: "steered", turnId: decision.value.turnId }, true)
+            return Trusted.make(Accepted, { sessionId, inputId, disposition: "steered", turnId: decision.value.turnId })
           case "Queued":
-            return new Accepted({ sessionId, inputId, disposition: "queued" }, true)
+            return Trusted.make(Accepted, { sessionId, inputId, disposition: "queued" })
           default:
-            return new Accepted({ sessionId, inputId, disposition: "admitted" }, true)
+            return Trusted.make(Accepted, { sessionId, inputId, disposition: "admitted" })
         }
       }),
     awaitTurn,

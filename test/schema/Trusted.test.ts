@@ -6,7 +6,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Equal, Schema } from "effect"
-import { Usage } from "../../src/schema/Budget.js"
+import { PermissionLayer } from "../../src/schema/Agent.js"
+import { Budgets, Usage } from "../../src/schema/Budget.js"
+import { Accepted, TurnResult } from "../../src/schema/Event.js"
+import { Message } from "../../src/schema/Inbox.js"
+import { ApprovalSettings } from "../../src/schema/Policy.js"
+import { RunOptions } from "../../src/schema/Run.js"
 import { CommitReceipt } from "../../src/schema/Lease.js"
 import { OperationReceipt } from "../../src/schema/Operation.js"
 import { AssistantDelta } from "../../src/schema/Event.js"
@@ -92,6 +97,25 @@ describe("Trusted.make", () => {
       isError: false,
       endedSeq: 3
     })
+  })
+
+  it("builds what a send and its turn make: the message, its answer, the turn's plan and result", () => {
+    const sessionId = "sess_1" as never
+    const inputId = "in_1" as never
+    const turnId = "turn_01J0000000000000000000000" as never
+    // A message with the keys a send leaves undefined, and one with a run and analytics opt-out.
+    same(Message, { inputId, text: "hi", source: undefined, run: undefined, excludeFromAnalytics: undefined })
+    const run = same(RunOptions, {
+      inherited: [same(PermissionLayer, { source: "parent", default: "ask", rules: { echo: "allow" } })],
+      approvals: new ApprovalSettings({ mode: "ask", timeoutMs: 1000 })
+    })
+    same(Message, { inputId, text: "hi", source: "cli", run, excludeFromAnalytics: true })
+    same(RunOptions, { inherited: [] })
+    same(Accepted, { sessionId, inputId, disposition: "started", turnId, cursor: 4 })
+    same(Accepted, { sessionId, inputId, disposition: "queued" })
+    same(Budgets, {})
+    same(Budgets, { totalTokens: 100, toolCalls: 3 })
+    same(TurnResult, { sessionId, turnId, output: "done", publicFinalMessage: "done", usage: new Usage(usage) })
   })
 
   it("builds a session as the constructor does", () => {
