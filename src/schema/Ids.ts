@@ -50,7 +50,20 @@ const increment = (digits: ReadonlyArray<number>): Array<number> => {
   return out
 }
 
-const body = (now: number) => encodeTime(Math.max(now, lastTime)) + lastRandom.map((d) => CROCKFORD[d]).join("")
+// The time part of the last body, kept for the ids minted within its millisecond.
+let encodedAt = -1
+let encodedTime = ""
+
+const body = (now: number) => {
+  const time = Math.max(now, lastTime)
+  if (time !== encodedAt) {
+    encodedAt = time
+    encodedTime = encodeTime(time)
+  }
+  let out = encodedTime
+  for (const digit of lastRandom) out += CROCKFORD[digit]!
+  return out
+}
 
 /**
  * Mints a ULID body from the Effect `Clock` and `Random` services. Random
