@@ -389,14 +389,42 @@ interface NewRow {
   readonly inbox: number
 }
 
+// The texts of the writes every session makes once (create, start, push), by shape (`SqlStatements.shaped`).
+const insertSessionText = SqlStatements.shaped((atText: string) =>
+  `INSERT INTO troupe_sessions (id, workspace_id, tenant, principal, agent, parent_id, root_id, path, agent_path,
+      alias, title, busy_policy, budgets, subagent_policy, metadata, idempotency_key, fingerprint, head_seq,
+      spawn_commit, inbox_head, ready_count, created_at, updated_at)
+    VALUES (${SqlStatements.list(21)}, ${atText}, ${atText}) ON CONFLICT DO NOTHING RETURNING id`
+)
+const createdText = SqlStatements.shaped((atText: string) =>
+  `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES (?, 1, ${atText}, ?, ?)`
+)
+const acquireText = SqlStatements.shaped((clockText: string, columns: string) =>
+  `UPDATE troupe_sessions
+  SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires_at = ${clockText} + ?
+  WHERE id = ? AND (lease_owner IS NULL OR lease_expires_at <= ${clockText})
+  RETURNING ${columns}lease_epoch, lease_expires_at`
+)
+const lockSessionText = SqlStatements.shaped((lockRow: string, clockText: string) =>
+  `WITH s AS (
+      SELECT ${sessionColumns}, lease_owner, lease_epoch, lease_expires_at, child_turns, inbox_head
+      FROM troupe_sessions WHERE id = ? ${lockRow}
+    )
+    SELECT s.*, ${clockText} AS now FROM s`
+)
+const pushHeadText = SqlStatements.shaped((lockRow: string) =>
+  `SELECT closed, inbox_head, active_turn_id FROM troupe_sessions WHERE id = ? ${lockRow}`
+)
+const pushText = SqlStatements.shaped((clockText: string) =>
+  `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at)
+    VALUES (?, ?, ?, ?, ${clockText})`
+)
+
 /** The insert of a new session row; it returns the id, or no row when the id, key or alias is taken. */
 export const insertSession = (row: NewRow): Step => {
   const session = row.session
   return {
-    text: `INSERT INTO troupe_sessions (id, workspace_id, tenant, principal, agent, parent_id, root_id, path, agent_path,
-      alias, title, busy_policy, budgets, subagent_policy, metadata, idempotency_key, fingerprint, head_seq,
-      spawn_commit, inbox_head, ready_count, created_at, updated_at)
-    VALUES (${SqlStatements.list(21)}, ${row.at.text}, ${row.at.text}) ON CONFLICT DO NOTHING RETURNING id`,
+    text: insertSessionText(row.at.text),
     params: [
       session.id,
       session.principal.workspaceId.toLowerCase(),
@@ -427,7 +455,7 @@ export const insertSession = (row: NewRow): Step => {
 
 /** The `session_created` record of a new session, at seq 1. */
 const createdStep = (session: Session, at: Clock): Step => ({
-  text: `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES (?, 1, ${at.text}, ?, ?)`,
+  text: createdText(at.text),
   params: [session.id, ...at.params, `commit_${session.id.slice(4)}`, toJsonText(createdRecord(session))]
 })
 
@@ -559,10 +587,7 @@ const inboxItemsOf = (sessionId: SessionId, rows: ReadonlyArray<InboxRow>) =>
  * `start`. No row: the lease is held, or there is no such session.
  */
 const acquireStep = (sessionId: SessionId, owner: string, ttlMillis: number, clock: Clock, columns: string): Step => ({
-  text: `UPDATE troupe_sessions
-  SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires_at = ${clock.text} + ?
-  WHERE id = ? AND (lease_owner IS NULL OR lease_expires_at <= ${clock.text})
-  RETURNING ${columns}lease_epoch, lease_expires_at`,
+  text: acquireText(clock.text, columns),
   params: [owner, ...clock.params, ttlMillis, sessionId, ...clock.params]
 })
 
@@ -614,11 +639,7 @@ interface LockedRow extends SessionRow {
 
 function* lockSession(sessionId: SessionId, clock: Clock, lockRow: string): Generator<Step, LockedRow | undefined, ReadonlyArray<never>> {
   const rows: ReadonlyArray<LockedRow> = yield {
-    text: `WITH s AS (
-      SELECT ${sessionColumns}, lease_owner, lease_epoch, lease_expires_at, child_turns, inbox_head
-      FROM troupe_sessions WHERE id = ? ${lockRow}
-    )
-    SELECT s.*, ${clock.text} AS now FROM s`,
+    text: lockSessionText(lockRow, clock.text),
     params: [sessionId, ...clock.params]
   }
   return rows[0]
@@ -803,7 +824,7 @@ export function* pushSteps<E = never>(
   guard?: PushGuard<E>
 ): Steps<Admission, SessionNotFound | Conflict | SessionClosed | E> {
   const rows: ReadonlyArray<{ closed: number; inbox_head: number | string; active_turn_id: string | null }> = yield {
-    text: `SELECT closed, inbox_head, active_turn_id FROM troupe_sessions WHERE id = ? ${lockRow}`,
+    text: pushHeadText(lockRow),
     params: [sessionId]
   }
   if (rows.length === 0) return Either.left(new SessionNotFound({ sessionId }))
@@ -826,8 +847,7 @@ export function* pushSteps<E = never>(
   }
   const position = Number(rows[0]!.inbox_head) + 1
   yield {
-    text: `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at)
-    VALUES (?, ?, ?, ?, ${clock.text})`,
+    text: pushText(clock.text),
     params: [sessionId, position, inputId, print, ...clock.params]
   }
   yield {

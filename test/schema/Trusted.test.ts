@@ -8,13 +8,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { Equal, Schema } from "effect"
 import { PermissionLayer } from "../../src/schema/Agent.js"
 import { Budgets, Usage } from "../../src/schema/Budget.js"
-import { Accepted, TurnResult } from "../../src/schema/Event.js"
 import { Message } from "../../src/schema/Inbox.js"
 import { ApprovalSettings } from "../../src/schema/Policy.js"
 import { RunOptions } from "../../src/schema/Run.js"
 import { CommitReceipt } from "../../src/schema/Lease.js"
 import { OperationReceipt } from "../../src/schema/Operation.js"
-import { AssistantDelta } from "../../src/schema/Event.js"
+import { Accepted, AssistantDelta, TurnResult } from "../../src/schema/Event.js"
 import {
   LogRecord,
   OperationCompleted,
