@@ -8,7 +8,10 @@
  *   types, the types live in a third (`ServeOptions`, `RunOptions`);
  * - no function in src/client, src/server or src/actors is over 150 lines
  *   (read with the TypeScript compiler, nested functions counted in their
- *   enclosing one), bar the listed exceptions in src/actors.
+ *   enclosing one), bar the listed exceptions in src/actors;
+ * - nothing below the layers imports them: src/schema, src/services and
+ *   src/internal import no `src/layers/` module, and the SQL store
+ *   (src/layers/sql) keeps every module within ~500 lines.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { readdirSync, readFileSync } from "node:fs"
@@ -155,6 +158,30 @@ describe("layout", () => {
 
   it("src/cli and src/client have no import circles", () => {
     assert.deepStrictEqual(circlesOf(graphOf([...filesUnder("src/cli"), ...filesUnder("src/client")])), [])
+  })
+
+  it("nothing in src/schema, src/services or src/internal imports src/layers", () => {
+    const below = [...filesUnder("src/schema"), ...filesUnder("src/services"), ...filesUnder("src/internal")]
+    assert.include(below, "src/internal/LogProjection.ts")
+    assert.deepStrictEqual(
+      below.flatMap((file) =>
+        localImportsOf(file).filter((target) => target.startsWith("src/layers/")).map((target) => `${file} imports ${target}`)
+      ),
+      []
+    )
+  })
+
+  it("the SQL store lives in src/layers/sql, no module of it over ~500 lines", () => {
+    const files = filesUnder("src/layers/sql")
+    assert.includeMembers([...files], ["src/layers/sql/SqlSessionStore.ts", "src/layers/sql/pg/PgAppend.ts"])
+    assert.deepStrictEqual(
+      files
+        .map((file) => ({ file, lines: readFileSync(join(root, file), "utf8").split("\n").length }))
+        .filter(({ lines }) => lines > 520)
+        .map(({ file, lines }) => `${file}: ${lines} lines`),
+      []
+    )
+    assert.deepStrictEqual(circlesOf(graphOf(files)), [])
   })
 
   it("measures functions of every form, nested ones in their enclosing one", () => {

@@ -10,11 +10,11 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Effect, Layer, Redacted } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
-import * as PgAppend from "../internal/PgAppend.js"
-import * as PgGroupCommit from "../internal/PgGroupCommit.js"
-import * as PgPush from "../internal/PgPush.js"
-import type * as SqlStatements from "../internal/SqlStatements.js"
-import * as SqlSessionStore from "./SqlSessionStore.js"
+import * as PgAppend from "./sql/pg/PgAppend.js"
+import * as PgGroupCommit from "./sql/pg/PgGroupCommit.js"
+import * as PgPush from "./sql/pg/PgPush.js"
+import type * as SqlStatements from "./sql/SqlStatements.js"
+import * as SqlSessionStore from "./sql/SqlSessionStore.js"
 
 /** How to reach the database. */
 export interface Options {

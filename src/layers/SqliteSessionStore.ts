@@ -18,9 +18,9 @@ import { Clock, Context, Duration, Effect, Either, Exit, Layer, Option } from "e
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
 import { layerNoop, StoreSignals } from "../services/StoreSignals.js"
-import { clientOf, failed, type Handle, open } from "../internal/SqliteConnection.js"
-import * as SqliteGroupCommit from "../internal/SqliteGroupCommit.js"
-import * as SqlSessionStore from "./SqlSessionStore.js"
+import { clientOf, failed, type Handle, open } from "./sql/sqlite/SqliteConnection.js"
+import * as SqliteGroupCommit from "./sql/sqlite/SqliteGroupCommit.js"
+import * as SqlSessionStore from "./sql/SqlSessionStore.js"
 import * as SqliteStoreSignals from "./SqliteStoreSignals.js"
 
 /** Where the SQLite database lives. */

@@ -8,17 +8,17 @@ import { Effect, type Layer, Option, Redacted, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as Migrations from "../src/layers/SessionStoreMigrations.js"
-import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
-import * as PgSessionStore from "../src/layers/PgSessionStore.js"
-import { Agent } from "../src/schema/Agent.js"
-import { type CallbackId, makeCallbackId, makeSessionId } from "../src/schema/Ids.js"
-import { CallbackAnswer, Command } from "../src/schema/Inbox.js"
-import { canonical } from "../src/schema/Json.js"
-import { Principal } from "../src/schema/Principal.js"
-import { SessionStore } from "../src/services/SessionStore.js"
-import { agent, approvalWait, commit, failure, inputId, principal, turnBatch } from "./support/fixtures.js"
-import { availability, freshSchema } from "./support/postgres.js"
+import * as Migrations from "../../../src/layers/sql/Migrations.js"
+import * as SqliteSessionStore from "../../../src/layers/SqliteSessionStore.js"
+import * as PgSessionStore from "../../../src/layers/PgSessionStore.js"
+import { Agent } from "../../../src/schema/Agent.js"
+import { type CallbackId, makeCallbackId, makeSessionId } from "../../../src/schema/Ids.js"
+import { CallbackAnswer, Command } from "../../../src/schema/Inbox.js"
+import { canonical } from "../../../src/schema/Json.js"
+import { Principal } from "../../../src/schema/Principal.js"
+import { SessionStore } from "../../../src/services/SessionStore.js"
+import { agent, approvalWait, commit, failure, inputId, principal, turnBatch } from "../../support/fixtures.js"
+import { availability, freshSchema } from "../../support/postgres.js"
 
 /** The migrations up to and including `last`. */
 const upTo = (last: string) => {
@@ -99,7 +99,7 @@ const callbackAnswersCarryOver = (
     assert.deepStrictEqual(marks.map((m) => [m.callback_id, m.answer_input_id]), [[a, first.inputId], [b, other.inputId]])
   })
 
-describe("SessionStoreMigrations on SQLite", () => {
+describe("Migrations on SQLite", () => {
   it.effect("5_callback_answers marks each open callback with the first answer already waiting for it", () =>
     Effect.gen(function*() {
       const filename = join(mkdtempSync(join(tmpdir(), "troupe-migrate-")), "answers.db")
@@ -181,7 +181,7 @@ describe("SessionStoreMigrations on SQLite", () => {
 
 const pg = await availability()
 
-describe.skipIf(!pg.run)("SessionStoreMigrations on PostgreSQL", () => {
+describe.skipIf(!pg.run)("Migrations on PostgreSQL", () => {
   it.effect("5_callback_answers marks each open callback with the first answer already waiting for it", () =>
     Effect.gen(function*() {
       const { drop, url } = yield* Effect.promise(() => freshSchema())

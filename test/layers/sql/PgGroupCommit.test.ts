@@ -1,6 +1,6 @@
 /**
  * Group commit on PostgreSQL (`PgSessionStore.layer({ groupCommit })`,
- * src/internal/PgGroupCommit.ts): appends that wait while the store is busy go
+ * src/layers/sql/pg/PgGroupCommit.ts): appends that wait while the store is busy go
  * in one round trip and one transaction, each fenced on its own. The
  * conformance suite runs over it in test/PgSessionStore.test.ts; this file
  * holds what only a batch can show. Batches are made deterministic by holding
@@ -10,14 +10,14 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Either, Fiber, Layer, Option, type Scope } from "effect"
 import pg from "pg"
-import { literal, quote } from "../../src/internal/PgGroupCommit.js"
-import * as PgSessionStore from "../../src/layers/PgSessionStore.js"
-import type { SessionId } from "../../src/schema/Ids.js"
-import type { Lease } from "../../src/schema/Lease.js"
-import { Renamed } from "../../src/schema/Record.js"
-import { SessionStore } from "../../src/services/SessionStore.js"
-import { agent, commit, message, principal, turnBatch } from "../support/fixtures.js"
-import { availability, freshSchema } from "../support/postgres.js"
+import { literal, quote } from "../../../src/layers/sql/pg/PgGroupCommit.js"
+import * as PgSessionStore from "../../../src/layers/PgSessionStore.js"
+import type { SessionId } from "../../../src/schema/Ids.js"
+import type { Lease } from "../../../src/schema/Lease.js"
+import { Renamed } from "../../../src/schema/Record.js"
+import { SessionStore } from "../../../src/services/SessionStore.js"
+import { agent, commit, message, principal, turnBatch } from "../../support/fixtures.js"
+import { availability, freshSchema } from "../../support/postgres.js"
 
 describe("PgGroupCommit literals", () => {
   it("quote writes what node-postgres' escapeLiteral writes", () => {

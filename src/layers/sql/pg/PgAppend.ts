@@ -18,22 +18,16 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { createHash } from "node:crypto"
-import { Conflict, LeaseLost, SequenceConflict, SessionNotFound } from "../schema/Errors.js"
-import type { SessionId, TurnId } from "../schema/Ids.js"
-import { type Commit, CommitReceipt } from "../schema/Lease.js"
-import { type RecordBody, toJsonText } from "../schema/Record.js"
-import * as Trusted from "../schema/Trusted.js"
-import { admitsRefusal } from "../services/SessionStore.js"
-import { type Head, project, type Projection } from "./LogProjection.js"
-import {
-  type AppendStrategy,
-  callbackColumns,
-  callbackRow,
-  encodeMessage,
-  operationColumns,
-  operationRow,
-  replayOf
-} from "../layers/SqlSessionStore.js"
+import { Conflict, LeaseLost, SequenceConflict, SessionNotFound } from "../../../schema/Errors.js"
+import type { SessionId, TurnId } from "../../../schema/Ids.js"
+import { type Commit, CommitReceipt } from "../../../schema/Lease.js"
+import { type RecordBody, toJsonText } from "../../../schema/Record.js"
+import * as Trusted from "../../../schema/Trusted.js"
+import { admitsRefusal } from "../../../services/SessionStore.js"
+import { type Head, project, type Projection } from "../../../internal/LogProjection.js"
+import { replayOf } from "../CommitSteps.js"
+import type { AppendStrategy } from "../Dialect.js"
+import { callbackColumns, callbackRow, encodeMessage, operationColumns, operationRow } from "../Rows.js"
 
 /**
  * What a batch of records does to the head columns of whatever session row the

@@ -9,9 +9,9 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Redacted } from "effect"
-import * as SqliteConnection from "../../src/internal/SqliteConnection.js"
-import * as SqlStatements from "../../src/internal/SqlStatements.js"
-import { availability, baseUrl } from "../support/postgres.js"
+import * as SqliteConnection from "../../../src/layers/sql/sqlite/SqliteConnection.js"
+import * as SqlStatements from "../../../src/layers/sql/SqlStatements.js"
+import { availability, baseUrl } from "../../support/postgres.js"
 
 const withClient = <A, E>(use: (sql: SqlClient.SqlClient) => Effect.Effect<A, E, SqlClient.SqlClient>) =>
   Effect.gen(function*() {

@@ -9,17 +9,17 @@
  * sees, the lookup may be stale; the statement then writes nothing and runs
  * again. See docs/decisions/0021-postgres-turn-round-trips.md.
  *
- * The checks and their order are `SqlSessionStore.pushSteps`' (not found, a
+ * The checks and their order are `PushSteps.pushSteps`' (not found, a
  * known input id: its duplicate or a `Conflict`, closed), which stays the
  * reference and the fallback.
  *
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { Conflict, SessionClosed, SessionNotFound } from "../schema/Errors.js"
-import type { InputId, SessionId } from "../schema/Ids.js"
-import { Admission } from "../schema/Inbox.js"
-import type { Push, PushStrategy } from "../layers/SqlSessionStore.js"
+import { Conflict, SessionClosed, SessionNotFound } from "../../../schema/Errors.js"
+import type { InputId, SessionId } from "../../../schema/Ids.js"
+import { Admission } from "../../../schema/Inbox.js"
+import type { Push, PushStrategy } from "../Dialect.js"
 import { type Named, statementName } from "./PgAppend.js"
 
 interface PushRow {

@@ -13,7 +13,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
 import { Effect, Scope, Stream } from "effect"
-import { StoreUnavailable } from "../schema/Errors.js"
+import { StoreUnavailable } from "../../../schema/Errors.js"
 
 /** An open better-sqlite3 database and the statements prepared on it. */
 export interface Handle {

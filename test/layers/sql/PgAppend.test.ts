@@ -1,5 +1,5 @@
 /**
- * PostgreSQL's one-statement append (src/internal/PgAppend.ts): the head patch it
+ * PostgreSQL's one-statement append (src/layers/sql/pg/PgAppend.ts): the head patch it
  * derives from `project` agrees with `project` on any head; the statement
  * applies it like the memory store does, over random commits; a commit that
  * admits messages is still one statement, with the transaction's checks; and
@@ -11,10 +11,10 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Either, Fiber, Layer, Option, Redacted, type Scope } from "effect"
 import pg from "pg"
-import * as MemorySessionStore from "../../src/layers/MemorySessionStore.js"
-import * as PgAppend from "../../src/internal/PgAppend.js"
-import * as PgSessionStore from "../../src/layers/PgSessionStore.js"
-import * as SqlSessionStore from "../../src/layers/SqlSessionStore.js"
+import * as MemorySessionStore from "../../../src/layers/MemorySessionStore.js"
+import * as PgAppend from "../../../src/layers/sql/pg/PgAppend.js"
+import * as PgSessionStore from "../../../src/layers/PgSessionStore.js"
+import * as SqlSessionStore from "../../../src/layers/sql/SqlSessionStore.js"
 import {
   type CallbackId,
   type InputId,
@@ -26,10 +26,10 @@ import {
   type OperationId,
   type SessionId,
   type TurnId
-} from "../../src/schema/Ids.js"
-import { Conflict } from "../../src/schema/Errors.js"
-import type { Admission, Message } from "../../src/schema/Inbox.js"
-import { Commit, type Lease } from "../../src/schema/Lease.js"
+} from "../../../src/schema/Ids.js"
+import { Conflict } from "../../../src/schema/Errors.js"
+import type { Admission, Message } from "../../../src/schema/Inbox.js"
+import { Commit, type Lease } from "../../../src/schema/Lease.js"
 import {
   Archived,
   CallbackOpened,
@@ -49,15 +49,15 @@ import {
   SessionCreated,
   TurnEnded,
   TurnStarted
-} from "../../src/schema/Record.js"
-import { Usage } from "../../src/schema/Budget.js"
-import { ContextCompacted } from "../../src/schema/Compaction.js"
-import { ApprovalRequest, ClientToolRequest } from "../../src/schema/Callback.js"
-import { type Head, project } from "../../src/internal/LogProjection.js"
-import { SessionStore } from "../../src/services/SessionStore.js"
-import { agent, commit, inputId, message, principal } from "../support/fixtures.js"
-import { availability, freshSchema } from "../support/postgres.js"
-import { random, type Random } from "../support/random.js"
+} from "../../../src/schema/Record.js"
+import { Usage } from "../../../src/schema/Budget.js"
+import { ContextCompacted } from "../../../src/schema/Compaction.js"
+import { ApprovalRequest, ClientToolRequest } from "../../../src/schema/Callback.js"
+import { type Head, project } from "../../../src/internal/LogProjection.js"
+import { SessionStore } from "../../../src/services/SessionStore.js"
+import { agent, commit, inputId, message, principal } from "../../support/fixtures.js"
+import { availability, freshSchema } from "../../support/postgres.js"
+import { random, type Random } from "../../support/random.js"
 
 
 interface Pools {

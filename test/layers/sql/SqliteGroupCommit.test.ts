@@ -10,10 +10,10 @@ import { Context, Effect, Either, Layer, Option } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as SqliteSessionStore from "../../src/layers/SqliteSessionStore.js"
-import { Message } from "../../src/schema/Inbox.js"
-import { SessionStore } from "../../src/services/SessionStore.js"
-import { agent, commit, inputId, principal, turnBatch } from "../support/fixtures.js"
+import * as SqliteSessionStore from "../../../src/layers/SqliteSessionStore.js"
+import { Message } from "../../../src/schema/Inbox.js"
+import { SessionStore } from "../../../src/services/SessionStore.js"
+import { agent, commit, inputId, principal, turnBatch } from "../../support/fixtures.js"
 
 const file = () => join(mkdtempSync(join(tmpdir(), "troupe-group-")), "store.db")
 

@@ -9,7 +9,7 @@ import { Effect, Exit, Scope } from "effect"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as SqliteConnection from "../../src/internal/SqliteConnection.js"
+import * as SqliteConnection from "../../../src/layers/sql/sqlite/SqliteConnection.js"
 
 const dir = () => mkdtempSync(join(tmpdir(), "troupe-sqlite-connection-"))
 
