@@ -160,6 +160,18 @@ describe("layout", () => {
     assert.deepStrictEqual(circlesOf(graphOf([...filesUnder("src/cli"), ...filesUnder("src/client")])), [])
   })
 
+  it("the turn loop has no import circles: TurnRunner, ToolCalls and Compactor share TurnContext", () => {
+    const actors = graphOf(filesUnder("src/actors"))
+    for (const file of ["src/actors/TurnRunner.ts", "src/actors/ToolCalls.ts", "src/actors/Compactor.ts"]) {
+      assert.include(actors.get(file) ?? [], "src/actors/TurnContext.ts", file)
+    }
+    const turnLoop = new Set(["src/actors/TurnRunner.ts", "src/actors/ToolCalls.ts", "src/actors/Compactor.ts", "src/actors/TurnContext.ts"])
+    assert.deepStrictEqual(
+      circlesOf(actors).filter((circle) => circle.split(" → ").some((file) => turnLoop.has(file))),
+      []
+    )
+  })
+
   it("nothing in src/schema, src/services or src/internal imports src/layers", () => {
     const below = [...filesUnder("src/schema"), ...filesUnder("src/services"), ...filesUnder("src/internal")]
     assert.include(below, "src/internal/LogProjection.ts")

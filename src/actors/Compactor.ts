@@ -31,15 +31,14 @@ import * as ArtifactTool from "./ArtifactTool.js"
 import * as Compaction from "./Compaction.js"
 import * as ContextEstimate from "./ContextEstimate.js"
 import * as SessionState from "./SessionState.js"
-import type * as ToolCalls from "./ToolCalls.js"
 import * as Transcript from "./Transcript.js"
 import type * as TurnMeter from "./TurnMeter.js"
-import type { TurnContext } from "./TurnRunner.js"
+import type { Pending, TurnContext } from "./TurnContext.js"
 
 /** What compaction shares with the rest of its turn. */
 export interface Deps {
   readonly model: Model.Model["Type"]
-  readonly pending: ToolCalls.Pending
+  readonly pending: Pending
   readonly meter: TurnMeter.TurnMeter
   readonly spanIds: { readonly sessionId: string; readonly turnId: string; readonly epoch: number }
 }

@@ -27,6 +27,7 @@ import * as Transcript from "./Transcript.js"
 import * as ToolPolicy from "./ToolPolicy.js"
 import * as TurnMeter from "./TurnMeter.js"
 import * as TurnPlan from "./TurnPlan.js"
+import type * as TurnContext from "./TurnContext.js"
 import * as TurnRunner from "./TurnRunner.js"
 
 /** A turn running in an actor. */
@@ -72,7 +73,7 @@ export interface Host {
 }
 
 /** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers and child results. */
-const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): TurnRunner.Prompt => {
+const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): TurnContext.Prompt => {
   const view = viewOf(state, pending)
   const messages = Transcript.toArray(view.transcript)
   messages.push(...SessionState.waitingMessages(view))

@@ -27,31 +27,7 @@ import * as ApprovalTimeout from "./ApprovalTimeout.js"
 import { unknownOutcome } from "./SessionState.js"
 import * as SubagentTools from "./SubagentTools.js"
 import * as ToolPolicy from "./ToolPolicy.js"
-import type { TurnContext } from "./TurnRunner.js"
-
-/** Records of steps without side effects (a model reply, a refused call) that ride along with the turn's next commit. */
-export interface Pending {
-  readonly add: (...records: ReadonlyArray<RecordBody>) => void
-  /** The records so far, handed over and forgotten. */
-  readonly take: () => ReadonlyArray<RecordBody>
-  readonly peek: () => ReadonlyArray<RecordBody>
-}
-
-/** An empty `Pending`. */
-export const makePending = (): Pending => {
-  let records: Array<RecordBody> = []
-  return {
-    add: (...more) => {
-      records.push(...more)
-    },
-    take: () => {
-      const taken = records
-      records = []
-      return taken
-    },
-    peek: () => records
-  }
-}
+import type { Pending, TurnContext } from "./TurnContext.js"
 
 /** What the tool calls share with the rest of their turn. */
 export interface Deps {
