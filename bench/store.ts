@@ -4,6 +4,7 @@
  * PostgreSQL. Each figure is the median of several rounds.
  *
  *   node bench/run.mjs store [--rounds 5] [--commits 2000] [--records 20000] [--only sqlite|postgres]
+ *                            [--sync normal|full|both]
  *
  * PostgreSQL comes from TROUPE_TEST_PG_URL (default the local server) and is
  * benchmarked in a fresh schema that is dropped afterwards.
@@ -26,6 +27,8 @@ const rounds = Number(arg("rounds", "5"))
 const commitsPerRound = Number(arg("commits", "2000"))
 const replayRecords = Number(arg("records", "20000"))
 const only = arg("only", "all")
+// SQLite durability: normal (the default), full (an fsync per commit), or both, side by side in one run.
+const sync = arg("sync", "normal")
 
 const principal = new Principal({
   customerId: "00000000-0000-4000-8000-000000000001",
@@ -122,15 +125,18 @@ const main = async () => {
   const load = loadAverage()
   console.log(`node ${process.version}, load average ${load}, rounds ${rounds}, commits/round ${commitsPerRound}`)
   if (only === "all" || only === "sqlite") {
-    const dir = mkdtempSync(join(tmpdir(), "troupe-bench-"))
-    const filename = join(dir, "bench.db")
-    await Effect.runPromise(
-      suite("SQLite file (WAL, synchronous=NORMAL)", [1]).pipe(
-        Effect.provide(SqliteSessionStore.layer({ filename }) as Layer.Layer<SessionStore>)
+    const choices: ReadonlyArray<SqliteSessionStore.Synchronous> = sync === "both" ? ["normal", "full"] : [sync === "full" ? "full" : "normal"]
+    for (const synchronous of choices) {
+      const dir = mkdtempSync(join(tmpdir(), "troupe-bench-"))
+      const filename = join(dir, "bench.db")
+      await Effect.runPromise(
+        suite(`SQLite file (WAL, synchronous=${synchronous.toUpperCase()})`, [1]).pipe(
+          Effect.provide(SqliteSessionStore.layer({ filename, synchronous }) as Layer.Layer<SessionStore>)
+        )
       )
-    )
-    console.log(`  database size                    ${(statSync(filename).size / 1024 / 1024).toFixed(1)} MiB`)
-    rmSync(dir, { recursive: true, force: true })
+      console.log(`  database size                    ${(statSync(filename).size / 1024 / 1024).toFixed(1)} MiB`)
+      rmSync(dir, { recursive: true, force: true })
+    }
   }
   if (only === "all" || only === "postgres") {
     await withPgSchema("troupe_bench", (url) =>

@@ -24,6 +24,7 @@ export const options = {
     Options.optional
   ),
   store: StoreOption.option,
+  sqliteSync: StoreOption.sqliteSync,
   model: ModelOption.option,
   approve: Options.choice("approve", ["all", "none"]).pipe(
     Options.withDescription("Answer every approval: all (approve) or none (deny); default: ask on the terminal."),

@@ -57,6 +57,7 @@ const limitOption = (name: string, description: string, fallback: number) =>
 /** The options of `troupe serve`. */
 export const options = {
   store: StoreOption.option,
+  sqliteSync: StoreOption.sqliteSync,
   name: Address.name,
   socket: Address.socket,
   tcp: Address.tcp,

@@ -27,6 +27,8 @@ export interface SetupFailure {
 /** What the command line chose. */
 export interface Choices {
   readonly store: Option.Option<StoreOption.Store>
+  /** `--sqlite-sync` (absent: normal). */
+  readonly sqliteSync?: "normal" | "full" | undefined
   readonly model: ModelOption.Choice
   readonly agents: Option.Option<string>
 }
@@ -56,6 +58,7 @@ export const telemetry: Effect.Effect<Context.Context<Telemetry>, ExitCode.CliFa
 export const resolve = (choices: Choices): Effect.Effect<Resolved, SetupFailure> =>
   Effect.gen(function*() {
     const store = yield* StoreOption.resolveStore(choices.store).pipe(
+      Effect.map((store) => StoreOption.withSync(store, choices.sqliteSync ?? "normal")),
       Effect.mapError((error) => invalid(`TROUPE_HOME: ${String(error)}`))
     )
     const model = yield* ModelOption.resolve(choices.model).pipe(

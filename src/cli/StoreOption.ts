@@ -23,7 +23,7 @@ import { layerNoop, type StoreSignals } from "../services/StoreSignals.js"
 /** A parsed `--store` value. */
 export type Store =
   | { readonly kind: "memory" }
-  | { readonly kind: "sqlite"; readonly filename: string }
+  | { readonly kind: "sqlite"; readonly filename: string; readonly synchronous?: "normal" | "full" | undefined }
   | { readonly kind: "postgres"; readonly url: string }
 
 const FORMS = "expected sqlite:PATH, postgres:URL or memory"
@@ -109,7 +109,7 @@ export const layer = (store: Store): Layer.Layer<SessionStore, StoreUnavailable>
         }).pipe(
           Effect.zipRight(Effect.promise(() => import("../layers/SqliteSessionStore.js"))),
           // The store and its signals on one connection (`signalsLayer` leaves SQLite's to it).
-          Effect.map((module) => module.layerWithSignals({ filename: store.filename }))
+          Effect.map((module) => module.layerWithSignals({ filename: store.filename, synchronous: store.synchronous }))
         )
       )
   }
@@ -164,3 +164,15 @@ export const option: Options.Options<Option.Option<Store>> = Options.text("store
   ),
   Options.optional
 )
+
+/** `--sqlite-sync`: when a SQLite store's commits are on disk (`SqliteSessionStore.Options.synchronous`). */
+export const sqliteSync: Options.Options<"normal" | "full"> = Options.choice("sqlite-sync", ["normal", "full"]).pipe(
+  Options.withDescription(
+    "SQLite durability: normal (default; survives a crash of the process) or full (an fsync per commit; survives power loss)."
+  ),
+  Options.withDefault("normal" as const)
+)
+
+/** The store with `--sqlite-sync` applied (a SQLite store only; the others ignore it). */
+export const withSync = (store: Store, synchronous: "normal" | "full"): Store =>
+  store.kind === "sqlite" && synchronous !== "normal" ? { ...store, synchronous } : store

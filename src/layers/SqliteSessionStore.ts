@@ -33,7 +33,21 @@ export interface Options {
    * write alone (docs/decisions/0018, 0024).
    */
   readonly groupCommit?: SqliteGroupCommit.Options | boolean | undefined
+  /**
+   * When a commit is on disk (`PRAGMA synchronous`). `"normal"` (the default):
+   * the WAL is synced at checkpoints, so a commit survives any crash of the
+   * process but the last ones may be lost on power loss or an OS crash.
+   * `"full"`: the WAL is synced at every commit, which survives those too, at
+   * the cost of an fsync per commit (docs/store.md, "Durability").
+   */
+  readonly synchronous?: Synchronous | undefined
 }
+
+/** The durability of a SQLite store's commits: `PRAGMA synchronous` in WAL mode. */
+export type Synchronous = "normal" | "full"
+
+/** The `PRAGMA synchronous` texts, by choice: only these reach the database. */
+const SYNCHRONOUS: Record<Synchronous, string> = { normal: "NORMAL", full: "FULL" }
 
 /** Carries a refusal out of a better-sqlite3 transaction, which rolls back on any throw. */
 class Refused {
@@ -208,11 +222,15 @@ const dialectWith = (handle: Handle | undefined, group?: SqliteGroupCommit.Optio
 /** The SQLite dialect over the `SqlClient` in context (see `dialectWith`). */
 export const dialect = dialectWith(undefined)
 
-const makeWith = (handle: Handle | undefined, group?: SqliteGroupCommit.Options | boolean) =>
+const makeWith = (
+  handle: Handle | undefined,
+  group?: SqliteGroupCommit.Options | boolean,
+  synchronous: Synchronous = "normal"
+) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    // WAL with NORMAL sync survives a process crash; only power loss can drop the last commits.
-    yield* sql`PRAGMA synchronous = NORMAL`.pipe(
+    // WAL with NORMAL sync survives a process crash; only power loss can drop the last commits. FULL syncs each commit.
+    yield* sql.unsafe(`PRAGMA synchronous = ${SYNCHRONOUS[synchronous]}`).pipe(
       Effect.mapError((cause) => new StoreUnavailable({ operation: "open", cause }))
     )
     // Migrate before the connection is reserved: the migrator uses the client itself.
@@ -223,6 +241,9 @@ const makeWith = (handle: Handle | undefined, group?: SqliteGroupCommit.Options 
 /** The store over the SQLite `SqlClient` in context, which it takes for itself while the scope lasts. */
 export const make = makeWith(undefined)
 
+/** `make` with a durability other than the default (`Options.synchronous`). */
+export const makeWithSync = (synchronous: Synchronous) => makeWith(undefined, undefined, synchronous)
+
 /** The store on a SQLite database it opens (and closes with the layer). */
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavailable> =>
   Layer.scoped(SessionStore, Effect.map(opened(options), ({ store }) => store))
@@ -232,7 +253,7 @@ const opened = (options: Options) =>
   Effect.gen(function*() {
     const handle = yield* open(options.filename)
     const sql = yield* clientOf(handle)
-    const store = yield* Effect.provideService(makeWith(handle, options.groupCommit), SqlClient.SqlClient, sql)
+    const store = yield* Effect.provideService(makeWith(handle, options.groupCommit, options.synchronous), SqlClient.SqlClient, sql)
     return { handle, store }
   })
 
@@ -264,7 +285,7 @@ export const layerWithSignals = (
  * open is `StoreUnavailable` here too.
  */
 export const layerSqlClient = (options: Options): Layer.Layer<SessionStore, StoreUnavailable> =>
-  Layer.scoped(SessionStore, make).pipe(
+  Layer.scoped(SessionStore, makeWith(undefined, undefined, options.synchronous)).pipe(
     Layer.provide(
       Layer.unwrapEffect(
         // A file that cannot be opened makes the client's layer throw: open it first, as `layer` does.
