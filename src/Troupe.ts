@@ -27,8 +27,15 @@ import * as StoreSignals from "./services/StoreSignals.js"
 import * as Telemetry from "./services/Telemetry.js"
 import * as Toolkit from "./services/Toolkit.js"
 
-/** Everything a composed runtime provides. */
-export type Services = Sessions.Sessions | SessionHost | SessionStore | Model | CallbackBroker.CallbackBroker | Toolkit.Toolkit
+/** Everything a composed runtime provides (its `AgentCatalog` is `options.agents`: what the session routes create by name, too). */
+export type Services =
+  | Sessions.Sessions
+  | SessionHost
+  | SessionStore
+  | Model
+  | CallbackBroker.CallbackBroker
+  | Toolkit.Toolkit
+  | AgentCatalog.AgentCatalog
 
 /** Options shared by every runtime. */
 export interface RuntimeOptions {
@@ -44,7 +51,11 @@ export interface RuntimeOptions {
   readonly guardrails?: Layer.Layer<Guardrails.Guardrails> | undefined
   /** Prices for the cost budget (`CostMeter.layer({...})`); default free. */
   readonly costs?: Layer.Layer<CostMeter.CostMeter> | undefined
-  /** The agents sessions may spawn as subagents, by name (an agent's `subagents` name them); default none. */
+  /**
+   * The runtime's one catalog of agents, by name: what a spawn, an agent's
+   * `subagents` and a daemon's `session.create` resolve names against
+   * (`AgentCatalog`, provided with the runtime); default none.
+   */
   readonly agents?: ReadonlyArray<Agent> | undefined
   /**
    * How commits by other processes sharing the store are signalled here

@@ -1,7 +1,7 @@
 /**
  * The daemon of `troupe serve`. It composes the runtime (`Troupe.layer` over
- * the chosen store and model, with the `EnvTelemetry` layer), the session
- * routes over the agents it serves, an authenticator (trusted-local for the
+ * the chosen store and model and the agents it serves, with the `EnvTelemetry`
+ * layer), the session routes over the runtime's catalog, an authenticator (trusted-local for the
  * unix socket and stdio, tokens from `--tokens`), and the listeners.
  *
  * Start-up prints one line per listener on stderr and emits
@@ -20,7 +20,6 @@ import { Context, Duration, Effect, Layer, Option } from "effect"
 import { existsSync } from "node:fs"
 import { dirname } from "node:path"
 import * as ProductEvent from "../schema/ProductEvent.js"
-import * as AgentCatalog from "../services/AgentCatalog.js"
 import * as Authenticator from "../server/Authenticator.js"
 import * as Listener from "../server/Listener.js"
 import * as Server from "../server/Server.js"
@@ -115,7 +114,6 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
           connection: { authTimeout: o.authTimeout, idleTimeout: o.idleTimeout }
         }).pipe(
           Layer.provide(SessionRoutes.layer),
-          Layer.provide(AgentCatalog.layer(agents)),
           Layer.provide(Layer.succeedContext(auth)),
           Layer.provide(Layer.succeedContext(runtime))
         )

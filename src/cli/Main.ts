@@ -13,6 +13,7 @@
 import { CliConfig, Command, HelpDoc, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, Console, Effect, Exit, Logger, LogLevel, Option } from "effect"
+import * as AgentsSchemaCommand from "./AgentsSchemaCommand.js"
 import * as Argv from "./Argv.js"
 import * as ExitCode from "./ExitCode.js"
 import * as Help from "./Help.js"
@@ -32,7 +33,14 @@ export const root = Command.make("troupe").pipe(
     ["troupe serve", "the daemon; then, from another terminal:"],
     ["troupe sessions create && troupe sessions list", "a session on it, and the sessions it holds"]
   ])),
-  Command.withSubcommands([Serve.command, RunCommand.command, SessionsCommand.command, SessionsCommand.agents, ProtocolCommand.command])
+  Command.withSubcommands([
+    Serve.command,
+    RunCommand.command,
+    SessionsCommand.command,
+    // `troupe agents` lists a daemon's agents; `troupe agents schema` prints the agents file's JSON Schema.
+    Command.withSubcommands(SessionsCommand.agents, [AgentsSchemaCommand.command]),
+    ProtocolCommand.command
+  ])
 )
 
 /** The commands and their options, for the check that runs before @effect/cli parses (`Argv`). */

@@ -82,6 +82,8 @@ export const runtime = (
       host: resolved.store.kind === "memory" ? host : Troupe.sharedStoreHost(host),
       signals: StoreOption.signalsLayer(resolved.store),
       model: resolved.model.layer,
+      // The one catalog: what a spawn, a handoff's subagents and a remote create resolve by name.
+      agents: resolved.agents,
       // The built-in agents' tools run here; agents from a file have client tools only.
       tools: resolved.fromFile ? undefined : resolved.model.tools,
       telemetry: Layer.succeedContext(telemetry)

@@ -31,12 +31,12 @@ export const defaultSubagentPolicy: SubagentPolicy = new SubagentPolicy({ maxDep
 /**
  * The policy a new session is created with: a child's is its root's, copied
  * frozen (its parent's, which is the root's); a root's is the one asked for,
- * else the default when its agent declares subagents, else none.
+ * else its agent's, else the default when its agent declares subagents, else none.
  */
 export const policyOf = (input: CreateSession, parent: Session | undefined): SubagentPolicy | null =>
   parent !== undefined
     ? parent.subagentPolicy
-    : input.subagentPolicy ?? (childAgentNames(input.agent).length > 0 ? defaultSubagentPolicy : null)
+    : input.subagentPolicy ?? input.agent.subagentPolicy ?? (childAgentNames(input.agent).length > 0 ? defaultSubagentPolicy : null)
 
 const encodeAgent = Schema.encodeSync(Agent)
 const encodePrincipal = Schema.encodeSync(Principal)

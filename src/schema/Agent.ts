@@ -6,7 +6,7 @@
 import { JSONSchema, Schema } from "effect"
 import { Budgets } from "./Budget.js"
 import { CompactionSettings } from "./Compaction.js"
-import { ApprovalSettings } from "./Policy.js"
+import { ApprovalSettings, SubagentPolicy } from "./Policy.js"
 import { JsonObject } from "./Json.js"
 
 /** A name usable as an agent or tool name. */
@@ -147,6 +147,12 @@ const agentFields = {
     default: () => 16
   }),
   subagents: Schema.optionalWith(Schema.Array(SubagentRef), { default: () => [] }),
+  /**
+   * The subagent policy a root session of this agent gets when its create
+   * request names none (a child keeps its root's); absent: the default when
+   * the agent declares children (DESIGN §7), else none.
+   */
+  subagentPolicy: Schema.optional(SubagentPolicy),
   budgets: Schema.optional(Budgets),
   /** When and how the session's context is compacted (docs/agent-loop.md, "Context compaction"). */
   compaction: Schema.optional(CompactionSettings),
