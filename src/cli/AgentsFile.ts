@@ -68,13 +68,30 @@ const plain = (message: string): string => {
   return `expected ${kind}, got ${actual}`
 }
 
-/** Every issue of a parse error, as `where: what`. */
-const issuesOf = (error: ParseResult.ParseError): ReadonlyArray<string> =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-    `${issue.path.length === 0 ? "" : `${issue.path.map(String).join(".")}: `}${
-      issue._tag === "Unexpected" ? "is not a field here (see `troupe agents schema`)" : plain(issue.message)
-    }`
+/**
+ * Every issue of a parse error, as `where: what`, one per place: a union's
+ * members (an optional field's `undefined`, each literal of a choice) are
+ * told as one problem, `expected "a" | "b", got "c"`.
+ */
+const issuesOf = (error: ParseResult.ParseError): ReadonlyArray<string> => {
+  const byPath = new Map<string, { expected: Array<string>; got: string; other: Array<string> }>()
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
+    const where = issue.path.map(String).join(".")
+    const entry = byPath.get(where) ?? { expected: [], got: "", other: [] }
+    byPath.set(where, entry)
+    const match = /^Expected (.*), actual (.*)$/s.exec(issue.message)
+    if (issue._tag === "Unexpected") entry.other.push("is not a field here (see `troupe agents schema`)")
+    else if (match !== null && match[1] === "undefined") continue
+    else if (match !== null && /^(".*"|\d+|true|false|null)$/.test(match[1]!)) {
+      entry.expected.push(match[1]!)
+      entry.got = match[2]!
+    } else entry.other.push(plain(issue.message))
+  }
+  return [...byPath].flatMap(([where, { expected, got, other }]) =>
+    [...(expected.length === 0 ? [] : [`expected ${expected.join(" | ")}, got ${got}`]), ...new Set(other)]
+      .map((what) => `${where === "" ? "" : `${where}: `}${what}`)
   )
+}
 
 /** Where a problem is in the file, and the problems found so far. */
 export interface Problems {

@@ -59,7 +59,7 @@ export const SubagentEntry = Schema.Union(
   Schema.Struct({ name: Name, description: Schema.optional(Schema.String) })
 ).annotations({
   identifier: "Subagent",
-  message: () => "expected an agent name or { \"name\", \"description\" }"
+  message: () => ({ message: "expected an agent name or { \"name\", \"description\" }", override: true })
 })
 
 /** The model: a name (`"default"`: the deployment's `TROUPE_MODEL`) or `{ name, settings }`. */
@@ -68,7 +68,7 @@ export const ModelEntry = Schema.Union(
   Schema.Struct({ name: Schema.String.pipe(Schema.minLength(1)), settings: Schema.optional(Schema.Struct(ModelSettings.fields)) })
 ).annotations({
   identifier: "Model",
-  message: () => "expected a model name or { \"name\", \"settings\" }"
+  message: () => ({ message: "expected a model name or { \"name\", \"settings\" }", override: true })
 })
 
 /** Structured output: the JSON Schema the final output must match. */
