@@ -45,6 +45,8 @@ export interface OpenAiServer {
   readonly enqueue: (...replies: ReadonlyArray<Reply>) => Effect.Effect<void>
   /** The requests received so far. */
   readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
+  /** Answers each request the queue has no reply for with `respond(body)` (for concurrent callers, whose order varies). */
+  readonly respondWith: (respond: (body: unknown) => Reply) => Effect.Effect<void>
 }
 
 const readBody = (request: IncomingMessage) =>
@@ -93,6 +95,7 @@ const serve = async (response: ServerResponse, reply: Reply) => {
 export const make: Effect.Effect<OpenAiServer, never, Scope.Scope> = Effect.gen(function*() {
   const queue: Array<Reply> = []
   const received: Array<RecordedRequest> = []
+  let respond: ((body: unknown) => Reply) | undefined
   const server = createServer((request, response) => {
     void readBody(request).then((text) => {
       let aborted = false
@@ -109,7 +112,7 @@ export const make: Effect.Effect<OpenAiServer, never, Scope.Scope> = Effect.gen(
       if (request.method !== "POST" || request.url !== "/v1/chat/completions") {
         return serve(response, error(404, `no route for ${request.method} ${request.url}`, "invalid_request_error", null))
       }
-      return serve(response, queue.shift() ?? error(500, "no scripted reply left", "server_error", null))
+      return serve(response, queue.shift() ?? respond?.(parse(text)) ?? error(500, "no scripted reply left", "server_error", null))
     }, () => response.destroy())
   })
   yield* Effect.acquireRelease(
@@ -126,7 +129,8 @@ export const make: Effect.Effect<OpenAiServer, never, Scope.Scope> = Effect.gen(
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     enqueue: (...replies) => Effect.sync(() => void queue.push(...replies)),
-    requests: Effect.sync(() => received.slice())
+    requests: Effect.sync(() => received.slice()),
+    respondWith: (f) => Effect.sync(() => void (respond = f))
   }
 })
 
