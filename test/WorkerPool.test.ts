@@ -40,31 +40,72 @@ import { availability, freshSchema } from "./support/postgres.js"
 const ids = (...names: Array<string>) => names as Array<SessionId>
 
 describe("WorkerPool.share", () => {
-  const none = () => false
   it("takes everything it can when it is not spreading, never more than its free slots", () => {
     const candidates = ids("a", "b", "c", "d", "e")
-    assert.strictEqual(WorkerPool.share(candidates, 64, WorkerPool.nothingSeen, none, false), 5)
-    assert.strictEqual(WorkerPool.share(candidates, 2, WorkerPool.nothingSeen, none, false), 2)
-    assert.strictEqual(WorkerPool.share(candidates, 0, WorkerPool.nothingSeen, none, false), 0)
-    assert.strictEqual(WorkerPool.share([], 8, WorkerPool.nothingSeen, none, true), 0)
+    assert.strictEqual(WorkerPool.share(candidates, 64, WorkerPool.nothingSeen, false), 5)
+    assert.strictEqual(WorkerPool.share(candidates, 2, WorkerPool.nothingSeen, false), 2)
+    assert.strictEqual(WorkerPool.share(candidates, 0, WorkerPool.nothingSeen, false), 0)
+    assert.strictEqual(WorkerPool.share([], 8, WorkerPool.nothingSeen, true), 0)
   })
 
-  it("spreading: half of a burst (at least one) on a first look, and while another worker is seen claiming", () => {
-    assert.strictEqual(WorkerPool.share(ids("a", "b", "c", "d", "e", "f"), 64, WorkerPool.nothingSeen, none, true), 3)
-    assert.strictEqual(WorkerPool.share(ids("a"), 64, WorkerPool.nothingSeen, none, true), 1)
-    // Left last time: d, e, f. Now e and f are gone, not to this worker: another one claims.
-    const seen = { left: new Set(ids("d", "e", "f")) }
-    assert.strictEqual(WorkerPool.share(ids("d", "g", "h"), 64, seen, none, true), 2)
-    assert.strictEqual(WorkerPool.share(ids("d", "g", "h"), 1, seen, none, true), 1)
+  it("spreading: half of the new candidates (at least one)", () => {
+    assert.strictEqual(WorkerPool.share(ids("a", "b", "c", "d", "e", "f"), 64, WorkerPool.nothingSeen, true), 3)
+    assert.strictEqual(WorkerPool.share(ids("a"), 64, WorkerPool.nothingSeen, true), 1)
+    assert.strictEqual(WorkerPool.share(ids("a", "b", "c"), 1, WorkerPool.nothingSeen, true), 1)
   })
 
-  it("spreading: all of it once nobody else took what it left, or what went was taken here", () => {
+  it("spreading: all it left last time, whoever else claims, and half of what is new", () => {
+    // Left last time: d, e, f. Now e and f are gone (another worker claims): d is taken now, with one of g, h.
     const seen = { left: new Set(ids("d", "e", "f")) }
-    assert.strictEqual(WorkerPool.share(ids("d", "e", "f", "g"), 64, seen, none, true), 4)
-    // e went to this worker (through a push): that is not another worker claiming.
-    assert.strictEqual(WorkerPool.share(ids("d", "f", "g"), 64, seen, (id) => id === "e", true), 3)
-    assert.strictEqual(WorkerPool.share(ids("d", "f", "g"), 2, seen, (id) => id === "e", true), 2)
+    assert.strictEqual(WorkerPool.share(ids("d", "g", "h"), 64, seen, true), 2)
+    assert.strictEqual(WorkerPool.share(ids("d", "e", "f"), 64, seen, true), 3, "a burst is never left for a third look")
+    assert.strictEqual(WorkerPool.share(ids("d", "e", "f", "g"), 64, seen, true), 4)
+    assert.strictEqual(WorkerPool.share(ids("d", "e", "f", "g"), 2, seen, true), 2)
   })
+})
+
+describe("WorkerPool.claimOnce", () => {
+  /** A member over `runnable` sessions (all claimable) with `capacity` slots; what it starts and announces is counted. */
+  const member = (runnable: ReadonlyArray<SessionId>, capacity: number) => {
+    const started: Array<SessionId> = []
+    let announced = 0
+    const store = { runnable: () => Effect.succeed(runnable.filter((id) => !started.includes(id))) } as unknown as SessionStore["Type"]
+    const m: WorkerPool.Member = {
+      store,
+      capacity,
+      busy: () => started.length,
+      isLocal: (id) => started.includes(id),
+      start: (id) => Effect.sync(() => void started.push(id)),
+      spread: true,
+      paused: () => false,
+      claimable: Effect.never,
+      announce: Effect.sync(() => void announced++)
+    }
+    return { m, started, announced: () => announced }
+  }
+
+  it.effect("a lone worker claims a burst of 15 in one look and its follow-up, and tells the pool once", () =>
+    Effect.gen(function*() {
+      const burst = ids(...Array.from({ length: 15 }, (_, i) => `s${i}`))
+      const { announced, m, started } = member(burst, 64)
+      const first = yield* WorkerPool.claimOnce(m, WorkerPool.nothingSeen)
+      assert.strictEqual(started.length, 8)
+      assert.isTrue(first.left, "it looks again soon")
+      assert.strictEqual(announced(), 1)
+      const second = yield* WorkerPool.claimOnce(m, first.seen)
+      assert.strictEqual(started.length, 15, "all of it at the follow-up, not half again")
+      assert.isFalse(second.left)
+      assert.strictEqual(announced(), 1)
+    }))
+
+  it.effect("a full worker leaves the rest without a follow-up of its own", () =>
+    Effect.gen(function*() {
+      const { m, started } = member(ids("a", "b", "c", "d"), 1)
+      const tick = yield* WorkerPool.claimOnce(m, WorkerPool.nothingSeen)
+      assert.strictEqual(started.length, 1)
+      assert.isTrue(tick.full)
+      assert.isFalse(tick.left)
+    }))
 })
 
 describe("two hosts on one SQLite file", () => {
