@@ -20,7 +20,7 @@
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Exit, Layer, ManagedRuntime, Schedule, Schema, Scope } from "effect"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as WorkerPool from "../src/actors/WorkerPool.js"
@@ -374,6 +374,70 @@ if (pg.run) {
       last.proc.kill("SIGCONT")
       for (const id of starved) assertDoneOnce(await ended(id), id, 2, last.owner)
     }, 150_000)
+
+    it("a worker that wakes past its lease starts nothing; a dead worker's 15 busy sessions all move within TTL + 2 s", async () => {
+      const ttl = 1500
+      await store.runPromise(Effect.flatMap(SessionStore, (s) => s.now))
+      const fleet = ["p1", "p2", "p3"].map((owner) =>
+        startWorker(url, owner, side, { POOL_TTL_MS: String(ttl), POOL_MODEL_MS: "300", POOL_GRACE_MS: "0" }))
+      workers.push(...fleet)
+      await Promise.all(fleet.map((w) => w.waitFor(`READY ${w.owner}`, 60_000)))
+      const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+      // Paused right after committing a tool call's start (SIGSTOP, then a blocked event loop), longer than
+      // the TTL: another worker takes the turn over (the step's outcome is unknown, the turn ends), and the
+      // sleeper, awake, runs no tool body and makes no model call: it stops with LeaseLost.
+      for (const how of ["stop", `block ${ttl + 1000}`]) {
+        const id = await store.runPromise(Effect.gen(function*() {
+          const sessions = yield* SessionStore
+          const session = yield* sessions.create({ principal: me, agent })
+          writeFileSync(`${side}.pause.${session.id}`, how)
+          yield* sessions.push(session.id, message("steps 1"))
+          return session.id
+        }))
+        const pause = await until(`the pause of ${id}`, () => of(id).find((line) => line.kind === "pause"))
+        const sleeper = worker(pause.owner)
+        const before = sleeper.output().length
+        const log = await ended(id)
+        if (how === "stop") sleeper.proc.kill("SIGCONT")
+        await until(`LeaseLost from ${pause.owner}`, () => (sleeper.output().slice(before).includes("LeaseLost") ? true : undefined), 15_000)
+        await sleep(600)
+        assert.deepStrictEqual(
+          sideLines().filter((line) => line.owner === pause.owner && line.at > pause.at),
+          [],
+          `${how}: no tool body and no model call after waking`
+        )
+        assert.isTrue(log.some((r) => r.tag === "operation_unknown"), "the new owner reported the step unknown")
+        assert.include(log.find((r) => r.tag === "turn_ended")!.json, `"completed"`)
+      }
+
+      // Fifteen busy sessions on one worker (the other two stopped while it claims them), then SIGKILL.
+      const [doomed, ...rest] = fleet.filter((w) => w.proc.exitCode === null && w.proc.signalCode === null)
+      for (const w of rest) w.proc.kill("SIGSTOP")
+      const burst = await Promise.all(Array.from({ length: 15 }, () => submit(20)))
+      await Promise.all(burst.map((id) => until(`${id} on ${doomed!.owner}`, () => of(id).find((l) => l.kind === "model" && l.owner === doomed!.owner))))
+      for (const w of rest) w.proc.kill("SIGCONT")
+      await sleep(300)
+      doomed!.proc.kill("SIGKILL")
+      const killedAt = Date.now()
+      const heirs = rest.map((w) => `@${w.owner}`)
+      const moved = await Promise.all(burst.map(async (id) => {
+        for (;;) {
+          const records = await store.runPromise(Effect.flatMap(SessionStore, (s) => s.readLog(id, { limit: 10_000 })))
+          const next = records.records.find((r) =>
+            r.at > killedAt && heirs.some((heir) => JSON.stringify(Schema.encodeSync(LogRecord)(r)).includes(heir)))
+          if (next !== undefined) return next.at - killedAt
+          if (Date.now() - killedAt > 20_000) throw new Error(`${id}: no commit by another worker`)
+          await sleep(100)
+        }
+      }))
+      const sorted = [...moved].sort((a, b) => a - b)
+      // When each session's next model call began elsewhere: its claim, without the call's 300 ms and the commit.
+      const calls = burst.map((id) => of(id).find((l) => l.kind === "model" && l.owner !== doomed!.owner && l.at > killedAt)!.at - killedAt)
+      console.log(`SIGKILL of 15 busy sessions: next model calls elsewhere after ${JSON.stringify(calls.sort((a, b) => a - b))} ms`)
+      console.log(`SIGKILL of 15 busy sessions: next commits by others after ${JSON.stringify(sorted)} ms (TTL ${ttl} ms)`)
+      assert.isBelow(sorted[sorted.length - 1]!, ttl + 2000, "every session of the burst moved within TTL + 2 s")
+    }, 90_000)
   })
 } else {
   describe.skip(`three worker processes on one PostgreSQL database (${pg.reason})`, () => {
