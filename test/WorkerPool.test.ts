@@ -20,7 +20,7 @@
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Exit, Layer, ManagedRuntime, Schedule, Schema, Scope } from "effect"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as WorkerPool from "../src/actors/WorkerPool.js"
@@ -40,31 +40,72 @@ import { availability, freshSchema } from "./support/postgres.js"
 const ids = (...names: Array<string>) => names as Array<SessionId>
 
 describe("WorkerPool.share", () => {
-  const none = () => false
   it("takes everything it can when it is not spreading, never more than its free slots", () => {
     const candidates = ids("a", "b", "c", "d", "e")
-    assert.strictEqual(WorkerPool.share(candidates, 64, WorkerPool.nothingSeen, none, false), 5)
-    assert.strictEqual(WorkerPool.share(candidates, 2, WorkerPool.nothingSeen, none, false), 2)
-    assert.strictEqual(WorkerPool.share(candidates, 0, WorkerPool.nothingSeen, none, false), 0)
-    assert.strictEqual(WorkerPool.share([], 8, WorkerPool.nothingSeen, none, true), 0)
+    assert.strictEqual(WorkerPool.share(candidates, 64, WorkerPool.nothingSeen, false), 5)
+    assert.strictEqual(WorkerPool.share(candidates, 2, WorkerPool.nothingSeen, false), 2)
+    assert.strictEqual(WorkerPool.share(candidates, 0, WorkerPool.nothingSeen, false), 0)
+    assert.strictEqual(WorkerPool.share([], 8, WorkerPool.nothingSeen, true), 0)
   })
 
-  it("spreading: half of a burst (at least one) on a first look, and while another worker is seen claiming", () => {
-    assert.strictEqual(WorkerPool.share(ids("a", "b", "c", "d", "e", "f"), 64, WorkerPool.nothingSeen, none, true), 3)
-    assert.strictEqual(WorkerPool.share(ids("a"), 64, WorkerPool.nothingSeen, none, true), 1)
-    // Left last time: d, e, f. Now e and f are gone, not to this worker: another one claims.
-    const seen = { left: new Set(ids("d", "e", "f")) }
-    assert.strictEqual(WorkerPool.share(ids("d", "g", "h"), 64, seen, none, true), 2)
-    assert.strictEqual(WorkerPool.share(ids("d", "g", "h"), 1, seen, none, true), 1)
+  it("spreading: half of the new candidates (at least one)", () => {
+    assert.strictEqual(WorkerPool.share(ids("a", "b", "c", "d", "e", "f"), 64, WorkerPool.nothingSeen, true), 3)
+    assert.strictEqual(WorkerPool.share(ids("a"), 64, WorkerPool.nothingSeen, true), 1)
+    assert.strictEqual(WorkerPool.share(ids("a", "b", "c"), 1, WorkerPool.nothingSeen, true), 1)
   })
 
-  it("spreading: all of it once nobody else took what it left, or what went was taken here", () => {
+  it("spreading: all it left last time, whoever else claims, and half of what is new", () => {
+    // Left last time: d, e, f. Now e and f are gone (another worker claims): d is taken now, with one of g, h.
     const seen = { left: new Set(ids("d", "e", "f")) }
-    assert.strictEqual(WorkerPool.share(ids("d", "e", "f", "g"), 64, seen, none, true), 4)
-    // e went to this worker (through a push): that is not another worker claiming.
-    assert.strictEqual(WorkerPool.share(ids("d", "f", "g"), 64, seen, (id) => id === "e", true), 3)
-    assert.strictEqual(WorkerPool.share(ids("d", "f", "g"), 2, seen, (id) => id === "e", true), 2)
+    assert.strictEqual(WorkerPool.share(ids("d", "g", "h"), 64, seen, true), 2)
+    assert.strictEqual(WorkerPool.share(ids("d", "e", "f"), 64, seen, true), 3, "a burst is never left for a third look")
+    assert.strictEqual(WorkerPool.share(ids("d", "e", "f", "g"), 64, seen, true), 4)
+    assert.strictEqual(WorkerPool.share(ids("d", "e", "f", "g"), 2, seen, true), 2)
   })
+})
+
+describe("WorkerPool.claimOnce", () => {
+  /** A member over `runnable` sessions (all claimable) with `capacity` slots; what it starts and announces is counted. */
+  const member = (runnable: ReadonlyArray<SessionId>, capacity: number) => {
+    const started: Array<SessionId> = []
+    let announced = 0
+    const store = { runnable: () => Effect.succeed(runnable.filter((id) => !started.includes(id))) } as unknown as SessionStore["Type"]
+    const m: WorkerPool.Member = {
+      store,
+      capacity,
+      busy: () => started.length,
+      isLocal: (id) => started.includes(id),
+      start: (id) => Effect.sync(() => void started.push(id)),
+      spread: true,
+      paused: () => false,
+      claimable: Effect.never,
+      announce: Effect.sync(() => void announced++)
+    }
+    return { m, started, announced: () => announced }
+  }
+
+  it.effect("a lone worker claims a burst of 15 in one look and its follow-up, and tells the pool once", () =>
+    Effect.gen(function*() {
+      const burst = ids(...Array.from({ length: 15 }, (_, i) => `s${i}`))
+      const { announced, m, started } = member(burst, 64)
+      const first = yield* WorkerPool.claimOnce(m, WorkerPool.nothingSeen)
+      assert.strictEqual(started.length, 8)
+      assert.isTrue(first.left, "it looks again soon")
+      assert.strictEqual(announced(), 1)
+      const second = yield* WorkerPool.claimOnce(m, first.seen)
+      assert.strictEqual(started.length, 15, "all of it at the follow-up, not half again")
+      assert.isFalse(second.left)
+      assert.strictEqual(announced(), 1)
+    }))
+
+  it.effect("a full worker leaves the rest without a follow-up of its own", () =>
+    Effect.gen(function*() {
+      const { m, started } = member(ids("a", "b", "c", "d"), 1)
+      const tick = yield* WorkerPool.claimOnce(m, WorkerPool.nothingSeen)
+      assert.strictEqual(started.length, 1)
+      assert.isTrue(tick.full)
+      assert.isFalse(tick.left)
+    }))
 })
 
 describe("two hosts on one SQLite file", () => {
@@ -333,6 +374,70 @@ if (pg.run) {
       last.proc.kill("SIGCONT")
       for (const id of starved) assertDoneOnce(await ended(id), id, 2, last.owner)
     }, 150_000)
+
+    it("a worker that wakes past its lease starts nothing; a dead worker's 15 busy sessions all move within TTL + 2 s", async () => {
+      const ttl = 1500
+      await store.runPromise(Effect.flatMap(SessionStore, (s) => s.now))
+      const fleet = ["p1", "p2", "p3"].map((owner) =>
+        startWorker(url, owner, side, { POOL_TTL_MS: String(ttl), POOL_MODEL_MS: "300", POOL_GRACE_MS: "0" }))
+      workers.push(...fleet)
+      await Promise.all(fleet.map((w) => w.waitFor(`READY ${w.owner}`, 60_000)))
+      const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+      // Paused right after committing a tool call's start (SIGSTOP, then a blocked event loop), longer than
+      // the TTL: another worker takes the turn over (the step's outcome is unknown, the turn ends), and the
+      // sleeper, awake, runs no tool body and makes no model call: it stops with LeaseLost.
+      for (const how of ["stop", `block ${ttl + 1000}`]) {
+        const id = await store.runPromise(Effect.gen(function*() {
+          const sessions = yield* SessionStore
+          const session = yield* sessions.create({ principal: me, agent })
+          writeFileSync(`${side}.pause.${session.id}`, how)
+          yield* sessions.push(session.id, message("steps 1"))
+          return session.id
+        }))
+        const pause = await until(`the pause of ${id}`, () => of(id).find((line) => line.kind === "pause"))
+        const sleeper = worker(pause.owner)
+        const before = sleeper.output().length
+        const log = await ended(id)
+        if (how === "stop") sleeper.proc.kill("SIGCONT")
+        await until(`LeaseLost from ${pause.owner}`, () => (sleeper.output().slice(before).includes("LeaseLost") ? true : undefined), 15_000)
+        await sleep(600)
+        assert.deepStrictEqual(
+          sideLines().filter((line) => line.owner === pause.owner && line.at > pause.at),
+          [],
+          `${how}: no tool body and no model call after waking`
+        )
+        assert.isTrue(log.some((r) => r.tag === "operation_unknown"), "the new owner reported the step unknown")
+        assert.include(log.find((r) => r.tag === "turn_ended")!.json, `"completed"`)
+      }
+
+      // Fifteen busy sessions on one worker (the other two stopped while it claims them), then SIGKILL.
+      const [doomed, ...rest] = fleet.filter((w) => w.proc.exitCode === null && w.proc.signalCode === null)
+      for (const w of rest) w.proc.kill("SIGSTOP")
+      const burst = await Promise.all(Array.from({ length: 15 }, () => submit(20)))
+      await Promise.all(burst.map((id) => until(`${id} on ${doomed!.owner}`, () => of(id).find((l) => l.kind === "model" && l.owner === doomed!.owner))))
+      for (const w of rest) w.proc.kill("SIGCONT")
+      await sleep(300)
+      doomed!.proc.kill("SIGKILL")
+      const killedAt = Date.now()
+      const heirs = rest.map((w) => `@${w.owner}`)
+      const moved = await Promise.all(burst.map(async (id) => {
+        for (;;) {
+          const records = await store.runPromise(Effect.flatMap(SessionStore, (s) => s.readLog(id, { limit: 10_000 })))
+          const next = records.records.find((r) =>
+            r.at > killedAt && heirs.some((heir) => JSON.stringify(Schema.encodeSync(LogRecord)(r)).includes(heir)))
+          if (next !== undefined) return next.at - killedAt
+          if (Date.now() - killedAt > 20_000) throw new Error(`${id}: no commit by another worker`)
+          await sleep(100)
+        }
+      }))
+      const sorted = [...moved].sort((a, b) => a - b)
+      // When each session's next model call began elsewhere: its claim, without the call's 300 ms and the commit.
+      const calls = burst.map((id) => of(id).find((l) => l.kind === "model" && l.owner !== doomed!.owner && l.at > killedAt)!.at - killedAt)
+      console.log(`SIGKILL of 15 busy sessions: next model calls elsewhere after ${JSON.stringify(calls.sort((a, b) => a - b))} ms`)
+      console.log(`SIGKILL of 15 busy sessions: next commits by others after ${JSON.stringify(sorted)} ms (TTL ${ttl} ms)`)
+      assert.isBelow(sorted[sorted.length - 1]!, ttl + 2000, "every session of the burst moved within TTL + 2 s")
+    }, 90_000)
   })
 } else {
   describe.skip(`three worker processes on one PostgreSQL database (${pg.reason})`, () => {

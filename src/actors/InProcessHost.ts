@@ -253,7 +253,7 @@ export const make = (options: Options = {}) =>
     if (options.claims !== false) {
       yield* claimRunnable(signals, Duration.decode(options.pollInterval ?? leaseTtl), {
         store, capacity: maxBusy, busy: load, start: wake, paused: handOver.requested,
-        isLocal: (sessionId) => entries.has(sessionId), spread: options.spread ?? false
+        isLocal: (sessionId) => entries.has(sessionId), spread: options.spread ?? false, announce: signals.announceClaimable
       })
     }
 

@@ -20,6 +20,7 @@ import type { LeaseLost, StoreUnavailable } from "../schema/Errors.js"
 import { Lease } from "../schema/Lease.js"
 import * as Doorbell from "../internal/Doorbell.js"
 import { SessionStore } from "../services/SessionStore.js"
+import * as LeaseDeadline from "./LeaseDeadline.js"
 
 /** Why a kept lease ended: the actor holding it must stop. */
 export type Loss = LeaseLost | StoreUnavailable
@@ -29,8 +30,13 @@ export interface LeaseKeeper {
   /**
    * Renews `lease` (updating the ref) until the scope closes; `lost` is called
    * once if a renewal is refused or the store stays unavailable for a period.
+   * Each renewal confirmed moves `deadline` on (to when it was asked for).
    */
-  readonly keep: (lease: Ref.Ref<Lease>, lost: (loss: Loss) => Effect.Effect<void>) => Effect.Effect<void, never, Scope.Scope>
+  readonly keep: (
+    lease: Ref.Ref<Lease>,
+    lost: (loss: Loss) => Effect.Effect<void>,
+    deadline?: LeaseDeadline.LeaseDeadline
+  ) => Effect.Effect<void, never, Scope.Scope>
   /** Renews forever; the host forks it in its scope. */
   readonly run: Effect.Effect<never>
 }
@@ -38,6 +44,7 @@ export interface LeaseKeeper {
 interface Entry {
   readonly lease: Ref.Ref<Lease>
   readonly lost: (loss: Loss) => Effect.Effect<void>
+  readonly deadline: LeaseDeadline.LeaseDeadline | undefined
   /** When renewals began to fail for want of the store, if they do. */
   failingSince: number | undefined
   kept: boolean
@@ -71,9 +78,10 @@ export const make = (ttl: Duration.Duration): Effect.Effect<LeaseKeeper, never, 
         return entry.lost(loss)
       })
 
-    const renewed = (entry: Entry, next: Lease) =>
+    const renewed = (entry: Entry, next: Lease, askedAt: number) =>
       Effect.suspend(() => {
         if (!entry.kept) return Effect.void
+        if (entry.deadline !== undefined) LeaseDeadline.confirm(entry.deadline, askedAt)
         entry.failingSince = undefined
         retrying.delete(entry)
         due.set(entry, now() + every)
@@ -91,18 +99,24 @@ export const make = (ttl: Duration.Duration): Effect.Effect<LeaseKeeper, never, 
       })
 
     /** Renews `entries` in one store call: each renewed, lost, or (the store being down) retried. */
-    const renew = (entries: ReadonlyArray<Entry>) =>
-      Effect.forEach(entries, (entry) => Ref.get(entry.lease)).pipe(
-        Effect.flatMap((leases) => store.renewAll(leases, ttlMillis)),
+    const renew = (entries: ReadonlyArray<Entry>) => {
+      // Asked for now: the store's new expiry is at least this plus the TTL.
+      let askedAt = 0
+      return Effect.forEach(entries, (entry) => Ref.get(entry.lease)).pipe(
+        Effect.flatMap((leases) => {
+          askedAt = LeaseDeadline.monotonicMillis(clock)
+          return store.renewAll(leases, ttlMillis)
+        }),
         Effect.matchEffect({
           onFailure: (error) => Effect.forEach(entries, (entry) => failed(entry, error), { discard: true }),
           onSuccess: (results) =>
             Effect.forEach(entries, (entry, i) => {
               const result = results[i]!
-              return result instanceof Lease ? renewed(entry, result) : failed(entry, result)
+              return result instanceof Lease ? renewed(entry, result, askedAt) : failed(entry, result)
             }, { discard: true })
         })
       )
+    }
 
     /** The entries due by `at`, taken out of their maps; the time of the next one after them otherwise. */
     const takeDue = (at: number): Array<Entry> | number => {
@@ -141,9 +155,9 @@ export const make = (ttl: Duration.Duration): Effect.Effect<LeaseKeeper, never, 
 
     return {
       // Forgotten when the keeper's caller's scope closes (`Scope.addFinalizer`: nothing to restore).
-      keep: (lease, lost) =>
+      keep: (lease, lost, deadline) =>
         Effect.uninterruptible(Effect.flatMap(Effect.scope, (scope) => {
-          const entry: Entry = { lease, lost, failingSince: undefined, kept: true }
+          const entry: Entry = { lease, lost, deadline, failingSince: undefined, kept: true }
           due.set(entry, now() + every)
           if (due.size === 1) someone.ring()
           return Effect.as(Scope.addFinalizer(scope, Effect.sync(() => forget(entry))), entry)

@@ -55,6 +55,12 @@ export interface Host {
   readonly state: () => SessionState.SessionState
   /** The actor's write path, under its writer lock; a lost lease interrupts the turn. */
   readonly commit: (records: ReadonlyArray<RecordBody>) => Effect.Effect<CommitReceipt>
+  /**
+   * Run right before each operation starts: it returns at once while the lease's local deadline is
+   * ahead, renews the lease first when it is past, and interrupts the turn (the actor stopping with
+   * `LeaseLost`) when the lease may be someone else's.
+   */
+  readonly beforeOperation: Effect.Effect<void>
   readonly broadcast: (events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
   /** Where parked turns wait for answers, by callback. */
   readonly answers: (callbackId: CallbackId) => Deferred.Deferred<unknown>
@@ -124,6 +130,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
         const answer = host.answers(callbackId)
         const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request, expiresAt }, true)
         const receipt = yield* host.commit([...records, opened])
+        yield* host.beforeOperation
         yield* host.broker.dispatch(
           new OpenCallback({
             callbackId,
@@ -192,6 +199,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       meter,
       approved: (toolName) => HashSet.has(host.state().approvals, toolName),
       commit: (records) => Effect.asVoid(host.commit(records)),
+      beforeOperation: host.beforeOperation,
       publish: host.broadcast,
       awaitSteers,
       openCallback,

@@ -43,6 +43,7 @@ import * as BusySlot from "./BusySlot.js"
 import * as Decisions from "./Decisions.js"
 import type * as Doorbell from "../internal/Doorbell.js"
 import type * as Idleness from "./Idleness.js"
+import * as LeaseDeadline from "./LeaseDeadline.js"
 import type * as LeaseKeeper from "./LeaseKeeper.js"
 import * as Lock from "../internal/Lock.js"
 import * as RunningTurn from "./RunningTurn.js"
@@ -149,17 +150,26 @@ export const foldLog = (sessionId: SessionId, first?: LogPage) =>
  * Holds the lease for the actor's scope: renewed by the host's keeper (a loss
  * is reported to `lost`), released at the end unless lost or handed back:
  * `passivate` asks the host to let the actor stop, and when it agrees the host
- * has released the lease already.
+ * has released the lease already. `beforeOperation` runs right before an
+ * operation starts (a model call, a tool body, a callback offered, a spawn):
+ * nothing while the lease's local deadline (`LeaseDeadline`, from `askedAt`,
+ * when the lease was asked for) is ahead; past it, a renewal first, and when
+ * that is refused (the lease expired or was taken over meanwhile) the loss
+ * goes to `lost` and the caller is interrupted, having started nothing.
  */
 const holdLease = (
   acquired: Lease,
-  keeper: LeaseKeeper.LeaseKeeper,
-  lost: (loss: LeaseKeeper.Loss) => Effect.Effect<void>,
-  mayPassivate: Wiring["mayPassivate"]
+  askedAt: number,
+  ttl: Duration.Duration,
+  { keeper, mayPassivate }: Pick<Wiring, "keeper" | "mayPassivate">,
+  lost: (loss: LeaseKeeper.Loss) => Effect.Effect<void>
 ) =>
   Effect.gen(function*() {
     const store = yield* SessionStore
+    const clock = yield* Effect.clock
     const lease = yield* Ref.make(acquired)
+    const ttlMillis = Duration.toMillis(ttl)
+    const deadline = LeaseDeadline.make(ttlMillis, askedAt)
     const handedBack = { value: false }
     // `Scope.addFinalizerExit`, not `Effect.addFinalizer`: it captures all it uses, so it need not
     // restore the fiber refs of this moment (two diffs of every FiberRef, the context among them).
@@ -169,13 +179,33 @@ const holdLease = (
         ? Effect.void
         : Effect.ignore(Effect.flatMap(Ref.get(lease), store.release))
     )
-    yield* keeper.keep(lease, lost)
+    let gone = false
+    const lose = (loss: LeaseKeeper.Loss) =>
+      Effect.suspend(() => {
+        gone = true
+        return lost(loss)
+      })
+    yield* keeper.keep(lease, lose, deadline)
     const passivate = Effect.flatMap(Ref.get(lease), mayPassivate).pipe(
       Effect.tap((agreed) => {
         if (agreed) handedBack.value = true
       })
     )
-    return { lease, passivate }
+    const renewNow = Effect.suspend(() => {
+      const asked = LeaseDeadline.monotonicMillis(clock)
+      return Effect.flatMap(Ref.get(lease), (current) => store.renew(current, ttlMillis)).pipe(
+        Effect.flatMap((next) => {
+          LeaseDeadline.confirm(deadline, asked)
+          return Ref.set(lease, next)
+        })
+      )
+    })
+    const renewOrStop = Effect.catchAll(renewNow, (loss) => Effect.zipRight(lose(loss), Effect.interrupt))
+    // One clock read while the deadline is ahead (every operation of a turn passes here).
+    const beforeOperation: Effect.Effect<void> = Effect.suspend(() =>
+      gone ? Effect.interrupt : LeaseDeadline.isLive(deadline, LeaseDeadline.monotonicMillis(clock)) ? Effect.void : renewOrStop
+    )
+    return { lease, passivate, beforeOperation }
   })
 
 /**
@@ -274,6 +304,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
     // Watched from before the inbox is read, so a push from another process in between is signalled.
     if (wiring.changes !== undefined) yield* wiring.changes((signal) => ringOnInbox(signal, bell))
     const rungAtStart = bell.rings()
+    // The lease's local deadline counts from before it was asked for.
+    const askedAt = LeaseDeadline.monotonicMillis(yield* Effect.clock)
     // The lease, the session, its log's first page and its inbox: one store call.
     const started = yield* store.start(sessionId, options.owner, Duration.toMillis(options.leaseTtl), { inbox: inboxPage })
     yield* wiring.onLease(Option.isSome(started))
@@ -295,12 +327,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       stoppedForHandover = true
       return Effect.interrupt
     })
-    const { lease, passivate } = yield* holdLease(
-      acquired,
-      wiring.keeper,
-      (loss) => endWith(Deferred.fail(fatal, loss)),
-      wiring.mayPassivate
-    )
+    const lost = (loss: LeaseKeeper.Loss) => endWith(Deferred.fail(fatal, loss))
+    const { beforeOperation, lease, passivate } = yield* holdLease(acquired, askedAt, options.leaseTtl, wiring, lost)
     const exclusive = Lock.make()
     const actor: Actor = {
       session: started.value.session,
@@ -335,6 +363,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
           Effect.catchAll(() => Effect.interrupt),
           Effect.tap(() => (handOver.requested() && WorkerPool.isStepBoundary(records) ? stopForHandover : Effect.void))
         ),
+      beforeOperation,
       broadcast: wiring.broadcast,
       answers: (callbackId) => answerOf(actor, callbackId),
       wake: Effect.sync(() => bell.ring()),
@@ -350,7 +379,7 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
         wake: wiring.wake,
         expect: wiring.expect,
         commitSpawn: (spawn, records) =>
-          exclusive(writer.spawn(spawn, records)).pipe(
+          Effect.zipRight(beforeOperation, exclusive(writer.spawn(spawn, records))).pipe(
             Effect.catchTags({ LeaseLost: () => Effect.interrupt, StoreUnavailable: () => Effect.interrupt })
           )
       }

@@ -116,10 +116,13 @@ const callModel = (
     }
     return deltas.length === 0 ? Effect.void : ctx.publish(deltas)
   }
-  return (model.whole !== undefined
-    ? Effect.flatMap(model.whole(request), fold)
-    // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
-    : Stream.runForEachChunk(model.stream(request), fold)).pipe(
+  return Effect.zipRight(
+    ctx.beforeOperation,
+    model.whole !== undefined
+      ? Effect.flatMap(model.whole(request), fold)
+      // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
+      : Stream.runForEachChunk(model.stream(request), fold)
+  ).pipe(
     Effect.map(() => reply),
     Effect.either,
     Telemetry.withOperationSpan("model", { ...spanIds, operationId }, { "troupe.model": request.model })
@@ -145,17 +148,15 @@ const endings = (
     end({ outcome: "failed", failureCode: "guardrail_blocked", failure: { _tag: "GuardrailBlocked", ...block } })
   const exhausted = (exhaustion: TurnMeter.Exhaustion) =>
     end({ outcome: "failed", failureCode: "budget_exhausted", failure: { _tag: "BudgetExhausted", ...exhaustion } })
-  const guard = (agent: Agent, stage: "input" | "output", text: string) =>
-    GuardrailChecks.check(guardrails, stage === "input" ? agent.inputGuardrails : agent.outputGuardrails, {
-      stage,
-      text,
-      sessionId: ctx.sessionId,
-      turnId,
-      agentName: agent.name
-    }).pipe(Effect.map((checked) => {
+  const guard = (agent: Agent, stage: "input" | "output", text: string) => {
+    const names = stage === "input" ? agent.inputGuardrails : agent.outputGuardrails
+    // A guardrail may be a model call of its own: an operation like the others.
+    const checking = GuardrailChecks.check(guardrails, names, { stage, text, sessionId: ctx.sessionId, turnId, agentName: agent.name })
+    return (names.length === 0 ? checking : Effect.zipRight(ctx.beforeOperation, checking)).pipe(Effect.map((checked) => {
       pending.add(...checked.records)
       return checked.blocked
     }))
+  }
   const complete = (agent: Agent, output: string) =>
     Effect.flatMap(guard(agent, "output", output), (block) =>
       block !== undefined ? blocked(block) : end({ outcome: "completed", output, publicFinalMessage: output }))

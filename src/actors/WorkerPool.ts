@@ -10,10 +10,11 @@
  *   expired) and starts actors for some of them; each actor acquires the
  *   lease, so of two workers claiming one session exactly one gets it. A full
  *   worker claims nothing: it does not even start actors that would wait.
- * - **Spreading.** A worker takes half of what it sees (at least one) while
- *   another worker is seen claiming too, so a burst (a dead worker's
- *   sessions) is split over the pool instead of going to whoever ticks first;
- *   a worker that sees nobody else claim takes all it can at its next tick.
+ * - **Spreading.** A worker takes half of the new candidates it sees (at
+ *   least one), tells the pool it left the rest (the others look at once),
+ *   and looks again within 250 ms, taking all it left that nobody took: a
+ *   burst (a dead worker's sessions) is split over the pool, and claimed
+ *   within one look and that follow-up, never in waves of ticks (decision 0031).
  * - **Handing over.** A draining worker stops claiming, starts no actor for
  *   a wake, and asks its actors to hand their sessions over: an actor with no
  *   busy turn (idle, or its turn parked on a callback or on the user)
@@ -52,23 +53,22 @@ export const nothingSeen: Seen = { left: new Set() }
 
 /**
  * How many of `candidates` (runnable, not driven here) to claim with `free`
- * slots: with `spread`, half of them (at least one) on a first look or while
- * another worker was seen claiming (a candidate left last time is gone, and
- * not to this worker), else all; never more than `free`.
+ * slots: with `spread`, every one this worker left at its last look (the pool
+ * had its chance at them: they are taken now, never left for another round)
+ * and half of the new ones (at least one), else all; never more than `free`.
+ * `claimOnce` puts the ones left last time first.
  */
 export const share = (
   candidates: ReadonlyArray<SessionId>,
   free: number,
   seen: Seen,
-  isLocal: (id: SessionId) => boolean,
   spread: boolean
 ): number => {
   if (free <= 0 || candidates.length === 0) return 0
   if (!spread) return Math.min(free, candidates.length)
-  const now = new Set(candidates)
-  const othersClaim = [...seen.left].some((id) => !now.has(id) && !isLocal(id))
-  const wanted = othersClaim || seen.left.size === 0 ? Math.ceil(candidates.length / 2) : candidates.length
-  return Math.min(free, wanted)
+  let again = 0
+  for (const id of candidates) if (seen.left.has(id)) again++
+  return Math.min(free, again + Math.ceil((candidates.length - again) / 2))
 }
 
 /** What the claimer needs of its host. */
@@ -84,6 +84,11 @@ export interface Member {
   readonly start: (sessionId: SessionId) => Effect.Effect<void>
   /** Whether to take only a share of a burst (`share`). */
   readonly spread: boolean
+  /**
+   * Tells the pool sessions are claimable (`StoreSignals.announceClaimable`): sent when a look
+   * left new candidates to the others, so they look now rather than at their ticks.
+   */
+  readonly announce: Effect.Effect<void>
   /** While true (the host is draining), nothing is claimed. */
   readonly paused: () => boolean
   /**
@@ -107,37 +112,56 @@ const shuffled = <A>(items: ReadonlyArray<A>) =>
     return out
   })
 
-/** What one claim tick saw, and whether free slots ran out before the candidates did. */
+/** What one claim tick saw, whether free slots ran out before the candidates did, and whether it left some with slots free. */
 export interface Tick {
   readonly seen: Seen
   readonly full: boolean
+  /** Candidates were left to the pool while slots were free: this worker looks again soon and takes them. */
+  readonly left: boolean
 }
 
 /** One claim tick: starts actors for this worker's share of the runnable sessions. */
 export const claimOnce = (member: Member, seen: Seen): Effect.Effect<Tick> =>
   Effect.gen(function*() {
     const free = member.capacity - member.busy()
-    if (member.paused()) return { seen, full: false }
+    if (member.paused()) return { seen, full: false, left: false }
     // A full worker takes nothing, and asks the store nothing.
-    if (free <= 0) return { seen, full: true }
+    if (free <= 0) return { seen, full: true, left: false }
     const runnable = yield* member.store.runnable({ limit: Math.min(1000, 2 * member.capacity) })
-    const candidates = yield* shuffled(runnable.filter((id) => !member.isLocal(id)))
-    const take = share(candidates, free, seen, member.isLocal, member.spread)
+    const mixed = yield* shuffled(runnable.filter((id) => !member.isLocal(id)))
+    // Those left last time first: `share` takes them all.
+    const candidates = [...mixed.filter((id) => seen.left.has(id)), ...mixed.filter((id) => !seen.left.has(id))]
+    const take = share(candidates, free, seen, member.spread)
     for (const sessionId of candidates.slice(0, take)) yield* member.start(sessionId)
-    return { seen: { left: new Set(candidates.slice(take)) }, full: take === free && candidates.length > take }
+    const left = candidates.slice(take)
+    const full = take === free && left.length > 0
+    // New candidates left to the pool: the others look now, not at their ticks.
+    if (!full && left.some((id) => !seen.left.has(id))) yield* member.announce
+    return { seen: { left: new Set(left) }, full, left: !full && left.length > 0 }
   }).pipe(
-    Effect.catchAll((error) => Effect.as(Effect.logWarning("claiming runnable sessions failed", error), { seen, full: false }))
+    Effect.catchAll((error) =>
+      Effect.as(Effect.logWarning("claiming runnable sessions failed", error), { seen, full: false, left: false })
+    )
   )
 
 /** The most a worker waits after the pool's hint before it looks, with `spread`: the pool hears a hint at once, and drifts apart. */
 const hintJitterMillis = 50
 
 /**
+ * How soon a worker that left part of a burst to the pool looks again (a quarter of its interval
+ * when shorter): time enough for the others, told at once, to take their share; then it takes
+ * what is still there. A burst is claimed within one look and this, not in waves of ticks.
+ */
+const followUpMillis = 250
+
+/**
  * Claims forever, every `interval` (±25 % with `spread`, so the pool's
  * members drift apart), and as soon as the pool hints that sessions became
  * claimable (with `spread`, after up to 50 ms more); while slots are the
  * limit, every 50 ms, so a slot given back is used soon (a full worker's tick
- * reads nothing from the store). The tick stays the backstop for a lost hint.
+ * reads nothing from the store); after leaving part of a burst to the pool,
+ * within 250 ms, to take what the others did not. The tick stays the
+ * backstop for a lost hint.
  */
 export const claimLoop = (member: Member, interval: Duration.Duration): Effect.Effect<never> =>
   Effect.gen(function*() {
@@ -148,6 +172,8 @@ export const claimLoop = (member: Member, interval: Duration.Duration): Effect.E
       seen = tick.seen
       const pause = tick.full
         ? Math.min(50, millis)
+        : tick.left
+        ? Math.min(followUpMillis, millis / 4)
         : member.spread
         ? millis * (0.75 + 0.5 * (yield* Random.next))
         : millis
@@ -220,9 +246,10 @@ export const makeDraining = (
     })
     // Hands each burst of departures to the pool as one hint, until the drain ends; then whatever left last.
     // The wait is interruptible even in a finalizer (the daemon drains in one), a hint being sent is not:
-    // the drain's end waits for it, since the process may exit right after.
-    const hintDepartures = Effect.interruptible(
-      Effect.forever(Effect.zipRight(Queue.take(departures), Effect.uninterruptible(announce)))
+    // the drain's end waits for it, since the process may exit right after. A departure taken is announced
+    // whatever comes: the last one wakes the drain, which interrupts this fiber, maybe before it announced.
+    const hintDepartures = Effect.forever(
+      Effect.uninterruptibleMask((restore) => Effect.zipRight(restore(Queue.take(departures)), announce))
     )
     const lastOnes = Effect.flatMap(Queue.poll(departures), (left) => (Option.isSome(left) ? announce : Effect.void))
     return {

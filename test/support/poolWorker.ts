@@ -29,10 +29,14 @@
  */
 import { Context, Duration, Effect, Layer, Schema, Stream } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
-import { appendFileSync, writeSync } from "node:fs"
+import { appendFileSync, existsSync, readFileSync, rmSync, writeSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import * as Signals from "../../src/cli/Signals.js"
+import * as PgSessionStore from "../../src/layers/PgSessionStore.js"
+import * as PgStoreSignals from "../../src/layers/PgStoreSignals.js"
 import * as ScriptedModel from "../../src/layers/ScriptedModel.js"
+import type { Commit } from "../../src/schema/Lease.js"
+import { SessionStore } from "../../src/services/SessionStore.js"
 import * as Model from "../../src/services/Model.js"
 import { SessionHost } from "../../src/services/SessionHost.js"
 import * as Tool from "../../src/services/Tool.js"
@@ -60,7 +64,7 @@ export const stepsOf = (text: string): number => Number(/steps (\d+)/.exec(text)
 
 /** One line of the side file. */
 export interface SideLine {
-  readonly kind: "model" | "tool"
+  readonly kind: "model" | "tool" | "pause"
   readonly sessionId: string
   /** The model call's number in its turn, or the tool's step. */
   readonly n: number
@@ -106,6 +110,34 @@ export const stepModel = (owner: string, side: string, modelMs: number) => {
       }))
   )
 }
+
+/**
+ * Pauses the process right after a commit that records a tool call as started, when the test
+ * asked for it (a file `SIDE.pause.SESSION` holding `stop`, or `block MS`): once, after writing
+ * `pause SESSION 0 OWNER MS` to the side file. `stop` is a SIGSTOP to itself (the test sends
+ * SIGCONT); `block` holds the event loop for MS. The next thing the turn does is the tool's body.
+ */
+const pauseAfter = (side: string, owner: string, commit: Commit) => {
+  if (!commit.records.some((r) => r._tag === "operation_started" && r.kind === "tool")) return
+  const file = `${side}.pause.${commit.sessionId}`
+  if (!existsSync(file)) return
+  const how = readFileSync(file, "utf8").trim().split(" ")
+  rmSync(file)
+  appendFileSync(side, `pause ${commit.sessionId} 0 ${owner} ${Date.now()}\n`)
+  if (how[0] === "stop") process.kill(process.pid, "SIGSTOP")
+  else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number(how[1]))
+}
+
+/** The PostgreSQL store, pausing the process after a commit when the test asks (`pauseAfter`). */
+const pausingStore = (options: PgSessionStore.Options, side: string, owner: string) =>
+  Layer.effect(
+    SessionStore,
+    Effect.map(SessionStore, (store) =>
+      SessionStore.of({
+        ...store,
+        append: (commit) => Effect.tap(store.append(commit), () => Effect.sync(() => pauseAfter(side, owner, commit)))
+      }))
+  ).pipe(Layer.provide(PgSessionStore.layer(options)))
 
 /** A worker process, started by `startWorker`. */
 export interface WorkerProcess {
@@ -183,13 +215,16 @@ const main = () => {
 
   const model = stepModel(owner, side, modelMs)
 
-  const runtime = Troupe.layerPg({ url, maxConnections: Number(env["POOL_CONNECTIONS"] ?? "4") }, {
-    host: {
+  const pg = { url, maxConnections: Number(env["POOL_CONNECTIONS"] ?? "4") }
+  // `Troupe.layerPg`, its store able to pause the process for the tests of decision 0031.
+  const runtime = Troupe.layer(pausingStore(pg, side, owner), {
+    signals: PgStoreSignals.layer({ url }),
+    host: Troupe.sharedStoreHost({
       owner,
       leaseTtl: Duration.millis(Number(env["POOL_TTL_MS"] ?? "2000")),
       ...(env["POOL_CLAIM_MS"] === undefined ? {} : { pollInterval: Duration.millis(Number(env["POOL_CLAIM_MS"])) }),
       maxBusyActors: Number(env["POOL_MAX_BUSY"] ?? "64")
-    },
+    }),
     tools: Toolkit.layer([step(owner, side)]),
     model
   })
