@@ -17,9 +17,9 @@
  *   stream) is `Unknown` too: the provider leaves it open, for a newer client
  *   or a manual answer, and goes on serving the others.
  *
- * Only what has no kind to report fails (an event that is not a map with a
- * string `_tag`, a durable event without its cursor): that is a broken
- * peer, not a newer one. The rule works on decoded values, whatever the
+ * Only what has no kind to report, or a broken envelope, fails (an event
+ * that is not a map with a string `_tag` and a session id, a durable event
+ * without its cursor and time): that is a broken peer, not a newer one. The rule works on decoded values, whatever the
  * transport: the socket client reads CBOR through it; a JSON client (HTTP,
  * SSE) reads the same values the same way. docs/protocol.md,
  * "Forward compatibility".
@@ -30,6 +30,7 @@ import { Either, type ParseResult, Schema } from "effect"
 import * as Messages from "../protocol/Messages.js"
 import type { PendingCallback } from "../schema/Callback.js"
 import type { SessionEvent } from "../schema/Event.js"
+import { SessionId } from "../schema/Ids.js"
 import * as CompiledDecoder from "./CompiledDecoder.js"
 
 /**
@@ -63,6 +64,7 @@ const tagOf = (u: unknown): string | undefined =>
 
 // Compiled: a replay decodes events by the thousand (see CompiledDecoder for why this is the same decode).
 const decodeKnownEvent = CompiledDecoder.make(Messages.SessionEventFrame)
+const isSessionId = Schema.is(SessionId)
 
 /**
  * A `session.event` payload by the rule: the typed event when the client can
@@ -73,11 +75,16 @@ export const decodeEventFrame = (payload: unknown): Either.Either<EventFrame, Pa
   if (Either.isRight(known) || !isMap(payload)) return known
   const { cursor, event } = payload
   const eventTag = tagOf(event)
-  if (eventTag === undefined || (cursor !== undefined && typeof cursor !== "number")) return known
+  // Every event names its session: one that does not is broken, not newer.
+  if (eventTag === undefined || !isSessionId((event as Record<string, unknown>).sessionId)) return known
+  if (cursor !== undefined && typeof cursor !== "number") return known
   if (eventTag !== "durable") return Either.right({ cursor, event: new Unknown({ kind: eventTag, cursor, raw: event }) })
-  const recordTag = tagOf((event as Record<string, unknown>).record)
-  // A durable event is resumed from by its cursor: without one, or without a kind, it is broken, not newer.
-  if (recordTag === undefined || typeof cursor !== "number") return known
+  const durable = event as Record<string, unknown>
+  const recordTag = tagOf(durable.record)
+  // A durable event is resumed from by its cursor: without one, its time or its record's kind, it is broken.
+  if (recordTag === undefined || typeof cursor !== "number" || durable.cursor !== cursor || typeof durable.at !== "number") {
+    return known
+  }
   return Either.right({ cursor, event: new Unknown({ kind: recordTag, cursor, raw: event }) })
 }
 

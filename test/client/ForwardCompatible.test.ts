@@ -7,12 +7,13 @@
  * callbacks it can read past one it cannot.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Option, Ref, Stream } from "effect"
+import { Chunk, Effect, Either, Fiber, Layer, Option, Ref, Stream } from "effect"
 import { join } from "node:path"
 import * as ForwardCompatible from "../../src/client/ForwardCompatible.js"
 import * as PromiseClient from "../../src/client/PromiseClient.js"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import type { PendingCallback } from "../../src/schema/Callback.js"
+import { makeSessionId } from "../../src/schema/Ids.js"
 import * as Server from "../../src/server/Server.js"
 import * as AgentCatalog from "../../src/services/AgentCatalog.js"
 import * as Toolkit from "../../src/services/Toolkit.js"
@@ -141,18 +142,29 @@ describe("ForwardCompatible", () => {
       assert.include(show.stdout, session.id)
     })), { timeout: 60_000 })
 
-  it("decodes by the rule: a payload without a kind is still an error", () => {
-    const decode = ForwardCompatible.decodeEventFrame
-    assert.isTrue(decode({ cursor: 1, event: { _tag: "durable", sessionId: "s", cursor: 1, at: 0, record: {} } })._tag === "Left")
-    assert.isTrue(decode({ event: { _tag: "durable", sessionId: "s", cursor: 1, at: 0, record: { _tag: "new" } } })._tag === "Left", "durable without its cursor")
-    assert.isTrue(decode({ cursor: "1", event: { _tag: "delta" } })._tag === "Left")
-    assert.isTrue(decode({ event: 42 })._tag === "Left")
-    assert.isTrue(decode([])._tag === "Left")
-    const unknown = decode({ event: { _tag: "tool_progress", fraction: 1 } })
-    assert.deepStrictEqual(unknown, decode({ event: { _tag: "tool_progress", fraction: 1 } }))
-    assert.isTrue(unknown._tag === "Right" && unknown.right.event._tag === "unknown" && unknown.right.event.kind === "tool_progress")
-    const callback = ForwardCompatible.decodeCallbackOpen({ callback: { callbackId: "cb_1", kind: "elicitation" } })
-    assert.isTrue(callback._tag === "Right" && ForwardCompatible.isUnknown(callback.right) && callback.right.kind === "elicitation")
-    assert.isTrue(ForwardCompatible.decodeCallbackOpen({ callback: { kind: "approval" } })._tag === "Left", "no callback id")
-  })
+  it.effect("decodes by the rule: a known kind it cannot read, or a new kind, is Unknown; a broken envelope is still an error", () =>
+    Effect.gen(function*() {
+      const decode = ForwardCompatible.decodeEventFrame
+      const sessionId = yield* makeSessionId
+      const durable = (record: unknown, cursor: unknown = 1) => ({ cursor, event: { _tag: "durable", sessionId, cursor, at: 5, record } })
+      const kindOf = (payload: unknown) => {
+        const decoded = decode(payload)
+        return Either.isLeft(decoded) ? "error" : decoded.right.event._tag === "unknown" ? `unknown:${decoded.right.event.kind}` : decoded.right.event._tag
+      }
+      assert.strictEqual(kindOf(durable({ _tag: "renamed", title: "t" })), "durable")
+      assert.strictEqual(kindOf(durable({ _tag: "renamed", title: 1 })), "unknown:renamed")
+      assert.strictEqual(kindOf(durable({ _tag: "sandbox_snapshot" })), "unknown:sandbox_snapshot")
+      assert.strictEqual(kindOf({ event: { _tag: "tool_progress", sessionId, fraction: 1 } }), "unknown:tool_progress")
+      // Broken, not newer.
+      assert.strictEqual(kindOf(durable({})), "error", "a record without a kind")
+      assert.strictEqual(kindOf({ event: durable({ _tag: "new" }).event }), "error", "a durable event without its cursor")
+      assert.strictEqual(kindOf({ cursor: 2, event: durable({ _tag: "new" }).event }), "error", "two cursors")
+      assert.strictEqual(kindOf({ event: { _tag: "tool_progress" } }), "error", "no session")
+      assert.strictEqual(kindOf({ cursor: "1", event: { _tag: "delta", sessionId } }), "error")
+      assert.strictEqual(kindOf({ event: 42 }), "error")
+      assert.strictEqual(kindOf([]), "error")
+      const callback = ForwardCompatible.decodeCallbackOpen({ callback: { callbackId: "cb_1", kind: "elicitation" } })
+      assert.isTrue(Either.isRight(callback) && ForwardCompatible.isUnknown(callback.right) && callback.right.kind === "elicitation")
+      assert.isTrue(Either.isLeft(ForwardCompatible.decodeCallbackOpen({ callback: { kind: "approval" } })), "no callback id")
+    }))
 })
