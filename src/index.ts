@@ -38,6 +38,8 @@ export * as EnvTelemetry from "./layers/EnvTelemetry.js"
 export * as Errors from "./schema/Errors.js"
 /** What subscribers of a session see: durable log records with their cursor, and volatile deltas. */
 export * as Event from "./schema/Event.js"
+/** The clients' forward-compatibility rule: what a newer daemon sends that a client cannot read passes through as `Unknown`. */
+export * as ForwardCompatible from "./client/ForwardCompatible.js"
 /** Frames: length, id, flags and body. */
 export * as Frame from "./protocol/Frame.js"
 /** Guardrails: host checks an agent names, run on a turn's message and final output. */

@@ -13,6 +13,7 @@ import { join } from "node:path"
 import type * as ScriptedModel from "../src/layers/ScriptedModel.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import { Agent, ModelRef, PermissionPolicy } from "../src/schema/Agent.js"
+import { ApprovalSettings } from "../src/schema/Policy.js"
 import type { CallbackKind, PendingCallback } from "../src/schema/Callback.js"
 import {
   makeCallbackId,
@@ -464,6 +465,7 @@ describe("Callbacks", () => {
           assert.strictEqual(callback!.sessionId, session.id)
           assert.isNull(callback!.parentSessionId)
           assert.deepStrictEqual(callback!.agentPath, ["worker"])
+          assert.isUndefined(callback!.expiresAt, "no approval timeout, no expiry")
           assert.strictEqual(callback!.turnId, turnId)
           assert.strictEqual(callback!.operationId, toolStart(log, "deploy")[0]!.operationId)
           const { opened, resolved } = callbackRecords(log)
@@ -471,6 +473,27 @@ describe("Callbacks", () => {
           assert.deepStrictEqual(resolved.map((r) => [r.callbackId, r.resolution, r.result]), [
             [callback!.callbackId, "answered", approve]
           ])
+        })
+      ))
+
+    it.effect("a provider's PendingCallback carries the approval's expiresAt, the one in its callback_opened record", () =>
+      onTestRuntime(() =>
+        Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const who = principal()
+          const agent = new Agent({ ...agentNamed("worker"), approvals: new ApprovalSettings({ timeoutMs: 60_000 }) })
+          const session = yield* sessions.create(who, { agent })
+          const seen = yield* Ref.make<ReadonlyArray<PendingCallback>>([])
+          yield* sessions.provideCallbacks(who, session.id, ["approval"], (callback) =>
+            Effect.as(Ref.update(seen, (all) => [...all, callback]), Option.some(approve))).pipe(Effect.forkScoped)
+          yield* settle
+          const turnId = yield* start(who, session.id)
+          assert.strictEqual(yield* awaitOutput(who, session.id, turnId), "done")
+          const [callback] = yield* Ref.get(seen)
+          const [opened] = callbackRecords(yield* logOf(session.id)).opened
+          assert.isDefined(opened!.expiresAt)
+          assert.strictEqual(callback!.expiresAt, opened!.expiresAt)
+          assert.strictEqual(callback!.expiresAt, callback!.openedAt + 60_000)
         })
       ))
 

@@ -8,6 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
+import * as Handoffs from "../src/actors/Handoffs.js"
 import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
 import { Sessions } from "../src/services/Sessions.js"
@@ -102,6 +103,37 @@ describe("handoffs", () => {
       const next = yield* start(who, session.id, "thanks")
       yield* ended(session.id, next)
       assert.strictEqual(model.requests[3]!.agentName, "triage")
+    }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer, tools: Toolkit.layer([lookup]) })))
+  })
+
+  it.effect("long agent names give transfer tools within 64 characters, unique and the same every time; a call of one hands off", () => {
+    const stem = `refunds_and_invoices_for_enterprise_customers_in_the_region`
+    const east = new Agent({ ...billing, name: `${stem}_east` })
+    const west = new Agent({ ...billing, name: `${stem}_west` })
+    const router = new Agent({ ...triage, name: "router", handoffs: [east, west, billing] })
+    const [eastTool, westTool] = [Handoffs.toolName(east), Handoffs.toolName(west)]
+    const model = recording({
+      agents: {
+        router: [calls(call("t1", westTool, { reason: "west" }))],
+        [west.name]: ["refunded in the west"]
+      }
+    })
+    return Effect.gen(function*() {
+      assert.isAtMost(eastTool.length, 64)
+      assert.isAtMost(westTool.length, 64)
+      assert.notStrictEqual(eastTool, westTool)
+      assert.match(westTool, /^transfer_to_refunds_and_invoices_for_enterprise_\w+_[0-9a-f]{8}$/)
+      assert.strictEqual(westTool.length, 64)
+      // A function of the name alone: a resumed turn (another process, another version) finds the same tool.
+      assert.strictEqual(Handoffs.toolName(new Agent({ ...west })), westTool)
+      assert.strictEqual(Handoffs.toolName(billing), "transfer_to_billing")
+      const sessions = yield* Sessions
+      const who = principal()
+      const session = yield* sessions.create(who, { agent: router })
+      const end = yield* ended(session.id, yield* start(who, session.id, "refund"))
+      assert.strictEqual(end.output, "refunded in the west")
+      assert.deepStrictEqual(toolNames(model.requests[0]!), [eastTool, westTool, "transfer_to_billing"])
+      assert.strictEqual(recordsOf(yield* logOf(session.id), "handoff")[0]!.to, west.name)
     }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer, tools: Toolkit.layer([lookup]) })))
   })
 

@@ -19,7 +19,7 @@ import type { ScriptedReply } from "../src/layers/ScriptedModel.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import { Agent, ModelRef, PermissionPolicy, SubagentRef, ToolSpec } from "../src/schema/Agent.js"
 import { makeTurnId, type SessionId } from "../src/schema/Ids.js"
-import type { LogRecord } from "../src/schema/Record.js"
+import type { LogRecord, TurnStarted } from "../src/schema/Record.js"
 import { SessionHost } from "../src/services/SessionHost.js"
 import { Sessions } from "../src/services/Sessions.js"
 import { SessionStore } from "../src/services/SessionStore.js"
@@ -159,6 +159,41 @@ describe("subagents", () => {
       agents: [worker],
       scripts: { agents: { worker: [calls(call("s1", "agents.spawn", { agent: "worker", message: "x" })), "ok"] } }
     }))))
+
+  it.live("after a handoff, a spawned child inherits the permission layers of the agent the turn was handed to", () => {
+    const strict = new Agent({
+      name: "strict",
+      instructions: "Delegate, carefully.",
+      model: new ModelRef({ name: "scripted" }),
+      subagents: [new SubagentRef({ name: "worker", description: "does the work" })],
+      permissions: new PermissionPolicy({ rules: { deploy: "deny" } })
+    })
+    const front = new Agent({ ...lead, name: "front", handoffs: [strict] })
+    return Effect.gen(function*() {
+      const sessions = yield* Sessions
+      const me = principal()
+      const root = yield* sessions.create(me, { agent: front })
+      const accepted = yield* sessions.send(me, root.id, { text: "careful" })
+      yield* sessions.awaitTurn(me, root.id, accepted.turnId!)
+      const childId = (toolOutputs(yield* logOf(root.id), "agents.spawn")[0]!.output as { sessionId: SessionId }).sessionId
+      const started = yield* eventually(Effect.map(logOf(childId), (log) =>
+        Option.fromNullable(log.find((r) => r.body._tag === "turn_started")?.body as TurnStarted | undefined)))
+      const inherited = started.run?.inherited ?? []
+      assert.isTrue(
+        inherited.some((layer) => layer.rules?.deploy === "deny"),
+        `the child is bound by strict's rules: ${JSON.stringify(inherited)}`
+      )
+    }).pipe(Effect.provide(Troupe.layerTest({
+      agents: [worker],
+      scripts: {
+        agents: {
+          front: [calls(call("h1", "transfer_to_strict", {}))],
+          strict: [calls(call("s1", "agents.spawn", { agent: "worker", message: "go" })), "spawned"],
+          worker: ["worked"]
+        }
+      }
+    })))
+  })
 
   it.scoped("the default policy's 10 child turns: the 11th spawn is a retryable error naming the limit", () =>
     Effect.gen(function*() {

@@ -25,8 +25,32 @@ import { errorOutcome } from "../services/Tool.js"
 /** The prefix of a handoff tool's name. */
 export const PREFIX = "transfer_to_"
 
-/** The name of the tool that hands off to `target`. */
-export const toolName = (target: Agent): string => `${PREFIX}${target.name}`
+/** The longest tool name model providers take (OpenAI's limit; Anthropic's is the same). */
+export const MAX_TOOL_NAME = 64
+
+/** FNV-1a (32 bits) of a string's UTF-16 code units, as 8 hex digits: stable across processes and versions. */
+const shortHash = (text: string): string => {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i)
+    hash = Math.imul(hash, 0x01000193) >>> 0
+  }
+  return hash.toString(16).padStart(8, "0")
+}
+
+/**
+ * The name of the tool that hands off to `target`: `transfer_to_<name>`, or,
+ * for a name too long for that to fit `MAX_TOOL_NAME`, its first characters
+ * and a hash of the whole name (`transfer_to_<first 43>_<8 hex>`), so that
+ * two long names sharing their start still get two tools. A function of the
+ * name alone: a resumed turn finds its transfer calls under the same names.
+ */
+export const toolName = (target: Agent): string => {
+  const plain = `${PREFIX}${target.name}`
+  if (plain.length <= MAX_TOOL_NAME) return plain
+  const hash = shortHash(target.name)
+  return `${PREFIX}${target.name.slice(0, MAX_TOOL_NAME - PREFIX.length - hash.length - 1)}_${hash}`
+}
 
 /** The handoff tools `agent` offers its model, one per target. */
 export const specsFor = (agent: Agent): ReadonlyArray<ToolSpec> =>

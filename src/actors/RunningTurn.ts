@@ -164,13 +164,17 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
         hostPolicy: host.toolPolicy
       })
     const plan = planFor(host.agent)
+    // The layers children inherit are those of the agent in charge: a handoff changes them (`planFor` below).
+    let childRun = ToolPolicy.childRun(plan.layers, started.run)
     const env: SubagentTools.Env = {
       ...host.subagents,
       session: host.session,
       turnId,
       state: host.state,
       awaitResult: slot.park(Queue.take(inputs)),
-      childRun: ToolPolicy.childRun(plan.layers, started.run)
+      get childRun() {
+        return childRun
+      }
     }
     const subagents = builtins.length === 0 ? undefined : SubagentTools.make(env)
     const body = TurnRunner.run({
@@ -181,7 +185,11 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       epoch: host.epoch,
       agent: host.agent,
       plan,
-      planFor,
+      planFor: (agent) => {
+        const handedTo = planFor(agent)
+        childRun = ToolPolicy.childRun(handedTo.layers, started.run)
+        return handedTo
+      },
       message: started.text,
       agentTools: AgentTool.make(env),
       prompt: (pending) => promptOf(host.state(), pending),

@@ -9,14 +9,15 @@
  */
 import { Schema } from "effect"
 import type { Usage } from "../schema/Budget.js"
+import type { ClientEvent } from "../client/ForwardCompatible.js"
 import { type Durable, SessionEvent } from "../schema/Event.js"
 import type { OperationStarted, RecordBody, TurnEnded } from "../schema/Record.js"
 import * as Output from "./Output.js"
 
 const encodeEvent = Schema.encodeSync(SessionEvent)
 
-/** The JSON form of an event (what `--json` prints, one per line). */
-export const toJson = (event: SessionEvent): unknown => encodeEvent(event)
+/** The JSON form of an event (what `--json` prints, one per line); one this client cannot read, exactly as received. */
+export const toJson = (event: SessionEvent | ClientEvent): unknown => event._tag === "unknown" ? event.raw : encodeEvent(event)
 
 /** A string clipped to `max` characters, on one line. */
 export const clip = (text: string, max = 120): string => {
@@ -132,14 +133,36 @@ const describe = (record: RecordBody): string => {
   }
 }
 
-/** One line for an event: `#<cursor> <time> <tag> <details>`, or the delta's text. */
-export const line = (event: SessionEvent): string => {
+/** When an event this client cannot read happened, if it says so. */
+const unknownAt = (raw: unknown): number | undefined => {
+  const at = typeof raw === "object" && raw !== null ? (raw as { readonly at?: unknown }).at : undefined
+  return typeof at === "number" && Number.isFinite(at) ? at : undefined
+}
+
+/** What an event this client cannot read says: a durable one's record, another's whole payload. */
+const unknownBody = (event: ClientEvent & { readonly _tag: "unknown" }): unknown =>
+  event.cursor !== undefined && typeof event.raw === "object" && event.raw !== null && "record" in event.raw
+    ? (event.raw as { readonly record: unknown }).record
+    : event.raw
+
+/**
+ * One line for an event: `#<cursor> <time> <tag> <details>`, or the delta's
+ * text; one this client cannot read (a newer daemon's) shows its kind and
+ * its payload as received.
+ */
+export const line = (event: SessionEvent | ClientEvent): string => {
   if (event._tag === "assistant_delta") return `  … ${JSON.stringify(event.text)}`
+  if (event._tag === "unknown") {
+    const at = unknownAt(event.raw)
+    return `${event.cursor === undefined ? " " : `#${event.cursor}`} ${
+      at === undefined ? "" : `${Output.dim(new Date(at).toISOString(), process.stdout)} `
+    }${event.kind} (not known to this client) ${json(unknownBody(event), 160)}`
+  }
   return `#${event.cursor} ${Output.dim(new Date(event.at).toISOString(), process.stdout)} ${event.record._tag} ${
     describe(event.record)
   }`.trimEnd()
 }
 
 /** Whether an event is the end of a turn. */
-export const isTurnEnd = (event: SessionEvent): event is Durable & { readonly record: TurnEnded } =>
+export const isTurnEnd = (event: SessionEvent | ClientEvent): event is Durable & { readonly record: TurnEnded } =>
   event._tag === "durable" && event.record._tag === "turn_ended"

@@ -15,6 +15,7 @@
  * @since 0.1.0
  */
 import { Effect, Option } from "effect"
+import type { ClientEvent } from "../client/ForwardCompatible.js"
 import type { SessionEvent } from "../schema/Event.js"
 import type { TurnId } from "../schema/Ids.js"
 import type { CallbackOpened, TurnEnded } from "../schema/Record.js"
@@ -37,7 +38,7 @@ export type Step =
 
 /** Shows events; `onEvent` answers a step of the turn when one comes. */
 export interface TurnView {
-  readonly onEvent: (event: SessionEvent) => Effect.Effect<Option.Option<Step>>
+  readonly onEvent: (event: SessionEvent | ClientEvent) => Effect.Effect<Option.Option<Step>>
 }
 
 /** How the view reads the turn. */
@@ -67,9 +68,11 @@ export const make = (out: Output.Output, watch: Watch, options: Options = {}): T
 
   const ours = (id: TurnId) => turnId !== undefined && id === turnId
 
-  const onEvent = (event: SessionEvent): Effect.Effect<Option.Option<Step>> =>
+  const onEvent = (event: SessionEvent | ClientEvent): Effect.Effect<Option.Option<Step>> =>
     Effect.gen(function*() {
       if (out.json) yield* out.jsonLine(EventFormat.toJson(event))
+      // A newer daemon's event this client cannot read: printed in JSON mode, and nothing the view acts on.
+      if (event._tag === "unknown") return Option.none()
       if (event._tag === "assistant_delta") {
         if (!ours(event.turnId)) return Option.none()
         streamed = true

@@ -69,7 +69,7 @@ import { type CallbackId, InputId, makeInputId, type OperationId, type SessionId
 import type { Principal } from "../schema/Principal.js"
 import type { Session } from "../schema/Session.js"
 import * as AgentClient from "./AgentClient.js"
-import * as CompiledDecoder from "./CompiledDecoder.js"
+import * as ForwardCompatible from "./ForwardCompatible.js"
 
 const { Type } = Messages
 
@@ -143,8 +143,12 @@ export interface EventOptions {
   readonly follow?: boolean | undefined
 }
 
-/** One event; `cursor` is set for durable events (resume with `after` = the last one seen). */
-export type EventFrame = typeof Messages.SessionEventFrame.Type
+/**
+ * One event; `cursor` is set for durable events (resume with `after` = the
+ * last one seen). An event this client cannot read (a newer daemon's) is a
+ * `ForwardCompatible.Unknown` (docs/protocol.md, "Forward compatibility").
+ */
+export type EventFrame = ForwardCompatible.EventFrame
 
 /** An answer to an open callback. */
 export interface AnswerOptions {
@@ -316,8 +320,8 @@ class Resume {
   ) {}
 }
 
-// Compiled: a replay decodes events by the thousand (see CompiledDecoder for why this is the same decode).
-const decodeEventFrame = CompiledDecoder.make(Messages.SessionEventFrame)
+// By the forward-compatibility rule: an event of a newer daemon is passed through, not a failure.
+const { decodeEventFrame } = ForwardCompatible
 const decodeEventsEnd = Schema.decodeUnknownEither(Messages.SessionEventsEnd)
 
 const unexpected = (request: string, type: string, error: ParseResult.ParseError) =>
@@ -512,7 +516,17 @@ const provideOnce = <E>(
       if (body.t !== Type.callbackOpen) {
         return yield* new UnexpectedAnswer({ request: Type.callbackProvide, reason: `got ${body.t}` })
       }
-      const { callback } = yield* payloadAs(Type.callbackProvide, body, Messages.CallbackOpen)
+      const callback = yield* Either.mapLeft(
+        ForwardCompatible.decodeCallbackOpen(body.payload),
+        (error) => unexpected(Type.callbackProvide, body.t, error)
+      )
+      if (ForwardCompatible.isUnknown(callback)) {
+        // A newer daemon's callback this client cannot read: left open for one that can (or a manual answer).
+        yield* Effect.logWarning("a callback this client cannot read was left open").pipe(
+          Effect.annotateLogs({ kind: callback.kind })
+        )
+        continue
+      }
       const result = yield* Effect.mapError(handler(callback), (error) => new HandlerFailure(error))
       if (Option.isNone(result)) continue
       yield* answerCallback(source, callback.sessionId, {

@@ -96,5 +96,7 @@ export class PendingCallback extends Schema.Class<PendingCallback>("troupe/Pendi
   operationId: OperationId,
   kind: CallbackKind,
   request: CallbackRequest,
-  openedAt: Schema.Number
+  openedAt: Schema.Number,
+  /** When an unanswered approval expires (epoch ms), if its turn has an approval timeout; an answer after it is stale. */
+  expiresAt: Schema.optional(Schema.Number)
 }) {}

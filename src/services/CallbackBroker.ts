@@ -171,6 +171,10 @@ export const make = Effect.gen(function*() {
     Effect.gen(function*() {
       const place = yield* placeOf(callback.sessionId)
       const request = yield* Effect.orDie(decodeRequest(callback.request))
+      // The expiry is in the `callback_opened` record only (the store's open-callback row has none): one read a callback.
+      const opened = yield* store.readLog(callback.sessionId, { after: callback.openedSeq - 1, limit: 1 })
+      const body = opened.records[0]?.body
+      const expiresAt = body?._tag === "callback_opened" && body.callbackId === callback.callbackId ? body.expiresAt : undefined
       return new PendingCallback({
         callbackId: callback.callbackId,
         sessionId: callback.sessionId,
@@ -180,7 +184,8 @@ export const make = Effect.gen(function*() {
         operationId: callback.operationId,
         kind: callback.kind,
         request,
-        openedAt: callback.openedAt
+        openedAt: callback.openedAt,
+        expiresAt
       }, true)
     })
 

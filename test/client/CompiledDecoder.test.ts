@@ -195,6 +195,7 @@ describe("SessionClient.events on malformed events", () => {
         const bad of [
           { cursor: 3, event: { _tag: "durable", sessionId: "ses_nope", cursor: 3, at: 1, record: { _tag: "renamed", title: "t" } } },
           { cursor: 3, event: { _tag: "durable", cursor: 3, at: 1, record: { _tag: "renamed", title: 1 } } },
+          // A new kind passes through (test/client/ForwardCompatible.test.ts), but an event names its session.
           { cursor: 3, event: { _tag: "nope" } },
           { cursor: "3", event: null }
         ]

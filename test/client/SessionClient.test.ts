@@ -13,7 +13,6 @@ import { join } from "node:path"
 import * as AgentClient from "../../src/client/AgentClient.js"
 import * as PromiseClient from "../../src/client/PromiseClient.js"
 import * as SessionClient from "../../src/client/SessionClient.js"
-import type { SessionEvent } from "../../src/schema/Event.js"
 import type { Session } from "../../src/schema/Session.js"
 import type * as ScriptedModel from "../../src/layers/ScriptedModel.js"
 import { makeSessionId, makeTurnId } from "../../src/schema/Ids.js"
@@ -38,7 +37,7 @@ const SCRIPTS: ScriptedModel.Scripts = {
   }
 }
 
-const isTurnEnd = (event: SessionEvent) => event._tag === "durable" && event.record._tag === "turn_ended"
+const isTurnEnd = (event: SessionClient.EventFrame["event"]) => event._tag === "durable" && event.record._tag === "turn_ended"
 
 const TOKEN_A = "token-a"
 const TOKEN_B = "token-b"

@@ -20,7 +20,6 @@ import { join } from "node:path"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import * as Cbor from "../../src/protocol/Cbor.js"
 import * as Frame from "../../src/protocol/Frame.js"
-import type { SessionEvent } from "../../src/schema/Event.js"
 import { makeCallbackId, makeTurnId, type SessionId } from "../../src/schema/Ids.js"
 import type { Principal } from "../../src/schema/Principal.js"
 import * as AgentCatalog from "../../src/services/AgentCatalog.js"
@@ -163,7 +162,7 @@ const serverError = <A, E>(self: Effect.Effect<A, E>) =>
     })
   )
 
-const isTurnEnd = (event: SessionEvent) => event._tag === "durable" && event.record._tag === "turn_ended"
+const isTurnEnd = (event: SessionClient.EventFrame["event"]) => event._tag === "durable" && event.record._tag === "turn_ended"
 
 /** The durable cursors of `frames`, in order. */
 const cursorsOf = (frames: ReadonlyArray<SessionClient.EventFrame>) =>
