@@ -26,6 +26,7 @@ import type { SessionStore } from "./services/SessionStore.js"
 import * as StoreSignals from "./services/StoreSignals.js"
 import * as Telemetry from "./services/Telemetry.js"
 import * as Toolkit from "./services/Toolkit.js"
+import * as Toolsets from "./services/Toolsets.js"
 
 /** Everything a composed runtime provides. */
 export type Services = Sessions.Sessions | SessionHost | SessionStore | Model | CallbackBroker.CallbackBroker | Toolkit.Toolkit
@@ -40,6 +41,8 @@ export interface RuntimeOptions {
   readonly scripts?: ScriptedModel.Scripts | undefined
   /** The server tools this host runs (`Toolkit.layer([...])`); default none. */
   readonly tools?: Layer.Layer<Toolkit.Toolkit> | undefined
+  /** The toolsets (MCP servers) agents declare and sessions bind (`McpToolsets.layer({...})`); default none. */
+  readonly toolsets?: Layer.Layer<Toolsets.Toolsets> | undefined
   /** The guardrails agents may name (`Guardrails.layer([...])`); default none. */
   readonly guardrails?: Layer.Layer<Guardrails.Guardrails> | undefined
   /** Prices for the cost budget (`CostMeter.layer({...})`); default free. */
@@ -64,6 +67,7 @@ export const layer = <E, R>(
   const model = options.model ?? ScriptedModel.layer(options.scripts)
   const extras = Layer.mergeAll(
     options.tools ?? Toolkit.layerEmpty,
+    options.toolsets ?? Toolsets.layerNoop,
     options.costs ?? CostMeter.layerNoop,
     options.guardrails ?? Guardrails.layerEmpty,
     options.telemetry ?? Telemetry.layerNoop,
