@@ -7,7 +7,7 @@
  * session.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Option } from "effect"
 import type { ScriptedReply } from "../src/layers/ScriptedModel.js"
 import * as McpToolsets from "../src/layers/McpToolsets.js"
 import { Agent, ModelRef, PermissionPolicy, SubagentRef } from "../src/schema/Agent.js"

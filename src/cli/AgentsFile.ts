@@ -22,7 +22,12 @@
  * `{ "name", "settings": { temperature, topP, maxOutputTokens, seed } }`.
  * Tools are described by JSON Schema and are **client tools**: the daemon has
  * no code for them, so each call opens a `client_tool` callback that a
- * connected client answers with the tool's result. Unknown fields are errors,
+ * connected client answers with the tool's result. `mcpServers` (beside
+ * `agents`) declares MCP servers in the shape Claude Desktop and Cursor use
+ * (`{ "name": { "command", "args", "env", "cwd" } | { "url", "headers" } }`);
+ * an agent's `toolsets` names them (`"github"`, or `{ "name": "github",
+ * "tools": ["search"] }`), and their tools run on the daemon (docs/tools.md).
+ * Unknown fields are errors,
  * so a typo never silently drops a setting.
  *
  * @since 0.1.0
@@ -32,6 +37,7 @@ import { readFile } from "node:fs/promises"
 import { Agent, Idempotency, ModelSettings, Name, NoToolPolicy, Permission, SideEffect } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
 import { JsonObject } from "../schema/Json.js"
+import { McpServers } from "../schema/Toolset.js"
 
 /** The agents file could not be read or is not of the documented shape. */
 export class AgentsFileError extends Schema.TaggedError<AgentsFileError>()("AgentsFileError", {
@@ -72,13 +78,25 @@ export const AgentEntry = Schema.Struct({
   })),
   noToolPolicy: Schema.optional(NoToolPolicy),
   maxCycles: Schema.optional(Schema.Number),
-  budgets: Schema.optional(Schema.encodedSchema(Budgets))
+  budgets: Schema.optional(Schema.encodedSchema(Budgets)),
+  /** `mcpServers` by name, each optionally with an allow-list of its tools. */
+  toolsets: Schema.optional(Schema.Array(Schema.Union(
+    Schema.String,
+    Schema.Struct({ name: Schema.String, tools: Schema.optional(Schema.Array(Schema.String)) })
+  )))
 })
 
 /** The whole file. */
 export const AgentsFile = Schema.Struct({
-  agents: Schema.Array(AgentEntry).pipe(Schema.minItems(1, { message: () => "expected at least one agent" }))
+  agents: Schema.Array(AgentEntry).pipe(Schema.minItems(1, { message: () => "expected at least one agent" })),
+  mcpServers: Schema.optional(McpServers)
 })
+
+/** What a file declares: its agents, and the MCP servers their toolsets name. */
+export interface Declared {
+  readonly agents: ReadonlyArray<Agent>
+  readonly mcpServers: typeof McpServers.Type
+}
 
 const decodeFile = Schema.decodeUnknownEither(AgentsFile, { onExcessProperty: "error", errors: "first" })
 const decodeAgent = Schema.decodeUnknownEither(Agent, { onExcessProperty: "error", errors: "first" })
@@ -101,6 +119,10 @@ const plain = (message: string): string => {
 
 /** The agents of a file's text; `path` only names the file in errors. */
 export const parse = (path: string, text: string): Effect.Effect<ReadonlyArray<Agent>, AgentsFileError> =>
+  Effect.map(parseDeclared(path, text), (declared) => declared.agents)
+
+/** The agents and MCP servers of a file's text; `path` only names the file in errors. */
+export const parseDeclared = (path: string, text: string): Effect.Effect<Declared, AgentsFileError> =>
   Effect.gen(function*() {
     const fail = (reason: string) => Effect.fail(new AgentsFileError({ path, reason }))
     let json: unknown
@@ -130,8 +152,16 @@ export const parse = (path: string, text: string): Effect.Effect<ReadonlyArray<A
           })`)
         }
       }
+      const servers = file.right.mcpServers ?? {}
+      const toolsets = entry.toolsets?.map((ref) => (typeof ref === "string" ? { name: ref } : ref))
+      for (const [t, ref] of (toolsets ?? []).entries()) {
+        if (!Object.hasOwn(servers, ref.name)) {
+          return yield* fail(`agents.${index}.toolsets.${t}: no server named ${ref.name} in mcpServers`)
+        }
+      }
       const agent = decodeAgent({
         ...entry,
+        ...(toolsets === undefined ? {} : { toolsets }),
         model: typeof entry.model === "string" ? { name: entry.model } : entry.model,
         // The file has no code, so every tool runs on the client.
         tools: entry.tools.map((tool) => ({ ...tool, client: true }))
@@ -139,11 +169,15 @@ export const parse = (path: string, text: string): Effect.Effect<ReadonlyArray<A
       if (agent._tag === "Left") return yield* fail(firstIssue(agent.left, ["agents", index]))
       agents.push(agent.right)
     }
-    return agents
+    return { agents, mcpServers: file.right.mcpServers ?? {} }
   })
 
 /** Reads and parses an agents file. */
 export const load = (path: string): Effect.Effect<ReadonlyArray<Agent>, AgentsFileError> =>
+  Effect.map(loadDeclared(path), (declared) => declared.agents)
+
+/** Reads and parses an agents file: its agents and MCP servers. */
+export const loadDeclared = (path: string): Effect.Effect<Declared, AgentsFileError> =>
   Effect.tryPromise({
     try: () => readFile(path, "utf8"),
     catch: (error) =>
@@ -153,4 +187,4 @@ export const load = (path: string): Effect.Effect<ReadonlyArray<Agent>, AgentsFi
           typeof error === "object" && error !== null && "code" in error ? String(error.code) : "unknown error"
         })`
       })
-  }).pipe(Effect.flatMap((text) => parse(path, text)))
+  }).pipe(Effect.flatMap((text) => parseDeclared(path, text)))
