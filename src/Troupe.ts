@@ -26,6 +26,7 @@ import type { SessionStore } from "./services/SessionStore.js"
 import * as StoreSignals from "./services/StoreSignals.js"
 import * as Telemetry from "./services/Telemetry.js"
 import * as Toolkit from "./services/Toolkit.js"
+import * as Toolsets from "./services/Toolsets.js"
 
 /** Everything a composed runtime provides (its `AgentCatalog` is `options.agents`: what the session routes create by name, too). */
 export type Services =
@@ -47,6 +48,8 @@ export interface RuntimeOptions {
   readonly scripts?: ScriptedModel.Scripts | undefined
   /** The server tools this host runs (`Toolkit.layer([...])`); default none. */
   readonly tools?: Layer.Layer<Toolkit.Toolkit> | undefined
+  /** The toolsets (MCP servers) agents declare and sessions bind (`McpToolsets.layer({...})`); default none. */
+  readonly toolsets?: Layer.Layer<Toolsets.Toolsets> | undefined
   /** The guardrails agents may name (`Guardrails.layer([...])`); default none. */
   readonly guardrails?: Layer.Layer<Guardrails.Guardrails> | undefined
   /** Prices for the cost budget (`CostMeter.layer({...})`); default free. */
@@ -75,6 +78,7 @@ export const layer = <E, R>(
   const model = options.model ?? ScriptedModel.layer(options.scripts)
   const extras = Layer.mergeAll(
     options.tools ?? Toolkit.layerEmpty,
+    options.toolsets ?? Toolsets.layerNoop,
     options.costs ?? CostMeter.layerNoop,
     options.guardrails ?? Guardrails.layerEmpty,
     options.telemetry ?? Telemetry.layerNoop,

@@ -60,6 +60,8 @@ export * as Lease from "./schema/Lease.js"
 export * as Listener from "./server/Listener.js"
 /** A `Telemetry` that writes each product event as one JSON line. */
 export * as LogTelemetry from "./layers/LogTelemetry.js"
+/** The `Toolsets` port over MCP servers (stdio and Streamable HTTP), on the official SDK. */
+export * as McpToolsets from "./layers/McpToolsets.js"
 /** The in-memory `SessionStore`, for tests and ephemeral runs. */
 export * as MemorySessionStore from "./layers/MemorySessionStore.js"
 /** The `Model` port: one streaming call to a language model. */
@@ -120,6 +122,10 @@ export * as Telemetry from "./services/Telemetry.js"
 export * as Tool from "./services/Tool.js"
 /** The server tools this host can run, by name. */
 export * as Toolkit from "./services/Toolkit.js"
+/** Toolsets: named groups of tools (MCP servers) agents declare and sessions bind, and the servers' shapes. */
+export * as Toolset from "./schema/Toolset.js"
+/** The `Toolsets` port: the toolsets a host serves, opened per session. */
+export * as Toolsets from "./services/Toolsets.js"
 /** A duplex byte stream as the connection code sees it. */
 export * as Transport from "./protocol/Transport.js"
 /** Ready-made runtimes: the `Sessions` API over a host, a store and a model, as one layer. */

@@ -49,6 +49,12 @@ describe("examples", () => {
     ].join("\n"))
   }, 60_000)
 
+  it("mcp gives an agent an MCP server's tools over stdio, the destructive one approved first", async () => {
+    const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
+    const { stdout } = await example("mcp.ts", [], home)
+    assert.strictEqual(stdout, "  approval asked for notes.archive_note\nanswer: The note has 4 words and is archived.\n")
+  }, 60_000)
+
   it("structured-output retries a reply that does not match and prints the typed invoice", async () => {
     const home = mkdtempSync(join(tmpdir(), "troupe-home-"))
     const { stdout } = await example("structured-output.ts", [], home)

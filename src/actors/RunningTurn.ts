@@ -16,6 +16,7 @@ import type { CommitReceipt } from "../schema/Lease.js"
 import { CallbackOpened, type RecordBody, type TurnStarted } from "../schema/Record.js"
 import type { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
+import type { SessionToolset } from "../services/Toolsets.js"
 import type { BusySlot } from "./BusySlot.js"
 import type { Session } from "../schema/Session.js"
 import * as ApprovalTimeout from "./ApprovalTimeout.js"
@@ -50,6 +51,8 @@ export interface Host {
   readonly hostSettings: ModelSettings | undefined
   /** The host's permission layer, under every other. */
   readonly toolPolicy?: ToolPolicy.Rules | undefined
+  /** The session's toolsets, opened for it (absent: its agent declares none). */
+  readonly toolsets?: SessionToolset | undefined
   readonly epoch: number
   /** The actor's newest state. */
   readonly state: () => SessionState.SessionState
@@ -154,13 +157,16 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     })).pipe(Effect.ensuring(Effect.sync(() => (waitingForUser = false))))
 
     const builtins = SubagentTools.specsFor(host.session)
+    // The toolsets' tools as listed now: a list that changes is read again at the next turn.
+    const listed = host.toolsets === undefined ? [] : yield* host.toolsets.specs
+    const offered = listed.length === 0 ? builtins : [...builtins, ...listed]
     const planFor = (agent: Agent) =>
       TurnPlan.resolve({
         agent,
         run: started.run,
         sessionBudgets: host.sessionBudgets,
         hostSettings: host.hostSettings,
-        builtins: agent.handoffs.length === 0 ? builtins : [...builtins, ...Handoffs.specsFor(agent)],
+        builtins: agent.handoffs.length === 0 ? offered : [...offered, ...Handoffs.specsFor(agent)],
         hostPolicy: host.toolPolicy
       })
     const plan = planFor(host.agent)
@@ -219,7 +225,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
           opened === undefined ? undefined : expiry(callbackId, opened.opened.operationId, opened.expiresAt)
         ))
       },
-      subagents
+      subagents,
+      toolsets: host.toolsets
     }).pipe(
       Telemetry.withTurnSpan({ sessionId, turnId, epoch: host.epoch }, { "troupe.resumed": resumed }),
       // The events a turn emits (compaction, refused spawns) are excluded when its sender asked so.

@@ -39,6 +39,7 @@ import { SessionStore } from "../services/SessionStore.js"
 import type { Signal } from "../services/StoreSignals.js"
 import * as Telemetry from "../services/Telemetry.js"
 import type { Toolkit } from "../services/Toolkit.js"
+import { Toolsets } from "../services/Toolsets.js"
 import * as BusySlot from "./BusySlot.js"
 import * as Decisions from "./Decisions.js"
 import type * as Doorbell from "../internal/Doorbell.js"
@@ -69,6 +70,7 @@ export type Services =
   | CallbackBroker
   | Model.Model
   | Toolkit
+  | Toolsets
   | CostMeter
   | Telemetry.Telemetry
   | AgentCatalog
@@ -349,8 +351,14 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       wake: wiring.wake,
       scope
     })
+    // The session's own protocol sessions with its toolsets' servers: opened here, closed with the actor.
+    const declared = actor.session.agent.toolsets ?? []
+    const toolsets = declared.length === 0
+      ? undefined
+      : yield* (yield* Toolsets).open({ sessionId, principal: actor.session.principal }, declared)
     const host: RunningTurn.Host = {
       sessionId,
+      toolsets,
       session: actor.session,
       agent: actor.session.agent,
       sessionBudgets: actor.session.budgets,

@@ -124,7 +124,7 @@ const body = (c: Core, call: Model.ToolCall, spec: ToolSpec, operationId: Operat
       return spawned.outcome
     }
     const runnable = ctx.agentTools?.get(spec, call, operationId) ?? ctx.subagents?.get(call.name, call, operationId) ??
-      toolkit.get(call.name)
+      ctx.toolsets?.get(call.name) ?? toolkit.get(call.name)
     if (runnable === undefined) {
       return yield* c.refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
     }

@@ -16,6 +16,7 @@ import type { OperationReceipt } from "../schema/Operation.js"
 import type { Principal } from "../schema/Principal.js"
 import type { RecordBody } from "../schema/Record.js"
 import type * as Model from "../services/Model.js"
+import type { Runnable } from "../services/Toolkit.js"
 import type { AgentTools } from "./AgentTool.js"
 import type { SessionState } from "./SessionState.js"
 import type { SubagentTools } from "./SubagentTools.js"
@@ -105,6 +106,8 @@ export interface TurnContext {
   readonly subagents?: SubagentTools | undefined
   /** The agents used as tools (`Agent.asTool`). */
   readonly agentTools?: AgentTools | undefined
+  /** The session's toolsets (MCP servers): their tools, by model-facing name. */
+  readonly toolsets?: { readonly get: (name: string) => Runnable | undefined } | undefined
 }
 
 /** Records of steps without side effects (a model reply, a refused call) that ride along with the turn's next commit. */

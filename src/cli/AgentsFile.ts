@@ -18,7 +18,10 @@
  * so a typo never silently drops a setting), then its references (handoffs,
  * agent tools, subagents and permission rules name agents and tools that
  * exist; handoffs and agent tools, which embed their target, form no cycle).
- * What comes out are the same `Agent` values code would build.
+ * What comes out are the same `Agent` values code would build. `mcpServers`
+ * (beside `agents`) declares MCP servers in the shape Claude Desktop and
+ * Cursor use; an agent's `toolsets` names them, and their tools run on the
+ * daemon (docs/tools.md).
  *
  * @since 0.1.0
  */
@@ -40,6 +43,7 @@ import {
 import { Budgets } from "../schema/Budget.js"
 import { CompactionSettings } from "../schema/Compaction.js"
 import { ApprovalSettings, SubagentPolicy } from "../schema/Policy.js"
+import { type McpServers, ToolsetRef } from "../schema/Toolset.js"
 import * as AgentsFileSchema from "./AgentsFileSchema.js"
 
 /** The agents file could not be read or is not of the documented shape; `problems` has one line each. */
@@ -250,7 +254,8 @@ const agentOf = (entry: AgentsFileSchema.AgentEntry, context: ToolContext) => {
     handoffs: entry.handoffs?.map((name) => context.built(name)!),
     output: entry.output && new OutputSpec(defined({ name: entry.output.name ?? "output", schema: entry.output.schema, maxRetries: entry.output.maxRetries })),
     compaction: entry.compaction && new CompactionSettings(entry.compaction),
-    budgets: entry.budgets && new Budgets(entry.budgets)
+    budgets: entry.budgets && new Budgets(entry.budgets),
+    toolsets: entry.toolsets?.map((ref) => new ToolsetRef(typeof ref === "string" ? { name: ref } : defined({ name: ref.name, tools: ref.tools })))
   }))
 }
 
@@ -299,13 +304,30 @@ export const resolve = (file: AgentsFileSchema.AgentsFile): Either.Either<Readon
     names.add(entry.name)
   }
   for (const [i, entry] of file.agents.entries()) checkReferences(entry, ["agents", i], names, problems)
+  const servers = file.mcpServers ?? {}
+  for (const [i, entry] of file.agents.entries()) {
+    for (const [t, ref] of (entry.toolsets ?? []).entries()) {
+      const name = typeof ref === "string" ? ref : ref.name
+      if (!Object.hasOwn(servers, name)) problems.add(["agents", i, "toolsets", t], `no server named ${name} in mcpServers`)
+    }
+  }
   if (problems.list.length > 0) return Either.left(problems.list)
   const agents = buildAll(file.agents, problems)
   return problems.list.length > 0 ? Either.left([...new Set(problems.list)]) : Either.right(agents)
 }
 
+/** What a file declares: its agents, and the MCP servers their toolsets name. */
+export interface Declared {
+  readonly agents: ReadonlyArray<Agent>
+  readonly mcpServers: typeof McpServers.Type
+}
+
 /** The agents of a file's text; `path` only names the file in errors. */
 export const parse = (path: string, text: string): Effect.Effect<ReadonlyArray<Agent>, AgentsFileError> =>
+  Effect.map(parseDeclared(path, text), (declared) => declared.agents)
+
+/** The agents and MCP servers of a file's text; `path` only names the file in errors. */
+export const parseDeclared = (path: string, text: string): Effect.Effect<Declared, AgentsFileError> =>
   Effect.suspend(() => {
     const fail = (problems: ReadonlyArray<string>) => Effect.fail(new AgentsFileError({ path, problems }))
     let json: unknown
@@ -316,11 +338,19 @@ export const parse = (path: string, text: string): Effect.Effect<ReadonlyArray<A
     }
     const file = decodeFile(json)
     if (Either.isLeft(file)) return fail(issuesOf(file.left))
-    return Either.match(resolve(file.right), { onLeft: fail, onRight: Effect.succeed })
+    const servers = file.right.mcpServers ?? {}
+    return Either.match(resolve(file.right), {
+      onLeft: fail,
+      onRight: (agents) => Effect.succeed<Declared>({ agents, mcpServers: servers })
+    })
   })
 
 /** Reads and parses an agents file. */
 export const load = (path: string): Effect.Effect<ReadonlyArray<Agent>, AgentsFileError> =>
+  Effect.map(loadDeclared(path), (declared) => declared.agents)
+
+/** Reads and parses an agents file: its agents and MCP servers. */
+export const loadDeclared = (path: string): Effect.Effect<Declared, AgentsFileError> =>
   Effect.tryPromise({
     try: () => readFile(path, "utf8"),
     catch: (error) =>
@@ -330,4 +360,4 @@ export const load = (path: string): Effect.Effect<ReadonlyArray<Agent>, AgentsFi
           typeof error === "object" && error !== null && "code" in error ? String(error.code) : "unknown error"
         })`]
       })
-  }).pipe(Effect.flatMap((text) => parse(path, text)))
+  }).pipe(Effect.flatMap((text) => parseDeclared(path, text)))

@@ -20,6 +20,7 @@ import { Budgets } from "../schema/Budget.js"
 import { CompactionSettings } from "../schema/Compaction.js"
 import { JsonObject } from "../schema/Json.js"
 import { ApprovalSettings, SubagentPolicy } from "../schema/Policy.js"
+import { McpServers } from "../schema/Toolset.js"
 
 const Names = Schema.Array(Name)
 
@@ -78,6 +79,12 @@ export const OutputEntry = Schema.Struct({
   maxRetries: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(0, 10)))
 }).annotations({ identifier: "Output" })
 
+/** A toolset an agent uses: an `mcpServers` name, or `{ name, tools }` with an allow-list of its tools. */
+export const ToolsetEntry = Schema.Union(
+  Schema.String.pipe(Schema.minLength(1)),
+  Schema.Struct({ name: Schema.String.pipe(Schema.minLength(1)), tools: Schema.optional(Schema.Array(Schema.String)) })
+).annotations({ identifier: "Toolset" })
+
 /** The fields of one agent of the file; see docs/configuration.md for each. */
 export const agentFields = {
   name: Name,
@@ -99,7 +106,9 @@ export const agentFields = {
   handoffs: Schema.optional(Names),
   output: Schema.optional(OutputEntry),
   compaction: Schema.optional(Schema.Struct(CompactionSettings.fields).annotations({ identifier: "Compaction" })),
-  budgets: Schema.optional(Schema.Struct(Budgets.fields).annotations({ identifier: "Budgets" }))
+  budgets: Schema.optional(Schema.Struct(Budgets.fields).annotations({ identifier: "Budgets" })),
+  /** Servers of the file's `mcpServers` whose tools it gets (docs/tools.md). */
+  toolsets: Schema.optional(Schema.Array(ToolsetEntry))
 }
 
 /** One agent of the file. */
@@ -113,7 +122,9 @@ export type ToolEntry = typeof ToolEntry.Type
 export const AgentsFile = Schema.Struct({
   /** Where the JSON Schema is (editors use it); ignored. */
   $schema: Schema.optional(Schema.String),
-  agents: Schema.Array(AgentEntry).pipe(Schema.minItems(1, { message: () => "expected at least one agent" }))
+  agents: Schema.Array(AgentEntry).pipe(Schema.minItems(1, { message: () => "expected at least one agent" })),
+  /** MCP servers, in the shape Claude Desktop and Cursor use: `{ name: { command, args, env, cwd } | { url, headers } }`. */
+  mcpServers: Schema.optional(McpServers)
 }).annotations({
   title: "troupe agents file",
   description: "The agents a troupe daemon serves (`troupe serve --agents FILE`) or `troupe run --agents FILE` runs: docs/configuration.md."

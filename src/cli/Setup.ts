@@ -9,6 +9,7 @@
 import { type Context, Effect, Layer, Option, type Scope } from "effect"
 import type * as InProcessHost from "../actors/InProcessHost.js"
 import * as EnvTelemetry from "../layers/EnvTelemetry.js"
+import * as McpToolsets from "../layers/McpToolsets.js"
 import type { Agent } from "../schema/Agent.js"
 import type { FailureCategory } from "../schema/ProductEvent.js"
 import type { Telemetry } from "../services/Telemetry.js"
@@ -41,6 +42,8 @@ export interface Resolved {
   readonly agents: ReadonlyArray<Agent>
   /** Whether the agents came from a file (their tools are client tools). */
   readonly fromFile: boolean
+  /** The file's MCP servers, served as toolsets of the same names. */
+  readonly mcpServers?: AgentsFile.Declared["mcpServers"] | undefined
 }
 
 const invalid = (message: string): SetupFailure => ({ category: "invalid_input", failure: ExitCode.usage(message) })
@@ -64,10 +67,10 @@ export const resolve = (choices: Choices): Effect.Effect<Resolved, SetupFailure>
     const model = yield* ModelOption.resolve(choices.model).pipe(
       Effect.mapError((error) => invalid(`model configuration: ${String(error)}`))
     )
-    const agents = Option.isSome(choices.agents)
-      ? yield* AgentsFile.load(choices.agents.value).pipe(Effect.mapError((error) => invalid(error.message)))
-      : model.builtIns
-    return { store, model, agents, fromFile: Option.isSome(choices.agents) }
+    const declared = Option.isSome(choices.agents)
+      ? yield* AgentsFile.loadDeclared(choices.agents.value).pipe(Effect.mapError((error) => invalid(error.message)))
+      : { agents: model.builtIns, mcpServers: {} }
+    return { store, model, agents: declared.agents, fromFile: Option.isSome(choices.agents), mcpServers: declared.mcpServers }
   })
 
 /** The runtime over the resolved store and model (and `host` tuning), built in the scope; a store that cannot be opened is exit 5. */
@@ -86,6 +89,7 @@ export const runtime = (
       agents: resolved.agents,
       // The built-in agents' tools run here; agents from a file have client tools only.
       tools: resolved.fromFile ? undefined : resolved.model.tools,
+      toolsets: McpToolsets.layer({ toolsets: McpToolsets.fromServers(resolved.mcpServers ?? {}) }),
       telemetry: Layer.succeedContext(telemetry)
     })
   ).pipe(

@@ -12,6 +12,7 @@ import type { SessionId } from "../schema/Ids.js"
 import { canonical } from "../schema/Json.js"
 import { SubagentPolicy } from "../schema/Policy.js"
 import { Principal } from "../schema/Principal.js"
+import { inherit, type ToolsetRef } from "../schema/Toolset.js"
 import { ChildSpawned, SessionCreated } from "../schema/Record.js"
 import { Session } from "../schema/Session.js"
 import * as Trusted from "../schema/Trusted.js"
@@ -135,7 +136,8 @@ export const createdRecord = (session: Session): SessionCreated =>
 /** The create request a spawn makes of its child. */
 export const childInput = (spawn: SpawnChild, parent: Session, sessionId: SessionId, alias: string): CreateSession => ({
   principal: spawn.principal,
-  agent: spawn.agent,
+  // A child inherits its parent's toolset declarations (it opens its own protocol sessions for them).
+  agent: withToolsets(spawn.agent, parent.agent.toolsets),
   title: spawn.title,
   parentId: parent.id,
   alias,
@@ -144,6 +146,12 @@ export const childInput = (spawn: SpawnChild, parent: Session, sessionId: Sessio
   metadata: spawn.metadata,
   sessionId
 })
+
+/** `agent` declaring `inherited` toolsets beside its own (the same value when that adds none). */
+const withToolsets = (agent: Agent, inherited: ReadonlyArray<ToolsetRef> | undefined): Agent => {
+  const merged = inherit(agent.toolsets, inherited)
+  return merged === agent.toolsets || merged?.length === (agent.toolsets?.length ?? 0) ? agent : new Agent({ ...agent, toolsets: merged }, true)
+}
 
 /** The alias a spawn gives a child when none is asked for: `<agent>-<n>`. */
 export const aliasFor = (agentName: string, n: number): string => `${agentName}-${n}`

@@ -8,6 +8,7 @@ import { Budgets } from "./Budget.js"
 import { CompactionSettings } from "./Compaction.js"
 import { ApprovalSettings, SubagentPolicy } from "./Policy.js"
 import { JsonObject } from "./Json.js"
+import { ToolsetRef } from "./Toolset.js"
 
 /** A name usable as an agent or tool name. */
 export const Name = Schema.String.pipe(
@@ -167,7 +168,9 @@ const agentFields = {
   /** Names of the host's guardrails checked on the final output this agent gives. */
   outputGuardrails: Schema.optionalWith(Schema.Array(Name), { default: () => [] }),
   /** The schema the final output must match (`outputOf`); absent: free text. */
-  output: Schema.optional(OutputSpec)
+  output: Schema.optional(OutputSpec),
+  /** The toolsets (MCP servers) whose tools this agent gets, `<server>.<tool>` (docs/tools.md). */
+  toolsets: Schema.optional(Schema.Array(ToolsetRef))
 }
 
 /** An agent as stored (the encoded side of `Agent`). */

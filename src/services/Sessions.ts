@@ -41,6 +41,7 @@ import type { Principal } from "../schema/Principal.js"
 import type { LogRecord, TurnEnded } from "../schema/Record.js"
 import { RunOptions } from "../schema/Run.js"
 import type { ChildPage, ListScope, Session, SessionPage, SessionTree } from "../schema/Session.js"
+import type { ToolsetRef } from "../schema/Toolset.js"
 import * as Trusted from "../schema/Trusted.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
@@ -49,6 +50,7 @@ import * as Telemetry from "./Telemetry.js"
 import { Decision, decisionOf, interested, type Refusals, SessionHost, type TurnInterest } from "./SessionHost.js"
 import { type PageRequest, SessionStore } from "./SessionStore.js"
 import { Signal, StoreSignals } from "./StoreSignals.js"
+import { bindTo, Toolsets } from "./Toolsets.js"
 
 /** What creating a session takes besides the principal. */
 export interface CreateOptions {
@@ -59,6 +61,8 @@ export interface CreateOptions {
   readonly budgets?: Budgets | undefined
   readonly subagentPolicy?: SubagentPolicy | undefined
   readonly metadata?: Readonly<Record<string, unknown>> | undefined
+  /** Toolsets bound to the session, by id or name, beside its agent's (`Toolsets`); one its workspace does not see is `InvalidInput`. */
+  readonly toolsets?: ReadonlyArray<ToolsetRef> | undefined
 }
 
 /** A message to send. */
@@ -100,7 +104,7 @@ type Lookup = SessionNotFound | StoreUnavailable
 export class Sessions extends Context.Tag("troupe/Sessions")<
   Sessions,
   {
-    readonly create: (principal: Principal, options: CreateOptions) => Effect.Effect<Session, Conflict | StoreUnavailable>
+    readonly create: (principal: Principal, options: CreateOptions) => Effect.Effect<Session, Conflict | StoreUnavailable | InvalidInput>
     readonly get: (principal: Principal, sessionId: SessionId) => Effect.Effect<Session, Lookup>
     readonly list: (
       principal: Principal,
@@ -254,6 +258,7 @@ export const make = Effect.gen(function*() {
   const broker = yield* CallbackBroker
   const telemetry = yield* Telemetry.Telemetry
   const signals = yield* StoreSignals
+  const toolsets = yield* Toolsets
   const missed = Signal.Missed({ sessionId: "" as SessionId })
 
   /** Keeps a session's tenancy and parent, which never change, so later ownership checks skip the store. */
@@ -596,7 +601,10 @@ export const make = Effect.gen(function*() {
     create: (principal, options) =>
       Effect.gen(function*() {
         const sessionId = yield* makeSessionId
-        const session = yield* store.create({ ...options, principal, sessionId })
+        const bound = options.toolsets === undefined || options.toolsets.length === 0
+          ? options
+          : { ...options, agent: bindTo(options.agent, yield* toolsets.bind(principal, options.toolsets)) }
+        const session = yield* store.create({ ...bound, principal, sessionId })
         remember(session)
         // Only a session the store has persisted is a started one; a replay (another id) started before.
         if (session.id === sessionId) {
@@ -719,7 +727,7 @@ export const make = Effect.gen(function*() {
 export const layer: Layer.Layer<
   Sessions,
   never,
-  SessionStore | SessionHost | CallbackBroker | Telemetry.Telemetry | StoreSignals
+  SessionStore | SessionHost | CallbackBroker | Telemetry.Telemetry | StoreSignals | Toolsets
 > = Layer.effect(
   Sessions,
   make
