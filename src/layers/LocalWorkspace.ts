@@ -98,7 +98,7 @@ export const makeHandle = (root: string, options: Omit<Options, "root" | "perRoo
       let rest = ""
       let real: string | undefined
       while (real === undefined) {
-        real = yield* Effect.tryPromise(() => fs.realpath(probe)).pipe(
+        real = yield* Effect.tryPromise({ try: () => fs.realpath(probe), catch: (error) => error }).pipe(
           Effect.catchAll((error) => {
             if (codeOf(error) !== "ENOENT" || probe === base) return Effect.fail(failure(operation, rel)(error))
             rest = rest === "" ? probe.slice(dirname(probe).length + 1) : join(probe.slice(dirname(probe).length + 1), rest)
