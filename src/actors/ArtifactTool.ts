@@ -11,7 +11,7 @@ import { Effect, Either, HashMap, Schema } from "effect"
 import type { ArchivedResult } from "../schema/Compaction.js"
 import type { SessionId } from "../schema/Ids.js"
 import type { SessionStore } from "../services/SessionStore.js"
-import { errorOutcome, type ToolOutcome } from "../services/Tool.js"
+import { errorOutcome, type ToolContext, type ToolOutcome } from "../services/Tool.js"
 import type { Runnable } from "../services/Toolkit.js"
 import * as Compaction from "./Compaction.js"
 import { renderOutput } from "./SessionState.js"
@@ -26,7 +26,9 @@ const decodeRead = Schema.decodeUnknownEither(ReadArguments)
 export const make = (
   store: SessionStore["Type"],
   sessionId: SessionId,
-  artifacts: () => HashMap.HashMap<string, ArchivedResult>
+  artifacts: () => HashMap.HashMap<string, ArchivedResult>,
+  /** Reads the ids that are not archived results (the workspace's `bash` outputs), if the host has such a tool. */
+  fallback?: Runnable | undefined
 ): Runnable => {
   /** The full text of an archived result, as the model saw it before it was archived. */
   const fullText = (entry: ArchivedResult) =>
@@ -39,12 +41,13 @@ export const make = (
       return receipt === undefined || receipt.status !== "completed" ? undefined : renderOutput(receipt.output)
     })
 
-  const run = (argumentsText: string): Effect.Effect<ToolOutcome> =>
+  const run = (argumentsText: string, context: ToolContext): Effect.Effect<ToolOutcome> =>
     Effect.gen(function*() {
       const args = decodeRead(argumentsText.trim() === "" ? "{}" : argumentsText)
       if (Either.isLeft(args)) return errorOutcome(`invalid arguments for ${Compaction.READ_ARTIFACT}: expected { artifactId, offset? }`)
       const { artifactId, offset = 0 } = args.right
       const entry = HashMap.get(artifacts(), artifactId)
+      if (entry._tag === "None" && fallback !== undefined) return yield* fallback.run(argumentsText, context)
       if (entry._tag === "None") return errorOutcome(`no archived tool result has the artifact id ${JSON.stringify(artifactId.slice(0, 80))}`)
       const text = yield* fullText(entry.value)
       if (text === undefined) return errorOutcome(`the full text of ${artifactId} is no longer in the store`)

@@ -47,7 +47,7 @@ export interface Deps {
 export interface Compactor {
   /** Compacts the conversation when the next model request would be over the threshold. */
   readonly beforeModelCall: Effect.Effect<void>
-  /** `toolkit` with `read_artifact` (unless the host has a tool of that name). */
+  /** `toolkit` with `read_artifact`: archived results here, other ids to the host's own `read_artifact` if it has one. */
   readonly toolkit: (toolkit: Toolkit["Type"]) => Toolkit["Type"]
 }
 
@@ -207,12 +207,14 @@ export const make = (ctx: TurnContext, deps: Deps) =>
       return before <= settings.threshold ? Effect.void : compact(view, waiting, before)
     })
 
-    const runnable = ArtifactTool.make(store, sessionId, () => ctx.view(pending.peek()).artifacts)
+    const artifacts = () => ctx.view(pending.peek()).artifacts
     return {
       beforeModelCall,
-      toolkit: (inner) =>
-        settings.enabled
-          ? Toolkit.of({ get: (name) => inner.get(name) ?? (name === Compaction.READ_ARTIFACT ? runnable : undefined) })
-          : inner
+      toolkit: (inner) => {
+        if (!settings.enabled) return inner
+        // The host's own read_artifact (workspace artifacts) answers the ids compaction did not archive.
+        const runnable = ArtifactTool.make(store, sessionId, artifacts, inner.get(Compaction.READ_ARTIFACT))
+        return Toolkit.of({ ...inner, get: (name) => (name === Compaction.READ_ARTIFACT ? runnable : inner.get(name)) })
+      }
     } satisfies Compactor
   })

@@ -188,6 +188,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       turnId,
       principal: host.session.principal,
       agentPath: host.session.agentPath,
+      rootId: host.session.rootId,
       epoch: host.epoch,
       agent: host.agent,
       plan,

@@ -38,7 +38,7 @@ import { Decision, type Refusal, type SessionHost } from "../services/SessionHos
 import { SessionStore } from "../services/SessionStore.js"
 import type { Signal } from "../services/StoreSignals.js"
 import * as Telemetry from "../services/Telemetry.js"
-import type { Toolkit } from "../services/Toolkit.js"
+import { Toolkit } from "../services/Toolkit.js"
 import { Toolsets } from "../services/Toolsets.js"
 import * as BusySlot from "./BusySlot.js"
 import * as Decisions from "./Decisions.js"
@@ -577,6 +577,11 @@ const runOutcome = (
     // Taken before the commit, which forgets the callbacks it closes.
     const answer = outcome.resume === undefined ? undefined : actor.answers.get(outcome.resume.callbackId)
     const receipt = yield* append(records, outcome.consumes)
+    if (records.some((record) => record._tag === "closed")) {
+      // What the session's tools own (its processes) ends with it.
+      const closed = (yield* Toolkit).sessionClosed
+      if (closed !== undefined) yield* closed(actor.session.id)
+    }
     if (outcome.start !== undefined) yield* startTurn(outcome.start, false)
     if (answer !== undefined) yield* Deferred.succeed(answer, outcome.resume!.result)
     actor.queued.delete(command.inputId)

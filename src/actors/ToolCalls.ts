@@ -78,7 +78,8 @@ const makeCore = (ctx: TurnContext, deps: Deps): Core => {
     operationId,
     callId: call.id,
     principal: ctx.principal,
-    agentPath: ctx.agentPath
+    agentPath: ctx.agentPath,
+    rootId: ctx.rootId
   })
   return {
     ctx,

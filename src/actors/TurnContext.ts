@@ -50,6 +50,8 @@ export interface TurnContext {
   /** Whose session it is, and the agent names from the root down (for tools' `ToolContext`). */
   readonly principal: Principal
   readonly agentPath: ReadonlyArray<string>
+  /** The root session of the tree (for tools' `ToolContext`: whose workspace they use). */
+  readonly rootId?: SessionId | undefined
   /** The epoch of the lease the turn runs under (for spans). */
   readonly epoch: number
   /** The agent the turn starts on (the session's). */

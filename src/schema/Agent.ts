@@ -31,8 +31,8 @@ export class ModelRef extends Schema.Class<ModelRef>("troupe/ModelRef")({
   settings: Schema.optional(ModelSettings)
 }) {}
 
-/** What running a tool does to the world. */
-export const SideEffect = Schema.Literal("none", "read", "write", "external")
+/** What running a tool does to the world (`execute`: it runs commands, whatever they do). */
+export const SideEffect = Schema.Literal("none", "read", "write", "execute", "external")
 /** @since 0.1.0 */
 export type SideEffect = typeof SideEffect.Type
 

@@ -236,3 +236,101 @@ export class ChildControlForbidden extends Schema.TaggedError<ChildControlForbid
     return `session ${this.sessionId} is a child of ${this.parentId}: only its parent may ${this.action === "close" ? "close" : "message"} it`
   }
 }
+
+/**
+ * A workspace path the port refuses: outside the root (`..`, an absolute path, a
+ * symlink leading out), a NUL byte, a device or other special file, a sensitive
+ * file (`.env*`, private keys, credentials) the run did not opt into, or too long.
+ */
+export class PathRefused extends Schema.TaggedError<PathRefused>()("PathRefused", {
+  path: Schema.String,
+  reason: Schema.Literal("outside_root", "absolute", "nul_byte", "symlink_escape", "special_file", "sensitive", "too_long")
+}) {
+  override get message() {
+    const why = {
+      outside_root: "it leads outside the workspace root",
+      absolute: "absolute paths are refused: give a path relative to the workspace root",
+      nul_byte: "it contains a NUL byte",
+      symlink_escape: "a symbolic link on it leads outside the workspace root",
+      special_file: "it is a device, socket or pipe, not a regular file or directory",
+      sensitive: "it is a sensitive file (.env*, private keys, credentials) this run did not opt into",
+      too_long: "it is longer than the workspace allows"
+    }[this.reason]
+    return `path ${JSON.stringify(this.path.slice(0, 200))} refused: ${why}`
+  }
+}
+
+/** A workspace operation failed on a path it accepted: missing, not a file, not a directory, or an I/O error. */
+export class WorkspaceFailure extends Schema.TaggedError<WorkspaceFailure>()("WorkspaceFailure", {
+  /** `read`, `write`, `list`, `stat`, `mkdir`, `remove`, `spawn`, `search`… */
+  operation: Schema.String,
+  path: Schema.String,
+  /** `not_found`, `not_a_file`, `not_a_directory`, `exists`, `unsupported` or `io`. */
+  code: Schema.Literal("not_found", "not_a_file", "not_a_directory", "exists", "unsupported", "io"),
+  detail: Schema.optional(Schema.String)
+}) {
+  override get message() {
+    const what = {
+      not_found: "no such file or directory",
+      not_a_file: "not a regular file",
+      not_a_directory: "not a directory",
+      exists: "already exists",
+      unsupported: "this workspace does not support it",
+      io: "input/output error"
+    }[this.code]
+    return `${this.operation} ${JSON.stringify(this.path.slice(0, 200))}: ${what}${this.detail === undefined ? "" : ` (${this.detail})`}`
+  }
+}
+
+/** A `read_file` cursor that cannot be continued: the file changed, another path, or an offset past the file. */
+export class CursorRefused extends Schema.TaggedError<CursorRefused>()("CursorRefused", {
+  path: Schema.String,
+  reason: Schema.Literal("malformed", "file_changed", "path_differs", "offset_invalid")
+}) {
+  override get message() {
+    const why = {
+      malformed: "the cursor is not one read_file gave",
+      file_changed: "the file changed since the cursor was given: read it again from the start",
+      path_differs: "the cursor belongs to another path",
+      offset_invalid: "the cursor's offset is not inside the file"
+    }[this.reason]
+    return `cursor for ${JSON.stringify(this.path.slice(0, 200))} refused: ${why}`
+  }
+}
+
+/** An `edit_file` whose `oldText` is not found, or found more than once without `replaceAll`. */
+export class EditRefused extends Schema.TaggedError<EditRefused>()("EditRefused", {
+  path: Schema.String,
+  reason: Schema.Literal("no_match", "ambiguous", "no_change"),
+  /** How many times `oldText` occurs. */
+  matches: Schema.Number,
+  /** The 1-based lines where it starts (first few). */
+  lines: Schema.Array(Schema.Number)
+}) {
+  override get message() {
+    switch (this.reason) {
+      case "no_match":
+        return `edit_file ${this.path}: oldText was not found; read the file again and copy the exact text (whitespace included)`
+      case "ambiguous":
+        return `edit_file ${this.path}: oldText occurs ${this.matches} times (lines ${this.lines.join(", ")}); ` +
+          `add surrounding lines to make it unique, or set replaceAll: true`
+      case "no_change":
+        return `edit_file ${this.path}: oldText and newText are the same`
+    }
+  }
+}
+
+/** A `process.*` call on a process this session does not own now: unknown, or lost when the daemon restarted. */
+export class ProcessUnavailable extends Schema.TaggedError<ProcessUnavailable>()("ProcessUnavailable", {
+  processId: Schema.String,
+  reason: Schema.Literal("unknown", "lost", "exited")
+}) {
+  override get message() {
+    const why = {
+      unknown: "this session started no process with that id",
+      lost: "it was started before the daemon restarted and is lost (its output and state are gone)",
+      exited: "it has exited"
+    }[this.reason]
+    return `process ${this.processId}: ${why}`
+  }
+}

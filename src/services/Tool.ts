@@ -49,6 +49,8 @@ export interface ToolContext {
   readonly principal: Principal
   /** Agent names from the root session down to this one. */
   readonly agentPath: ReadonlyArray<string>
+  /** The root session of its tree (itself for a root): whose workspace the call works in. */
+  readonly rootId?: SessionId | undefined
 }
 
 /** A tool: its contract, and a handler unless the client runs it. */

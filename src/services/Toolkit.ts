@@ -9,6 +9,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { ToolSpec } from "../schema/Agent.js"
+import type { SessionId } from "../schema/Ids.js"
 import * as Tool from "./Tool.js"
 
 /** A tool ready to run: its requirements already provided. */
@@ -26,6 +27,8 @@ export class Toolkit extends Context.Tag("troupe/Toolkit")<
   {
     /** The runnable tool named `name`, if this host has one. */
     readonly get: (name: string) => Runnable | undefined
+    /** Told when a session closes, so tools can release what it owns (its `process.*` processes); absent: nothing to release. */
+    readonly sessionClosed?: ((sessionId: SessionId) => Effect.Effect<void>) | undefined
   }
 >() {}
 
