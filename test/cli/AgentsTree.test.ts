@@ -74,7 +74,8 @@ const respond = (body: unknown): OpenAiServer.Reply => {
       : text("spawned")
   }
   if (system.includes("You are researcher.")) {
-    if (asked === "quick 0") return { ...sse([chunk.role(), chunk.text("thinking")], { done: false }), end: "hang" }
+    // A long, slow reply (a byte every 100 ms, so no idle timeout cuts it), interrupted before it ends.
+    if (asked === "quick 0") return sse([chunk.role(), ...Array.from({ length: 600 }, () => chunk.text("."))], { delayMs: 100 })
     if (asked.startsWith("quick")) return text("quick done")
     return [calls(["agents_spawn", { agent: "checker", message: "check" }]), calls(["agents_wait", {}])][tools] ?? text("research done")
   }
@@ -152,8 +153,8 @@ describe("troupe serve --agents: a session tree", () => {
       const hanging = yield* Effect.gen(function*() {
         const page = yield* client.children(root.id, { limit: 50 })
         const child = page.items.find((item) => item.session.title === "quick 0")?.session
-        return child?.activeTurnId ? { id: child.id, turnId: child.activeTurnId } : yield* Effect.fail("not running yet")
-      }).pipe(Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("10 seconds"))))
+        return child?.activeTurnId ? { id: child.id, turnId: child.activeTurnId } : yield* Effect.fail(`not running yet: ${JSON.stringify(page.items.map((i) => [i.session.title, i.session.status, i.session.activeTurnId]))}`)
+      }).pipe(Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("30 seconds"))))
       const interrupted = yield* client.interrupt(hanging.id, hanging.turnId, "enough")
       assert.strictEqual(interrupted.outcome, "interrupted")
       const [, ended] = yield* endOf(client, hanging.id)
