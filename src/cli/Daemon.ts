@@ -21,6 +21,7 @@ import { existsSync } from "node:fs"
 import { dirname } from "node:path"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import * as Authenticator from "../server/Authenticator.js"
+import * as HttpListener from "../server/HttpListener.js"
 import * as Listener from "../server/Listener.js"
 import * as Server from "../server/Server.js"
 import * as SessionRoutes from "../server/SessionRoutes.js"
@@ -123,7 +124,20 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
           failure: ExitCode.startFailed(error.message)
         }))
       )
-      return { server: Context.get(server, Server.Server), store: resolved.store, model, agents }
+      // The HTTP API beside the sockets, on the same runtime, catalog and tokens; closed (drained) before them.
+      const http = o.http.length === 0 ? [] : Context.get(
+        yield* Layer.build(
+          HttpListener.layer({ listen: o.http, trustLocal: o.httpTrustLocal, cors: o.httpCors }).pipe(
+            Layer.provide(AgentCatalog.layer(agents)),
+            Layer.provide(Layer.succeedContext(auth)),
+            Layer.provide(Layer.succeedContext(runtime))
+          )
+        ).pipe(
+          Effect.mapError((error): Setup.SetupFailure => ({ category: "unavailable", failure: ExitCode.startFailed(error.message) }))
+        ),
+        HttpListener.HttpListener
+      ).addresses
+      return { server: Context.get(server, Server.Server), http, store: resolved.store, model, agents }
     })
 
     const started = yield* startup.pipe(
@@ -147,6 +161,9 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
 
     for (const address of started.server.addresses) {
       yield* out.note(`troupe: listening on ${Listener.formatAddress(address)}`)
+    }
+    for (const address of started.http) {
+      yield* out.note(`troupe: listening on http://${HttpListener.hostHeader(address.host, address.port)}`)
     }
     yield* out.note(
       `troupe: store ${StoreOption.describe(started.store)} · model ${started.model.description} · agents ${

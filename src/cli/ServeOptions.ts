@@ -112,6 +112,26 @@ export const options = {
     "Connections per listener; one more is refused `busy` (default 1024). Each listener counts its own.",
     1024
   ),
+  http: Options.text("http").pipe(
+    Options.withPseudoName("HOST:PORT"),
+    Options.withDescription("Also serve the HTTP API (docs/http.md) on this address; repeatable. Clients need a token unless --http-trust-local."),
+    Options.repeated,
+    Options.mapEffect((texts) =>
+      Effect.forEach(texts, (text) =>
+        Either.match(Address.parseHostPort(text), {
+          onLeft: (reason) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--http: ${reason}`))),
+          onRight: Effect.succeed
+        }))
+    )
+  ),
+  httpTrustLocal: Options.boolean("http-trust-local").pipe(
+    Options.withDescription("HTTP requests without a token act as the local user (loopback --http addresses only).")
+  ),
+  httpCors: Options.text("http-cors").pipe(
+    Options.withPseudoName("ORIGIN"),
+    Options.withDescription("A browser origin allowed to call the HTTP API cross-site (e.g. https://app.example); repeatable."),
+    Options.repeated
+  ),
   maxUnauthenticated: limitOption(
     "max-unauthenticated",
     "Connections per listener still to authenticate; one more closes the one waiting longest (default 64).",

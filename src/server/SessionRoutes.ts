@@ -51,7 +51,7 @@ export interface Options {
 }
 
 /** Every domain error a `Sessions` method can fail with here. */
-type DomainError =
+export type DomainError =
   | SessionNotFound
   | Conflict
   | StaleCallback
@@ -202,10 +202,10 @@ const guard = (
   )
 
 /** What ends an event stream early, whatever is still buffered. */
-type Stop = "cancelled" | "slow_consumer"
+export type Stop = "cancelled" | "slow_consumer"
 
 /** What the producer of an event stream hands the emitter, in order. */
-type Item =
+export type Item =
   | { readonly _tag: "event"; readonly event: SessionEvent }
   | { readonly _tag: "end"; readonly reason: "done" | "closed" }
   | { readonly _tag: "failed"; readonly error: DomainError }
@@ -221,7 +221,7 @@ const watchCancel = <A>(exchange: Exchange, cancelType: string, stop: Deferred.D
   }))
 
 /** What the routes act on. */
-interface Deps {
+export interface Deps {
   readonly sessions: Sessions["Type"]
   readonly catalog: AgentCatalog["Type"]
   /** Live events a `session.events` subscriber may fall behind by. */
@@ -308,7 +308,7 @@ const sessionTree: Act<typeof Messages.SessionTreeRequest.Type> = ({ sessions },
  * wait: one that finds the buffer full sets `stop` to `slow_consumer`), and
  * ends with an `end`, `failed` or `died` item.
  */
-const produceEvents = (
+export const produceEvents = (
   { eventBuffer, sessions }: Deps,
   principal: Principal,
   request: typeof Messages.SessionEvents.Type,
