@@ -236,3 +236,18 @@ export class ChildControlForbidden extends Schema.TaggedError<ChildControlForbid
     return `session ${this.sessionId} is a child of ${this.parentId}: only its parent may ${this.action === "close" ? "close" : "message"} it`
   }
 }
+
+/**
+ * A runtime was given an agent that names a host tool (not a client tool)
+ * which no layer provides: its calls could only fail, so the runtime does not
+ * start. Give the tool to the agent (`Agent.make({ tools: [tool] })`) or to
+ * the runtime (`tools: Toolkit.layer([tool])`), or mark it a client tool.
+ */
+export class ToolNotProvided extends Schema.TaggedError<ToolNotProvided>()("ToolNotProvided", {
+  agent: Schema.String,
+  tool: Schema.String
+}) {
+  override get message() {
+    return `agent ${this.agent} names the host tool ${this.tool}, which no tool layer provides: give it to the agent (Agent.make({ tools })) or to the runtime (Toolkit.layer)`
+  }
+}
