@@ -95,7 +95,7 @@ export interface Parts {
   readonly subscribe: (
     principal: Principal,
     sessionId: SessionId,
-    options: { readonly after: number; readonly volatile: boolean }
+    options: { readonly after: number; readonly volatile: boolean; readonly liveOnly?: boolean }
   ) => Effect.Effect<Stream.Stream<SessionEvent, SessionNotFound | StoreUnavailable>, SessionNotFound | StoreUnavailable, Scope.Scope>
   readonly awaitTurn: (
     principal: Principal,
@@ -137,29 +137,30 @@ export const answer = <A, I>(
 const endOf = (event: SessionEvent, turnId: TurnId | undefined): event is SessionEvent & { readonly record: TurnEnded } =>
   event._tag === "durable" && event.record._tag === "turn_ended" && event.record.turnId === turnId
 
+/** Marks the end of the turn in `turnOf`'s stream: its result is read from `ended`. */
+interface Done {
+  readonly _tag: "done"
+  readonly ended: TurnEnded
+}
+
 /**
  * The turn that the message `inputId` started, and the events it made: the
  * events after its `turn_started` (those of a turn running before it dropped),
- * up to and with its `turn_ended`; the assistant text of that turn only.
+ * up to and with its `turn_ended`, then `Done`; the assistant text of that turn only.
  */
 const turnOf = (events: Stream.Stream<SessionEvent, SessionNotFound | StoreUnavailable>, inputId: string) => {
   let turnId: TurnId | undefined
-  let ended: TurnEnded | undefined
-  const mine = events.pipe(
-    Stream.filter((event) => {
-      if (event._tag === "assistant_delta") return turnId !== undefined && event.turnId === turnId
-      if (turnId !== undefined) return true
-      if (event.record._tag !== "turn_started" || event.record.inputId !== inputId) return false
-      turnId = event.record.turnId
-      return true
+  return events.pipe(
+    Stream.mapConcat((event): ReadonlyArray<SessionEvent | Done> => {
+      if (event._tag === "assistant_delta") return turnId !== undefined && event.turnId === turnId ? [event] : []
+      if (turnId === undefined) {
+        if (event.record._tag !== "turn_started" || event.record.inputId !== inputId) return []
+        turnId = event.record.turnId
+      }
+      return endOf(event, turnId) ? [event, { _tag: "done", ended: event.record }] : [event]
     }),
-    Stream.takeUntil((event) => {
-      if (!endOf(event, turnId)) return false
-      ended = event.record
-      return true
-    })
+    Stream.takeUntil((item) => item._tag === "done")
   )
-  return { events: mine, ended: () => ended }
 }
 
 /** Builds `prompt` and `promptStream` over the parts of a `Sessions`. */
@@ -202,15 +203,19 @@ export const make = (parts: Parts) => {
   ): Stream.Stream<Item<A>, Error> =>
     Stream.unwrapScoped(Effect.gen(function*() {
       const before = yield* parts.get(principal, sessionId)
-      const events = yield* parts.subscribe(principal, sessionId, { after: before.headSeq, volatile: options.volatile ?? true })
-      const accepted = yield* parts.send(principal, sessionId, messageOf(input))
-      const turn = turnOf(events, accepted.inputId)
-      const last = Effect.suspend(() => {
-        const ended = turn.ended()
-        if (ended === undefined) return Effect.dieMessage("event stream ended before the turn")
-        return Effect.flatMap(parts.resultOf(sessionId, ended), (result) => answer(result, options.output))
+      const events = yield* parts.subscribe(principal, sessionId, {
+        after: before.headSeq,
+        volatile: options.volatile ?? true,
+        liveOnly: true
       })
-      return Stream.concat<Item<A>, Error, never, Item<A>, Error, never>(turn.events, Stream.fromEffect(last))
+      const accepted = yield* parts.send(principal, sessionId, messageOf(input))
+      return turnOf(events, accepted.inputId).pipe(
+        Stream.mapEffect((item): Effect.Effect<Item<A>, Error> =>
+          item._tag === "done"
+            ? Effect.flatMap(parts.resultOf(sessionId, item.ended), (result) => answer(result, options.output))
+            : Effect.succeed(item)
+        )
+      )
     }))
 
   return { prompt, promptStream }

@@ -581,7 +581,11 @@ export const make = Effect.gen(function*() {
     ).pipe(Effect.orDie)
 
   /** The session's events after `options.after`, subscribed to (here and elsewhere) when this runs. */
-  const subscribe = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
+  const subscribe = (
+    principal: Principal,
+    sessionId: SessionId,
+    options: EventOptions & { readonly liveOnly?: boolean | undefined } = {}
+  ) =>
     Effect.gen(function*() {
       yield* authorize(principal, sessionId)
       // Subscribe before reading the log, so nothing published meanwhile is missed: here, and by other processes.
@@ -621,7 +625,9 @@ export const make = Effect.gen(function*() {
         }),
         Stream.flattenIterables
       )
-      return Stream.concat(replay, follow)
+      // Live only (a prompt's stream, subscribed before its send): deltas stay in order with the records,
+      // and a record missed live is read from the log by the follower, as a gap.
+      return options.liveOnly === true ? follow : Stream.concat(replay, follow)
     })
 
   const events = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
