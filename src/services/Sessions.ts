@@ -254,6 +254,9 @@ export interface Service {
   readonly as: (principal: Principal) => Scoped
 }
 
+/** A completed turn's answer (`prompt`; the last item of `promptStream`). */
+export type PromptResult<A = string> = Prompt.Result<A>
+
 /** A method of `Service` without its principal. */
 type Unscoped<F> = F extends (principal: Principal, ...rest: infer Rest) => infer R ? (...rest: Rest) => R : never
 
