@@ -18,7 +18,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Agent, ModelRef } from "../src/schema/Agent.js"
-import type { StoreUnavailable } from "../src/schema/Errors.js"
+import type { StoreUnavailable, ToolNotProvided } from "../src/schema/Errors.js"
 import { makeInputId } from "../src/schema/Ids.js"
 import { Message } from "../src/schema/Inbox.js"
 import { Sessions } from "../src/services/Sessions.js"
@@ -52,7 +52,7 @@ const calledFor = (text: string) =>
     onCall.set(text, () => resume(Effect.void))
   })
 
-type Runtime = (owner: string) => Layer.Layer<Troupe.Services, StoreUnavailable>
+type Runtime = (owner: string) => Layer.Layer<Troupe.Services, StoreUnavailable | ToolNotProvided>
 
 const report = (label: string, xs: ReadonlyArray<number>) => {
   const sorted = [...xs].sort((a, b) => a - b)

@@ -9,19 +9,12 @@
  *   npx tsx examples/quickstart.ts [--store :memory: | --store PATH] [MESSAGE ...]
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Fiber, Schema, Stream } from "effect"
+import { Console, Effect, Schema, Stream } from "effect"
 import { mkdirSync } from "node:fs"
 import { homedir } from "node:os"
 import { dirname, join } from "node:path"
 import { parseArgs } from "node:util"
-import { Agent, ModelRef } from "../src/schema/Agent.js"
-import type { SessionEvent } from "../src/schema/Event.js"
-import { Principal } from "../src/schema/Principal.js"
-import type * as Model from "../src/services/Model.js"
-import { Sessions } from "../src/services/Sessions.js"
-import * as Tool from "../src/services/Tool.js"
-import * as Toolkit from "../src/services/Toolkit.js"
-import * as Troupe from "../src/Troupe.js"
+import { Agent, type Event, type Model, Principal, Sessions, Tool, Troupe } from "troupe"
 
 const { positionals, values } = parseArgs({ allowPositionals: true, options: { store: { type: "string" } } })
 const home = process.env.TROUPE_HOME ?? join(homedir(), ".troupe")
@@ -29,12 +22,6 @@ const filename = values.store ?? join(home, "troupe.db")
 if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
 const messages = positionals.length > 0 ? positionals : ["What is troupe?", "And what is a turn?"]
 
-// Who acts: three distinct UUIDs (customer, organization, workspace). Sessions belong to the workspace.
-const principal = new Principal({
-  customerId: "00000000-0000-4000-8000-000000000001",
-  organizationId: "00000000-0000-4000-8000-000000000002",
-  workspaceId: "00000000-0000-4000-8000-000000000003"
-})
 // A tool: its parameters are a Schema (the model sees the JSON Schema), its handler runs on this host.
 const wordCount = Tool.make({
   name: "word_count",
@@ -44,13 +31,9 @@ const wordCount = Tool.make({
   metadata: { sideEffect: "none", idempotency: "supported" },
   handler: ({ text }) => Effect.succeed(text.split(/\s+/).filter(Boolean).length)
 })
-// The agent is frozen into the session when it is created; it carries the tool's model-facing spec.
-const agent = new Agent({
-  name: "demo",
-  instructions: "Answer briefly.",
-  model: new ModelRef({ name: "scripted" }),
-  tools: [wordCount.spec]
-})
+// The agent is frozen into the session when it is created: the tool's spec goes into it, its handler
+// stays here (the runtime it is given to registers it). No model named: the runtime's default.
+const agent = Agent.make({ name: "demo", instructions: "Answer briefly.", tools: [wordCount] })
 // The scripted model stands in for a real one: it asks for the tool, then answers with its result.
 const demoModel = (request: Model.Request) => {
   const last = request.messages[request.messages.length - 1]!
@@ -60,7 +43,8 @@ const demoModel = (request: Model.Request) => {
     : { toolCalls: [{ id: "call-1", name: "word_count", arguments: JSON.stringify({ text: asked }) }] }
 }
 
-const show = (event: SessionEvent) => {
+const show = (event: Event.SessionEvent | Sessions.PromptResult) => {
+  if (event._tag === "prompt_result") return Effect.void
   if (event._tag === "assistant_delta") return Effect.sync(() => process.stdout.write(event.text))
   const record = event.record
   switch (record._tag) {
@@ -80,29 +64,21 @@ const show = (event: SessionEvent) => {
 }
 
 const program = Effect.gen(function*() {
-  const sessions = yield* Sessions
-  const session = yield* sessions.create(principal, { agent, title: "Quick start" })
+  // The principal of this user: the one `troupe run` and `troupe sessions` act as.
+  const sessions = (yield* Sessions.Sessions).as(Principal.local)
+  const session = yield* sessions.create({ agent, title: "Quick start" })
   yield* Console.log(`session ${session.id} in ${filename}`)
-  // Follow the session's events (replayed from the start, then live), with streamed text.
-  const follower = yield* sessions.events(principal, session.id, { volatile: true }).pipe(
-    Stream.runForEach(show),
-    Effect.fork
-  )
-  for (const text of messages) {
-    const accepted = yield* sessions.send(principal, session.id, { text })
-    yield* sessions.awaitTurn(principal, session.id, accepted.turnId!, { after: accepted.cursor! - 1 })
-  }
-  yield* Effect.sleep("20 millis") // let the follower print the last events
-  yield* Fiber.interrupt(follower)
-  const summary = yield* sessions.get(principal, session.id)
+  // Each message: its turn's events as they happen (with the streamed text), then its result.
+  for (const text of messages) yield* Stream.runForEach(sessions.promptStream(session.id, text), show)
+  const summary = yield* sessions.get(session.id)
   yield* Console.log(`\nsession ${summary.id}: ${summary.status}, ${summary.headSeq} events in its log`)
 })
 
 program.pipe(
   Effect.provide(Troupe.layerSqlite({ filename }, {
     host: { idleTimeout: "1 second" },
-    scripts: { fallback: demoModel },
-    tools: Toolkit.layer([wordCount])
+    agents: [agent],
+    scripts: { fallback: demoModel }
   })),
   Effect.tapErrorCause((cause) => Console.error("quickstart failed:", cause)),
   NodeRuntime.runMain

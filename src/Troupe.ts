@@ -13,7 +13,7 @@ import * as PgSessionStore from "./layers/PgSessionStore.js"
 import * as ScriptedModel from "./layers/ScriptedModel.js"
 import * as PgStoreSignals from "./layers/PgStoreSignals.js"
 import * as SqliteSessionStore from "./layers/SqliteSessionStore.js"
-import type { StoreUnavailable } from "./schema/Errors.js"
+import type { StoreUnavailable, ToolNotProvided } from "./schema/Errors.js"
 import * as CallbackBroker from "./services/CallbackBroker.js"
 import type { Agent } from "./schema/Agent.js"
 import * as AgentCatalog from "./services/AgentCatalog.js"
@@ -74,10 +74,11 @@ export interface RuntimeOptions {
 export const layer = <E, R>(
   store: Layer.Layer<SessionStore, E, R>,
   options: RuntimeOptions = {}
-): Layer.Layer<Services, E, R> => {
+): Layer.Layer<Services, E | ToolNotProvided, R> => {
   const model = options.model ?? ScriptedModel.layer(options.scripts)
   const extras = Layer.mergeAll(
-    options.tools ?? Toolkit.layerEmpty,
+    // The agents' own tools join the host's; an agent naming a host tool no one provides stops the build.
+    Toolkit.withAgents(options.tools ?? Toolkit.layerEmpty, options.agents ?? []),
     options.toolsets ?? Toolsets.layerNoop,
     options.costs ?? CostMeter.layerNoop,
     options.guardrails ?? Guardrails.layerEmpty,
@@ -92,7 +93,7 @@ export const layer = <E, R>(
 }
 
 /** A runtime on a fresh in-memory store and the scripted model: for tests. */
-export const layerTest = (options: RuntimeOptions = {}): Layer.Layer<Services> =>
+export const layerTest = (options: RuntimeOptions = {}): Layer.Layer<Services, ToolNotProvided> =>
   layer(MemorySessionStore.layer, options)
 
 /**
@@ -116,7 +117,7 @@ export const sharedStoreHost = (host: InProcessHost.Options = {}): InProcessHost
 export const layerSqlite = (
   sqlite: SqliteSessionStore.Options,
   options: RuntimeOptions = {}
-): Layer.Layer<Services, StoreUnavailable> =>
+): Layer.Layer<Services, StoreUnavailable | ToolNotProvided> =>
   layer(options.signals === undefined ? SqliteSessionStore.layerWithSignals(sqlite) : SqliteSessionStore.layer(sqlite), {
     ...options,
     host: sharedStoreHost(options.host)
@@ -126,5 +127,5 @@ export const layerSqlite = (
 export const layerPg = (
   pg: PgSessionStore.Options,
   options: RuntimeOptions = {}
-): Layer.Layer<Services, StoreUnavailable> =>
+): Layer.Layer<Services, StoreUnavailable | ToolNotProvided> =>
   layer(PgSessionStore.layer(pg), { signals: PgStoreSignals.layer({ url: pg.url }), ...options, host: sharedStoreHost(options.host) })

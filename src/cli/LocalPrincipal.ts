@@ -16,42 +16,19 @@
  *
  * @since 0.1.0
  */
-import { createHash } from "node:crypto"
-import { userInfo } from "node:os"
-import { Principal } from "../schema/Principal.js"
+import * as Principal from "../schema/Principal.js"
 
 /** The namespace of troupe's name-based UUIDs. */
-export const NAMESPACE = "6f1d7c52-3f0e-4b8e-9a4c-2d6f3b1e8a57"
+export const NAMESPACE = Principal.NAMESPACE
 
 /** A version 5 (SHA-1, name-based) UUID of `name` in `namespace`. */
-export const uuidv5 = (namespace: string, name: string): string => {
-  const space = Buffer.from(namespace.replace(/-/g, ""), "hex")
-  const hash = createHash("sha1").update(space).update(name, "utf8").digest()
-  hash[6] = (hash[6]! & 0x0f) | 0x50
-  hash[8] = (hash[8]! & 0x3f) | 0x80
-  const hex = hash.subarray(0, 16).toString("hex")
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`
-}
+export const uuidv5 = Principal.uuidv5
 
 /** The OS user name; the uid, or `local`, where the system has no name for it. */
-export const userName = (): string => {
-  try {
-    const name = userInfo().username
-    if (name.length > 0) return name
-  } catch {
-    // No passwd entry (some containers): fall through.
-  }
-  return typeof process.getuid === "function" ? `uid-${process.getuid()}` : "local"
-}
+export const userName = Principal.userName
 
 /** The local principal of `user`. */
-export const forUser = (user: string): Principal =>
-  new Principal({
-    customerId: uuidv5(NAMESPACE, `customer:${user}`),
-    organizationId: uuidv5(NAMESPACE, `organization:${user}`),
-    workspaceId: uuidv5(NAMESPACE, `workspace:${user}`),
-    userId: user.slice(0, 256)
-  })
+export const forUser = Principal.forUser
 
-/** The local principal of the user running this process. */
-export const current = (): Principal => forUser(userName())
+/** The local principal of the user running this process (`Principal.local`). */
+export const current = (): Principal.Principal => Principal.local

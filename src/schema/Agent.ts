@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { JSONSchema, Schema } from "effect"
+import { type Effect, JSONSchema, Schema } from "effect"
 import { Budgets } from "./Budget.js"
 import { CompactionSettings } from "./Compaction.js"
 import { ApprovalSettings, SubagentPolicy } from "./Policy.js"
@@ -135,12 +135,16 @@ export class OutputSpec extends Schema.Class<OutputSpec>("troupe/OutputSpec")({
   maxRetries: Schema.optionalWith(Schema.Number.pipe(Schema.int(), Schema.between(0, 10)), { default: () => 2 })
 }) {}
 
+/** The model an agent names when it names none: the runtime's default (`TROUPE_MODEL`, or the scripted model). */
+export const defaultModel: ModelRef = new ModelRef({ name: "default" })
+
 // The fields of an agent but its handoffs (split out so the recursive encoded type follows them).
 const agentFields = {
   name: Name,
   description: Schema.optionalWith(Schema.String, { default: () => "" }),
   instructions: Schema.String,
-  model: ModelRef,
+  /** Absent: `default`, the runtime's configured default model (`Agent.defaultModel`). */
+  model: Schema.optionalWith(ModelRef, { default: () => defaultModel }),
   tools: Schema.optionalWith(Schema.Array(ToolSpec), { default: () => [] }),
   permissions: Schema.optionalWith(PermissionPolicy, { default: () => new PermissionPolicy({}) }),
   noToolPolicy: Schema.optionalWith(NoToolPolicy, { default: () => "finish" as const }),
@@ -243,4 +247,52 @@ export const childAgentNames = (agent: Agent): ReadonlyArray<string> => {
   }
   walk(agent)
   return [...names]
+}
+
+/**
+ * A tool an agent may carry (`Tool.make`'s result): its spec is frozen into
+ * the session, its handler stays on the host, registered by the runtime the
+ * agent is given to (`Troupe.layer({ agents })`). A handler needing services
+ * is given to the runtime with `Toolkit.layer` instead.
+ */
+export interface Carried {
+  readonly spec: ToolSpec
+  readonly handler?: ((...args: ReadonlyArray<any>) => Effect.Effect<unknown, unknown, never>) | undefined
+}
+
+/** What `make` takes: an agent's fields, its tools as specs or as tools it carries. */
+export type MakeOptions = Omit<ConstructorParameters<typeof Agent>[0], "tools"> & {
+  readonly tools?: ReadonlyArray<ToolSpec | Carried> | undefined
+}
+
+// The tools an agent made by `make` carries; kept beside it, never in its frozen (encoded) definition.
+const carried = new WeakMap<Agent, ReadonlyArray<Carried>>()
+
+/**
+ * An agent: `Agent.make({ name, instructions, tools: [tool] })`. The model is
+ * optional (the runtime's default model), and a tool made with `Tool.make` is
+ * given once: its spec goes into the agent, its handler to the runtime.
+ */
+export const make = (options: MakeOptions): Agent => {
+  const tools = options.tools ?? []
+  const agent = new Agent({ ...options, tools: tools.map((tool) => (tool instanceof ToolSpec ? tool : tool.spec)) })
+  const withHandlers = tools.filter((tool): tool is Carried => !(tool instanceof ToolSpec) && tool.handler !== undefined)
+  if (withHandlers.length > 0) carried.set(agent, withHandlers)
+  return agent
+}
+
+/** The tools with handlers that `agent` carries (given to `make`), its own only. */
+export const carriedTools = (agent: Agent): ReadonlyArray<Carried> => carried.get(agent) ?? []
+
+/** `agent` and every agent it may run within its turns or as a tool: its handoff targets and agent tools, recursively. */
+export const reachable = (agent: Agent): ReadonlyArray<Agent> => {
+  const seen = new Set<Agent>()
+  const walk = (a: Agent) => {
+    if (seen.has(a)) return
+    seen.add(a)
+    for (const target of a.handoffs) walk(target)
+    for (const tool of a.tools) if (tool.agent !== undefined) walk(tool.agent)
+  }
+  walk(agent)
+  return [...seen]
 }

@@ -334,3 +334,18 @@ export class ProcessUnavailable extends Schema.TaggedError<ProcessUnavailable>()
     return `process ${this.processId}: ${why}`
   }
 }
+
+/**
+ * A runtime was given an agent that names a host tool (not a client tool)
+ * which no layer provides: its calls could only fail, so the runtime does not
+ * start. Give the tool to the agent (`Agent.make({ tools: [tool] })`) or to
+ * the runtime (`tools: Toolkit.layer([tool])`), or mark it a client tool.
+ */
+export class ToolNotProvided extends Schema.TaggedError<ToolNotProvided>()("ToolNotProvided", {
+  agent: Schema.String,
+  tool: Schema.String
+}) {
+  override get message() {
+    return `agent ${this.agent} names the host tool ${this.tool}, which no tool layer provides: give it to the agent (Agent.make({ tools })) or to the runtime (Toolkit.layer)`
+  }
+}

@@ -44,6 +44,7 @@ import type { ChildPage, ListScope, Session, SessionPage, SessionTree } from "..
 import type { ToolsetRef } from "../schema/Toolset.js"
 import * as Trusted from "../schema/Trusted.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
+import * as Prompt from "./Prompt.js"
 import { CallbackBroker, type Handler, prepareAnswer } from "./CallbackBroker.js"
 import { tenantOf } from "../internal/SessionDraft.js"
 import * as Telemetry from "./Telemetry.js"
@@ -100,136 +101,222 @@ export interface EventOptions {
 
 type Lookup = SessionNotFound | StoreUnavailable
 
-/** The port. */
-export class Sessions extends Context.Tag("troupe/Sessions")<
-  Sessions,
-  {
-    readonly create: (principal: Principal, options: CreateOptions) => Effect.Effect<Session, Conflict | StoreUnavailable | InvalidInput>
-    readonly get: (principal: Principal, sessionId: SessionId) => Effect.Effect<Session, Lookup>
-    readonly list: (
-      principal: Principal,
-      options?: {
-        readonly scope?: ListScope | undefined
-        readonly includeArchived?: boolean | undefined
-        readonly cursor?: string | undefined
-        readonly limit?: number | undefined
-      }
-    ) => Effect.Effect<SessionPage, Lookup | InvalidInput>
-    /**
-     * A session's direct children, newest first, archived ones included, with
-     * each one's alias, agent name and `agentPath`; `cursor` from the previous
-     * page's `nextCursor` (valid only for this session's children and caller).
-     */
-    readonly children: (
-      principal: Principal,
-      sessionId: SessionId,
-      page?: PageRequest
-    ) => Effect.Effect<ChildPage, Lookup | InvalidInput>
-    /**
-     * A session and its whole subtree (parents before children; archived ones
-     * only with `includeArchived`); more than 10,000 sessions below it is
-     * `InvalidInput`: page with `list({ scope: { tree } })`.
-     */
-    readonly tree: (
-      principal: Principal,
-      sessionId: SessionId,
-      options?: { readonly includeArchived?: boolean | undefined }
-    ) => Effect.Effect<SessionTree, Lookup | InvalidInput>
-    /**
-     * Admits a message and reports what the session did with it: started a
-     * turn (with its id and cursor), queued it, or steered the running turn.
-     * `SessionBusy` when the session's busy policy is `reject`. A child
-     * session is messaged only by its parent's tools: `ChildControlForbidden`.
-     */
-    readonly send: (
-      principal: Principal,
-      sessionId: SessionId,
-      options: SendOptions
-    ) => Effect.Effect<Accepted, Lookup | SessionClosed | SessionBusy | Conflict | InvalidInput | ChildControlForbidden>
-    /**
-     * Waits for a turn to end: its result, or `TurnFailed` / `TurnInterrupted`;
-     * `TurnNotFound` for a turn id that is neither running nor in the log.
-     * `after` (a cursor before the turn started, e.g. `Accepted.cursor - 1`)
-     * spares a scan of the log for a turn that already ended.
-     */
-    readonly awaitTurn: (
-      principal: Principal,
-      sessionId: SessionId,
-      turnId: TurnId,
-      options?: { readonly after?: number | undefined }
-    ) => Effect.Effect<TurnResult, Lookup | TurnNotFound | TurnFailed | TurnInterrupted | BudgetExhausted>
-    /**
-     * `awaitTurn` for an agent with an output schema (`Agent.outputOf`): the
-     * turn's output decoded with `schema`, typed. An output that does not
-     * decode is `InvalidOutput` (the turn itself completed).
-     */
+/** What the `Sessions` port offers. */
+export interface Service {
+  readonly create: (principal: Principal, options: CreateOptions) => Effect.Effect<Session, Conflict | StoreUnavailable | InvalidInput>
+  readonly get: (principal: Principal, sessionId: SessionId) => Effect.Effect<Session, Lookup>
+  readonly list: (
+    principal: Principal,
+    options?: {
+      readonly scope?: ListScope | undefined
+      readonly includeArchived?: boolean | undefined
+      readonly cursor?: string | undefined
+      readonly limit?: number | undefined
+    }
+  ) => Effect.Effect<SessionPage, Lookup | InvalidInput>
+  /**
+   * A session's direct children, newest first, archived ones included, with
+   * each one's alias, agent name and `agentPath`; `cursor` from the previous
+   * page's `nextCursor` (valid only for this session's children and caller).
+   */
+  readonly children: (
+    principal: Principal,
+    sessionId: SessionId,
+    page?: PageRequest
+  ) => Effect.Effect<ChildPage, Lookup | InvalidInput>
+  /**
+   * A session and its whole subtree (parents before children; archived ones
+   * only with `includeArchived`); more than 10,000 sessions below it is
+   * `InvalidInput`: page with `list({ scope: { tree } })`.
+   */
+  readonly tree: (
+    principal: Principal,
+    sessionId: SessionId,
+    options?: { readonly includeArchived?: boolean | undefined }
+  ) => Effect.Effect<SessionTree, Lookup | InvalidInput>
+  /**
+   * Admits a message and reports what the session did with it: started a
+   * turn (with its id and cursor), queued it, or steered the running turn.
+   * `SessionBusy` when the session's busy policy is `reject`. A child
+   * session is messaged only by its parent's tools: `ChildControlForbidden`.
+   */
+  readonly send: (
+    principal: Principal,
+    sessionId: SessionId,
+    options: SendOptions
+  ) => Effect.Effect<Accepted, Lookup | SessionClosed | SessionBusy | Conflict | InvalidInput | ChildControlForbidden>
+  /**
+   * Waits for a turn to end: its result, or `TurnFailed` / `TurnInterrupted`;
+   * `TurnNotFound` for a turn id that is neither running nor in the log.
+   * `after` (a cursor before the turn started, e.g. `Accepted.cursor - 1`)
+   * spares a scan of the log for a turn that already ended.
+   */
+  readonly awaitTurn: (
+    principal: Principal,
+    sessionId: SessionId,
+    turnId: TurnId,
+    options?: { readonly after?: number | undefined }
+  ) => Effect.Effect<TurnResult, Lookup | TurnNotFound | TurnFailed | TurnInterrupted | BudgetExhausted>
+  /**
+   * `awaitTurn` for an agent with an output schema (`Agent.outputOf`): the
+   * turn's output decoded with `schema`, typed. An output that does not
+   * decode is `InvalidOutput` (the turn itself completed).
+   */
+  readonly awaitOutput: <A, I>(
+    principal: Principal,
+    sessionId: SessionId,
+    turnId: TurnId,
+    schema: Schema.Schema<A, I>,
+    options?: { readonly after?: number | undefined }
+  ) => Effect.Effect<A, Lookup | TurnNotFound | TurnFailed | TurnInterrupted | BudgetExhausted | InvalidOutput>
+  /** Interrupts exactly `expectedTurnId`; any other turn is `TurnMismatch`. */
+  readonly interrupt: (
+    principal: Principal,
+    sessionId: SessionId,
+    expectedTurnId: TurnId,
+    reason?: string
+  ) => Effect.Effect<InterruptOutcome, Lookup | TurnMismatch | SessionClosed>
+  /**
+   * Renames a session: a metadata-only write through the store (no lease, no
+   * log record), so it works on closed sessions, on children, and while
+   * another process drives the session; alias, lineage and turns are untouched.
+   */
+  readonly rename: (principal: Principal, sessionId: SessionId, title: string) => Effect.Effect<Session, Lookup | SessionClosed>
+  /** Archives or unarchives a session, metadata-only like `rename`. */
+  readonly archive: (principal: Principal, sessionId: SessionId, archived: boolean) => Effect.Effect<Session, Lookup | SessionClosed>
+  /**
+   * Closes the session (interrupting a running turn); it accepts nothing
+   * more. Its children are not closed. A child is closed only by its
+   * tree, never from outside: `ChildControlForbidden`.
+   */
+  readonly close: (
+    principal: Principal,
+    sessionId: SessionId
+  ) => Effect.Effect<Session, Lookup | SessionClosed | ChildControlForbidden>
+  readonly snapshot: (principal: Principal, sessionId: SessionId) => Effect.Effect<Snapshot, Lookup>
+  /** The session's open callbacks, oldest first. */
+  readonly callbacks: (principal: Principal, sessionId: SessionId) => Effect.Effect<ReadonlyArray<PendingCallback>, Lookup>
+  /**
+   * Answers an open callback. The first answer admitted wins; an answer to a
+   * closed or unknown callback, a second answer, or one whose turn or
+   * operation does not match is `StaleCallback`; a result of the wrong shape
+   * for the callback's kind is `InvalidInput`.
+   */
+  readonly answerCallback: (
+    principal: Principal,
+    sessionId: SessionId,
+    answer: AnswerOptions
+  ) => Effect.Effect<void, Lookup | StaleCallback | InvalidInput | SessionClosed>
+  /**
+   * Serves the callbacks of `kinds` opened in the session or any descendant
+   * (nearest provider first) until interrupted: fork it in the scope that
+   * should own the provider. Fails with the handler's first error.
+   */
+  readonly provideCallbacks: <E>(
+    principal: Principal,
+    sessionId: SessionId,
+    kinds: ReadonlyArray<CallbackKind>,
+    handler: Handler<E>
+  ) => Effect.Effect<never, E | Lookup>
+  /**
+   * The session's events after `after`: the log replayed, then live events,
+   * with no gap and no duplicate.
+   */
+  readonly events: (
+    principal: Principal,
+    sessionId: SessionId,
+    options?: EventOptions
+  ) => Stream.Stream<SessionEvent, Lookup>
+  /**
+   * Sends a message and waits for the turn it starts (after the running one,
+   * if it is queued): the turn's answer with its usage, `output` decoded with
+   * `options.output` when given (the agent's output schema), typed. The
+   * turn's failure, interruption or exhausted budget are its errors.
+   */
+  readonly prompt: <A = string, I = string>(
+    principal: Principal,
+    sessionId: SessionId,
+    input: Prompt.Input,
+    options?: Prompt.Options<A, I>
+  ) => Effect.Effect<Prompt.Result<A>, Prompt.Error>
+  /**
+   * `prompt` as a stream: the events of the turn the message starts (from its
+   * `turn_started` to its `turn_ended`, with the streamed text unless
+   * `volatile: false`), then its result (`_tag: "prompt_result"`).
+   */
+  readonly promptStream: <A = string, I = string>(
+    principal: Principal,
+    sessionId: SessionId,
+    input: Prompt.Input,
+    options?: Prompt.Options<A, I>
+  ) => Stream.Stream<Prompt.Item<A>, Prompt.Error>
+  /** These methods for one principal: each without its first argument. */
+  readonly as: (principal: Principal) => Scoped
+}
+
+/** A completed turn's answer (`prompt`; the last item of `promptStream`). */
+export type PromptResult<A = string> = Prompt.Result<A>
+
+/** A method of `Service` without its principal. */
+type Unscoped<F> = F extends (principal: Principal, ...rest: infer Rest) => infer R ? (...rest: Rest) => R : never
+
+/** The methods whose type parameters are spelled out in `Scoped`. */
+type Generic = "awaitOutput" | "provideCallbacks" | "prompt" | "promptStream" | "as"
+
+/** `Sessions` for one principal (`sessions.as(principal)`): the same methods, without their first argument. */
+export type Scoped =
+  & { readonly [K in Exclude<keyof Service, Generic>]: Unscoped<Service[K]> }
+  & {
+    readonly principal: Principal
     readonly awaitOutput: <A, I>(
-      principal: Principal,
       sessionId: SessionId,
       turnId: TurnId,
       schema: Schema.Schema<A, I>,
       options?: { readonly after?: number | undefined }
     ) => Effect.Effect<A, Lookup | TurnNotFound | TurnFailed | TurnInterrupted | BudgetExhausted | InvalidOutput>
-    /** Interrupts exactly `expectedTurnId`; any other turn is `TurnMismatch`. */
-    readonly interrupt: (
-      principal: Principal,
-      sessionId: SessionId,
-      expectedTurnId: TurnId,
-      reason?: string
-    ) => Effect.Effect<InterruptOutcome, Lookup | TurnMismatch | SessionClosed>
-    /**
-     * Renames a session: a metadata-only write through the store (no lease, no
-     * log record), so it works on closed sessions, on children, and while
-     * another process drives the session; alias, lineage and turns are untouched.
-     */
-    readonly rename: (principal: Principal, sessionId: SessionId, title: string) => Effect.Effect<Session, Lookup | SessionClosed>
-    /** Archives or unarchives a session, metadata-only like `rename`. */
-    readonly archive: (principal: Principal, sessionId: SessionId, archived: boolean) => Effect.Effect<Session, Lookup | SessionClosed>
-    /**
-     * Closes the session (interrupting a running turn); it accepts nothing
-     * more. Its children are not closed. A child is closed only by its
-     * tree, never from outside: `ChildControlForbidden`.
-     */
-    readonly close: (
-      principal: Principal,
-      sessionId: SessionId
-    ) => Effect.Effect<Session, Lookup | SessionClosed | ChildControlForbidden>
-    readonly snapshot: (principal: Principal, sessionId: SessionId) => Effect.Effect<Snapshot, Lookup>
-    /** The session's open callbacks, oldest first. */
-    readonly callbacks: (principal: Principal, sessionId: SessionId) => Effect.Effect<ReadonlyArray<PendingCallback>, Lookup>
-    /**
-     * Answers an open callback. The first answer admitted wins; an answer to a
-     * closed or unknown callback, a second answer, or one whose turn or
-     * operation does not match is `StaleCallback`; a result of the wrong shape
-     * for the callback's kind is `InvalidInput`.
-     */
-    readonly answerCallback: (
-      principal: Principal,
-      sessionId: SessionId,
-      answer: AnswerOptions
-    ) => Effect.Effect<void, Lookup | StaleCallback | InvalidInput | SessionClosed>
-    /**
-     * Serves the callbacks of `kinds` opened in the session or any descendant
-     * (nearest provider first) until interrupted: fork it in the scope that
-     * should own the provider. Fails with the handler's first error.
-     */
     readonly provideCallbacks: <E>(
-      principal: Principal,
       sessionId: SessionId,
       kinds: ReadonlyArray<CallbackKind>,
       handler: Handler<E>
     ) => Effect.Effect<never, E | Lookup>
-    /**
-     * The session's events after `after`: the log replayed, then live events,
-     * with no gap and no duplicate.
-     */
-    readonly events: (
-      principal: Principal,
+    readonly prompt: <A = string, I = string>(
       sessionId: SessionId,
-      options?: EventOptions
-    ) => Stream.Stream<SessionEvent, Lookup>
+      input: Prompt.Input,
+      options?: Prompt.Options<A, I>
+    ) => Effect.Effect<Prompt.Result<A>, Prompt.Error>
+    readonly promptStream: <A = string, I = string>(
+      sessionId: SessionId,
+      input: Prompt.Input,
+      options?: Prompt.Options<A, I>
+    ) => Stream.Stream<Prompt.Item<A>, Prompt.Error>
   }
->() {}
+
+/** The port. */
+export class Sessions extends Context.Tag("troupe/Sessions")<Sessions, Service>() {}
+
+/** `api`'s methods bound to `principal`. */
+export const scoped = (api: Omit<Service, "as">, principal: Principal): Scoped => ({
+  principal,
+  create: (options) => api.create(principal, options),
+  get: (sessionId) => api.get(principal, sessionId),
+  list: (options) => api.list(principal, options),
+  children: (sessionId, page) => api.children(principal, sessionId, page),
+  tree: (sessionId, options) => api.tree(principal, sessionId, options),
+  send: (sessionId, options) => api.send(principal, sessionId, options),
+  awaitTurn: (sessionId, turnId, options) => api.awaitTurn(principal, sessionId, turnId, options),
+  awaitOutput: (sessionId, turnId, schema, options) => api.awaitOutput(principal, sessionId, turnId, schema, options),
+  interrupt: (sessionId, expectedTurnId, reason) => api.interrupt(principal, sessionId, expectedTurnId, reason),
+  rename: (sessionId, title) => api.rename(principal, sessionId, title),
+  archive: (sessionId, archived) => api.archive(principal, sessionId, archived),
+  close: (sessionId) => api.close(principal, sessionId),
+  snapshot: (sessionId) => api.snapshot(principal, sessionId),
+  callbacks: (sessionId) => api.callbacks(principal, sessionId),
+  answerCallback: (sessionId, answer) => api.answerCallback(principal, sessionId, answer),
+  provideCallbacks: (sessionId, kinds, handler) => api.provideCallbacks(principal, sessionId, kinds, handler),
+  events: (sessionId, options) => api.events(principal, sessionId, options),
+  prompt: (sessionId, input, options) => api.prompt(principal, sessionId, input, options),
+  promptStream: (sessionId, input, options) => api.promptStream(principal, sessionId, input, options)
+})
 
 /**
  * How long a command decided by another process's actor is followed in the
@@ -496,8 +583,13 @@ export const make = Effect.gen(function*() {
       record.body._tag === "turn_ended" && record.body.turnId === turnId ? Effect.succeed(record.body) : undefined
     ).pipe(Effect.orDie)
 
-  const events = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
-    Stream.unwrapScoped(Effect.gen(function*() {
+  /** The session's events after `options.after`, subscribed to (here and elsewhere) when this runs. */
+  const subscribe = (
+    principal: Principal,
+    sessionId: SessionId,
+    options: EventOptions & { readonly liveOnly?: boolean | undefined } = {}
+  ) =>
+    Effect.gen(function*() {
       yield* authorize(principal, sessionId)
       // Subscribe before reading the log, so nothing published meanwhile is missed: here, and by other processes.
       const live = yield* host.live(sessionId)
@@ -536,8 +628,13 @@ export const make = Effect.gen(function*() {
         }),
         Stream.flattenIterables
       )
-      return Stream.concat(replay, follow)
-    }))
+      // Live only (a prompt's stream, subscribed before its send): deltas stay in order with the records,
+      // and a record missed live is read from the log by the follower, as a gap.
+      return options.liveOnly === true ? follow : Stream.concat(replay, follow)
+    })
+
+  const events = (principal: Principal, sessionId: SessionId, options: EventOptions = {}) =>
+    Stream.unwrapScoped(subscribe(principal, sessionId, options))
 
   const resultOf = (
     sessionId: SessionId,
@@ -597,7 +694,7 @@ export const make = Effect.gen(function*() {
       return yield* resultOf(sessionId, ended)
     })
 
-  return Sessions.of({
+  const api: Omit<Service, "as" | "prompt" | "promptStream"> = {
     create: (principal, options) =>
       Effect.gen(function*() {
         const sessionId = yield* makeSessionId
@@ -720,7 +817,10 @@ export const make = Effect.gen(function*() {
       }),
     provideCallbacks: (principal, sessionId, kinds, handler) =>
       Effect.zipRight(authorize(principal, sessionId), broker.provide(sessionId, kinds, handler))
-  })
+  }
+  const prompts = Prompt.make({ get: owned, send: api.send, subscribe, awaitTurn, resultOf })
+  const service: Omit<Service, "as"> = { ...api, ...prompts }
+  return Sessions.of({ ...service, as: (principal) => scoped(service, principal) })
 })
 
 /** The API over a store and a host. */

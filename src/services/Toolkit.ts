@@ -8,7 +8,8 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer } from "effect"
-import type { ToolSpec } from "../schema/Agent.js"
+import { type Agent, carriedTools, reachable, type ToolSpec } from "../schema/Agent.js"
+import { ToolNotProvided } from "../schema/Errors.js"
 import type { SessionId } from "../schema/Ids.js"
 import * as Tool from "./Tool.js"
 
@@ -39,23 +40,73 @@ type AnyTool<R> = Tool.Tool<any, any, any, any, any, R>
 export const layer = <const Tools extends ReadonlyArray<AnyTool<any>>>(
   tools: Tools
 ): Layer.Layer<Toolkit, never, Tools[number] extends AnyTool<infer R> ? R : never> =>
-  Layer.effect(
-    Toolkit,
-    Effect.map(Effect.context<any>(), (context) => {
-      const byName = new Map<string, Runnable>()
-      for (const tool of tools) {
-        if (tool.handler === undefined) continue
-        byName.set(tool.name, {
-          spec: tool.spec,
-          run: (argumentsText, call) => Effect.provide(Tool.run(tool, argumentsText, call), context),
-          needsApproval: tool.needsApproval === undefined
-            ? undefined
-            : (argumentsText, call) => Effect.provide(Tool.needsApproval(tool, argumentsText, call), context)
-        })
-      }
-      return Toolkit.of({ get: (name) => byName.get(name) })
+  Layer.effect(Toolkit, Effect.map(Effect.context<any>(), (context) => toolkitOf(tools, context)))
+
+/** The toolkit of `tools`, their handlers' requirements from `context`. */
+const toolkitOf = <R>(tools: ReadonlyArray<AnyTool<R>>, context: Context.Context<R>): Toolkit["Type"] => {
+  const byName = new Map<string, Runnable>()
+  for (const tool of tools) {
+    if (tool.handler === undefined) continue
+    byName.set(tool.name, {
+      spec: tool.spec,
+      run: (argumentsText, call) => Effect.provide(Tool.run(tool, argumentsText, call), context),
+      needsApproval: tool.needsApproval === undefined
+        ? undefined
+        : (argumentsText, call) => Effect.provide(Tool.needsApproval(tool, argumentsText, call), context)
     })
-  )
+  }
+  return Toolkit.of({ get: (name) => byName.get(name) })
+}
 
 /** A toolkit with no tools. */
 export const layerEmpty: Layer.Layer<Toolkit> = Layer.succeed(Toolkit, Toolkit.of({ get: () => undefined }))
+
+/**
+ * The host tools `agents` name that neither `toolkit` nor the agents
+ * themselves (tools given to `Agent.make`) provide; client tools and agent
+ * tools (`asTool`) need none.
+ */
+export const missing = (
+  toolkit: Toolkit["Type"],
+  agents: ReadonlyArray<Agent>
+): ReadonlyArray<ToolNotProvided> => {
+  const out: Array<ToolNotProvided> = []
+  for (const agent of agents.flatMap(reachable)) {
+    for (const spec of agent.tools) {
+      if (spec.client || spec.agent !== undefined || toolkit.get(spec.name) !== undefined) continue
+      out.push(new ToolNotProvided({ agent: agent.name, tool: spec.name }))
+    }
+  }
+  return out
+}
+
+/**
+ * `base` with the tools that `agents` (and the agents they hand off to or
+ * run as tools) carry, `base`'s own winning by name; fails to build with
+ * `ToolNotProvided` when an agent names a host tool no one provides, so a
+ * runtime missing a handler never starts (rather than a model being told
+ * `no handler` at its first call).
+ */
+export const withAgents = <E, R>(
+  base: Layer.Layer<Toolkit, E, R>,
+  agents: ReadonlyArray<Agent>
+): Layer.Layer<Toolkit, E | ToolNotProvided, R> =>
+  Layer.effect(
+    Toolkit,
+    Effect.gen(function*() {
+      const own = yield* Toolkit
+      const carried = new Map<string, Runnable>()
+      for (const agent of agents.flatMap(reachable)) {
+        for (const tool of carriedTools(agent)) {
+          if (carried.has(tool.spec.name)) continue
+          // `Agent.make` keeps only tools with a handler needing no service: a `Tool.make` result.
+          const runnable = toolkitOf([tool as AnyTool<never>], Context.empty()).get(tool.spec.name)
+          if (runnable !== undefined) carried.set(tool.spec.name, runnable)
+        }
+      }
+      const merged = Toolkit.of({ get: (name) => own.get(name) ?? carried.get(name) })
+      const absent = missing(merged, agents)
+      if (absent.length > 0) return yield* Effect.fail(absent[0]!)
+      return merged
+    })
+  ).pipe(Layer.provide(base))
