@@ -128,7 +128,6 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
       const http = o.http.length === 0 ? [] : Context.get(
         yield* Layer.build(
           HttpListener.layer({ listen: o.http, trustLocal: o.httpTrustLocal, cors: o.httpCors }).pipe(
-            Layer.provide(AgentCatalog.layer(agents)),
             Layer.provide(Layer.succeedContext(auth)),
             Layer.provide(Layer.succeedContext(runtime))
           )
