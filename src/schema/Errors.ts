@@ -236,3 +236,16 @@ export class ChildControlForbidden extends Schema.TaggedError<ChildControlForbid
     return `session ${this.sessionId} is a child of ${this.parentId}: only its parent may ${this.action === "close" ? "close" : "message"} it`
   }
 }
+
+/**
+ * The inspector's page could not be made ready: no prebuilt assets in the
+ * package and no sources (or no esbuild) to bundle them from, or a bundle
+ * that failed. `troupe serve --http` still serves the API; `/` says why.
+ */
+export class InspectorUnavailable extends Schema.TaggedError<InspectorUnavailable>()("InspectorUnavailable", {
+  reason: Schema.String
+}) {
+  override get message() {
+    return `the inspector's page is unavailable: ${this.reason}`
+  }
+}
