@@ -67,12 +67,19 @@ export const respond = (
 const unavailable = (error: InspectorUnavailable) =>
   HttpServerResponse.text(`${error.message}\n\nThe HTTP API under /v1 works regardless.\n`, { status: 503, headers: securityHeaders })
 
-/** A handler for a listener: `Some(answer)` for the inspector's paths, `None` for every other. */
-export type Handler = (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<Option.Option<HttpServerResponse.HttpServerResponse>>
+/**
+ * A handler for a listener (the HTTP listener's `staticAssets`): `Some(answer)`
+ * for the inspector's paths, `None` for every other; `path` defaults to the
+ * request's.
+ */
+export type Handler = (
+  request: HttpServerRequest.HttpServerRequest,
+  path?: string
+) => Effect.Effect<Option.Option<HttpServerResponse.HttpServerResponse>>
 
 /** Makes the handler; the assets are made by the first request that needs them, once. */
-export const make: Effect.Effect<Handler> = Effect.map(Effect.cached(Assets.make), (assets) => (request) => {
-  const path = new URL(request.url, "http://inspector").pathname
+export const make: Effect.Effect<Handler> = Effect.map(Effect.cached(Assets.make), (assets) => (request, given) => {
+  const path = given ?? new URL(request.url, "http://inspector").pathname
   if (!owns(path)) return Effect.succeed(Option.none())
   return assets.pipe(
     Effect.map((ready) => respond(ready, request.method, path, request.headers)),
