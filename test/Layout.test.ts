@@ -11,7 +11,10 @@
  *   enclosing one), bar the listed exceptions in src/actors;
  * - nothing below the layers imports them: src/schema, src/services and
  *   src/internal import no `src/layers/` module, and the SQL store
- *   (src/layers/sql) keeps every module within ~500 lines.
+ *   (src/layers/sql) keeps every module within ~500 lines;
+ * - the inspector's page (src/inspector/page, bundled for the browser)
+ *   imports only its own modules, and schemas only as types; nothing else
+ *   imports it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { readdirSync, readFileSync } from "node:fs"
@@ -170,6 +173,31 @@ describe("layout", () => {
       circlesOf(actors).filter((circle) => circle.split(" → ").some((file) => turnLoop.has(file))),
       []
     )
+  })
+
+  it("the inspector's page (src/inspector/page) imports only itself, and the schemas as types only; nothing imports the page", () => {
+    const page = filesUnder("src/inspector/page")
+    assert.includeMembers([...page], ["src/inspector/page/Main.ts", "src/inspector/page/Fold.ts"])
+    const problems: Array<string> = []
+    for (const file of page) {
+      const source = readFileSync(join(root, file), "utf8")
+      for (const specifier of importsOf(source)) {
+        if (!specifier.startsWith(".")) {
+          // Only type-only imports of "effect" (erased from the bundle): the page ships no library.
+          if (!new RegExp(`import type [^;]+ from "${specifier}"`).test(source)) problems.push(`${file} imports ${specifier}`)
+          continue
+        }
+        const target = relative(root, resolve(root, dirname(file), specifier)).replace(/\.js$/, ".ts")
+        if (target.startsWith("src/inspector/page/")) continue
+        const typeOnly = new RegExp(`import type [^;]+ from "${specifier.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}"`).test(source)
+        if (!(typeOnly && target.startsWith("src/schema/"))) problems.push(`${file} imports ${target}`)
+      }
+    }
+    const outside = [...filesUnder("src")].filter((file) => !file.startsWith("src/inspector/page/"))
+    for (const file of outside) {
+      for (const target of localImportsOf(file)) if (target.startsWith("src/inspector/page/")) problems.push(`${file} imports ${target}`)
+    }
+    assert.deepStrictEqual(problems, [])
   })
 
   it("nothing in src/schema, src/services or src/internal imports src/layers", () => {

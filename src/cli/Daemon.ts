@@ -22,6 +22,7 @@ import { dirname } from "node:path"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import * as Authenticator from "../server/Authenticator.js"
 import * as HttpListener from "../server/HttpListener.js"
+import * as Inspector from "../inspector/Inspector.js"
 import * as Listener from "../server/Listener.js"
 import * as Server from "../server/Server.js"
 import * as SessionRoutes from "../server/SessionRoutes.js"
@@ -127,7 +128,13 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
       // The HTTP API beside the sockets, on the same runtime, catalog and tokens; closed (drained) before them.
       const http = o.http.length === 0 ? [] : Context.get(
         yield* Layer.build(
-          HttpListener.layer({ listen: o.http, trustLocal: o.httpTrustLocal, cors: o.httpCors }).pipe(
+          HttpListener.layer({
+            listen: o.http,
+            trustLocal: o.httpTrustLocal,
+            cors: o.httpCors,
+            // The inspector's page at `/`, over the same API (bundled on the first request from a source checkout).
+            staticAssets: yield* Inspector.make
+          }).pipe(
             Layer.provide(Layer.succeedContext(auth)),
             Layer.provide(Layer.succeedContext(runtime))
           )

@@ -349,3 +349,16 @@ export class ToolNotProvided extends Schema.TaggedError<ToolNotProvided>()("Tool
     return `agent ${this.agent} names the host tool ${this.tool}, which no tool layer provides: give it to the agent (Agent.make({ tools })) or to the runtime (Toolkit.layer)`
   }
 }
+
+/**
+ * The inspector's page could not be made ready: no prebuilt assets in the
+ * package and no sources (or no esbuild) to bundle them from, or a bundle
+ * that failed. `troupe serve --http` still serves the API; `/` says why.
+ */
+export class InspectorUnavailable extends Schema.TaggedError<InspectorUnavailable>()("InspectorUnavailable", {
+  reason: Schema.String
+}) {
+  override get message() {
+    return `the inspector's page is unavailable: ${this.reason}`
+  }
+}
