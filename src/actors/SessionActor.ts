@@ -331,10 +331,9 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       wake: wiring.wake,
       scope
     })
-    const toolsets = yield* openToolsets(actor.session)
     const host: RunningTurn.Host = {
       sessionId,
-      toolsets,
+      toolsets: yield* openToolsets(actor.session),
       session: actor.session,
       agent: actor.session.agent,
       sessionBudgets: actor.session.budgets,
