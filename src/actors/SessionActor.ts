@@ -292,6 +292,14 @@ const replyExit = (
   }
 }
 
+/** The session's own protocol sessions with its toolsets' servers, in the actor's scope (none declared: none). */
+const openToolsets = (session: Actor["session"]) =>
+  Effect.gen(function*() {
+    const declared = session.agent.toolsets ?? []
+    if (declared.length === 0) return undefined
+    return yield* (yield* Toolsets).open({ sessionId: session.id, principal: session.principal }, declared)
+  })
+
 /** Runs the actor of `sessionId` until it passivates; fails with `LeaseLost` when the lease goes. */
 export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
   Effect.scoped(Effect.gen(function*() {
@@ -351,14 +359,9 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       wake: wiring.wake,
       scope
     })
-    // The session's own protocol sessions with its toolsets' servers: opened here, closed with the actor.
-    const declared = actor.session.agent.toolsets ?? []
-    const toolsets = declared.length === 0
-      ? undefined
-      : yield* (yield* Toolsets).open({ sessionId, principal: actor.session.principal }, declared)
     const host: RunningTurn.Host = {
       sessionId,
-      toolsets,
+      toolsets: yield* openToolsets(actor.session),
       session: actor.session,
       agent: actor.session.agent,
       sessionBudgets: actor.session.budgets,
