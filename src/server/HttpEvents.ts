@@ -187,36 +187,45 @@ export const make = (deps: Deps, drain: Deferred.Deferred<void>, limits: Limits)
           Effect.mapError((error) => Problem.ofKind(toWireError(error).kind, toWireError(error).message))
         )
         const release = yield* acquire(principal)
-        const body = Stream.unwrapScoped(Effect.gen(function*() {
-          // Bounded: a provider whose client does not read holds its callbacks, it does not buffer them.
-          const offered = yield* Queue.bounded<PendingCallback>(64)
-          const provider = yield* Effect.forkScoped(
-            deps.sessions.provideCallbacks(principal, sessionId, kinds, (callback) =>
-              Effect.as(Queue.offer(offered, callback), Option.none()))
-          )
-          let ended = false
-          const pull: Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<never>> = Effect.gen(function*() {
-            if (ended) return yield* Effect.fail(Option.none())
-            const next = yield* Effect.raceFirst(
-              Effect.map(Queue.take(offered), Either.right),
-              Effect.raceFirst(
-                Effect.as(Deferred.await(drain), Either.left("shutdown" as const)),
-                Effect.as(Fiber.await(provider), Either.left("closed" as const))
-              )
-            )
-            if (Either.isLeft(next)) {
-              ended = true
-              return Chunk.of(bytes(endFrame(next.left, 0)))
-            }
-            const callback = next.right
-            return Chunk.of(bytes(Sse.encode("callback", JSON.stringify({ callback: encodeCallback(callback), parentId: callback.parentSessionId }))))
-          })
-          return Stream.repeatEffectChunkOption(pull)
-        }))
-        return respond(body, release)
+        return respond(callbackBody(deps, drain, principal, sessionId, kinds), release)
       })
   }
 }
+
+/** The body of a callback provider stream: each callback offered to it as an SSE `callback`, then `end`. */
+const callbackBody = (
+  deps: Deps,
+  drain: Deferred.Deferred<void>,
+  principal: Principal,
+  sessionId: SessionId,
+  kinds: ReadonlyArray<CallbackKind>
+): Stream.Stream<Uint8Array> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    // Bounded: a provider whose client does not read holds its callbacks, it does not buffer them.
+    const offered = yield* Queue.bounded<PendingCallback>(64)
+    const provider = yield* Effect.forkScoped(
+      deps.sessions.provideCallbacks(principal, sessionId, kinds, (callback) =>
+        Effect.as(Queue.offer(offered, callback), Option.none()))
+    )
+    let ended = false
+    const pull: Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<never>> = Effect.gen(function*() {
+      if (ended) return yield* Effect.fail(Option.none())
+      const next = yield* Effect.raceFirst(
+        Effect.map(Queue.take(offered), Either.right),
+        Effect.raceFirst(
+          Effect.as(Deferred.await(drain), Either.left("shutdown" as const)),
+          Effect.as(Fiber.await(provider), Either.left("closed" as const))
+        )
+      )
+      if (Either.isLeft(next)) {
+        ended = true
+        return Chunk.of(bytes(endFrame(next.left, 0)))
+      }
+      const callback = next.right
+      return Chunk.of(bytes(Sse.encode("callback", JSON.stringify({ callback: encodeCallback(callback), parentId: callback.parentSessionId }))))
+    })
+    return Stream.repeatEffectChunkOption(pull)
+  }))
 
 /** The streams of a listener. */
 export type Streams = ReturnType<typeof make>
