@@ -200,6 +200,39 @@ describe("layout", () => {
     assert.deepStrictEqual(problems, [])
   })
 
+  it("src/http is the contract only: it imports the schemas, the wire's messages and @effect/platform, never the runtime", () => {
+    const files = filesUnder("src/http")
+    assert.include(files, "src/http/Api.ts")
+    const allowed = ["src/schema/", "src/protocol/Messages.ts", "src/http/"]
+    assert.deepStrictEqual(
+      files.flatMap((file) =>
+        localImportsOf(file).filter((target) => !allowed.some((prefix) => target.startsWith(prefix))).map((target) => `${file} imports ${target}`)
+      ),
+      []
+    )
+    const packages = files.flatMap((file) => importsOf(readFileSync(join(root, file), "utf8")).filter((s) => !s.startsWith(".")))
+    assert.deepStrictEqual(packages.filter((name) => !/^(effect|@effect\/platform)(\/|$)/.test(name)), [])
+  })
+
+  it("src/tools runs over ports: no layer, actor or driver (no file system, child process or MCP SDK)", () => {
+    const files = filesUnder("src/tools")
+    assert.include(files, "src/tools/Builtins.ts")
+    const allowed = ["src/schema/", "src/services/", "src/internal/", "src/tools/"]
+    assert.deepStrictEqual(
+      files.flatMap((file) =>
+        localImportsOf(file).filter((target) => !allowed.some((prefix) => target.startsWith(prefix))).map((target) => `${file} imports ${target}`)
+      ),
+      []
+    )
+    const drivers = /^(node:)?(fs|fs\/promises|child_process|net|http|https)$|^@modelcontextprotocol\//
+    assert.deepStrictEqual(
+      files.flatMap((file) =>
+        importsOf(readFileSync(join(root, file), "utf8")).filter((name) => drivers.test(name)).map((name) => `${file} imports ${name}`)
+      ),
+      []
+    )
+  })
+
   it("nothing in src/schema, src/services or src/internal imports src/layers", () => {
     const below = [...filesUnder("src/schema"), ...filesUnder("src/services"), ...filesUnder("src/internal")]
     assert.include(below, "src/internal/LogProjection.ts")
