@@ -21,8 +21,6 @@ import { existsSync } from "node:fs"
 import { dirname } from "node:path"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import * as Authenticator from "../server/Authenticator.js"
-import * as HttpListener from "../server/HttpListener.js"
-import * as Inspector from "../inspector/Inspector.js"
 import * as Listener from "../server/Listener.js"
 import * as Server from "../server/Server.js"
 import * as SessionRoutes from "../server/SessionRoutes.js"
@@ -126,23 +124,30 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
         }))
       )
       // The HTTP API beside the sockets, on the same runtime, catalog and tokens; closed (drained) before them.
-      const http = o.http.length === 0 ? [] : Context.get(
-        yield* Layer.build(
-          HttpListener.layer({
-            listen: o.http,
-            trustLocal: o.httpTrustLocal,
-            cors: o.httpCors,
-            // The inspector's page at `/`, over the same API (bundled on the first request from a source checkout).
-            staticAssets: yield* Inspector.make
-          }).pipe(
-            Layer.provide(Layer.succeedContext(auth)),
-            Layer.provide(Layer.succeedContext(runtime))
-          )
-        ).pipe(
-          Effect.mapError((error): Setup.SetupFailure => ({ category: "unavailable", failure: ExitCode.startFailed(error.message) }))
-        ),
-        HttpListener.HttpListener
-      ).addresses
+      // Its server and the inspector are loaded only when asked for (`--http`), so a daemon without them starts without them.
+      const http = o.http.length === 0 ? [] : yield* Effect.gen(function*() {
+        const [HttpListener, Inspector] = yield* Effect.promise(() =>
+          Promise.all([import("../server/HttpListener.js"), import("../inspector/Inspector.js")])
+        )
+        const listener = Context.get(
+          yield* Layer.build(
+            HttpListener.layer({
+              listen: o.http,
+              trustLocal: o.httpTrustLocal,
+              cors: o.httpCors,
+              // The inspector's page at `/`, over the same API (bundled on the first request from a source checkout).
+              staticAssets: yield* Inspector.make
+            }).pipe(
+              Layer.provide(Layer.succeedContext(auth)),
+              Layer.provide(Layer.succeedContext(runtime))
+            )
+          ).pipe(
+            Effect.mapError((error): Setup.SetupFailure => ({ category: "unavailable", failure: ExitCode.startFailed(error.message) }))
+          ),
+          HttpListener.HttpListener
+        )
+        return listener.addresses.map((address) => `http://${HttpListener.hostHeader(address.host, address.port)}`)
+      })
       return { server: Context.get(server, Server.Server), http, store: resolved.store, model, agents }
     })
 
@@ -168,8 +173,8 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
     for (const address of started.server.addresses) {
       yield* out.note(`troupe: listening on ${Listener.formatAddress(address)}`)
     }
-    for (const address of started.http) {
-      yield* out.note(`troupe: listening on http://${HttpListener.hostHeader(address.host, address.port)}`)
+    for (const url of started.http) {
+      yield* out.note(`troupe: listening on ${url}`)
     }
     yield* out.note(
       `troupe: store ${StoreOption.describe(started.store)} · model ${started.model.description} · agents ${

@@ -9,10 +9,10 @@
 import { type Context, Effect, Layer, Option, type Scope } from "effect"
 import type * as InProcessHost from "../actors/InProcessHost.js"
 import * as EnvTelemetry from "../layers/EnvTelemetry.js"
-import * as McpToolsets from "../layers/McpToolsets.js"
 import type { Agent } from "../schema/Agent.js"
 import type { FailureCategory } from "../schema/ProductEvent.js"
 import type { Telemetry } from "../services/Telemetry.js"
+import * as Toolsets from "../services/Toolsets.js"
 import * as Troupe from "../Troupe.js"
 import * as AgentsFile from "./AgentsFile.js"
 import * as ExitCode from "./ExitCode.js"
@@ -73,6 +73,18 @@ export const resolve = (choices: Choices): Effect.Effect<Resolved, SetupFailure>
     return { store, model, agents: declared.agents, fromFile: Option.isSome(choices.agents), mcpServers: declared.mcpServers }
   })
 
+/**
+ * The toolsets a file's `mcpServers` declare; none without them. The MCP driver
+ * (and its SDK) is loaded only when a file names a server, so a daemon without
+ * one starts without it.
+ */
+const toolsetsLayer = (servers: NonNullable<Resolved["mcpServers"]>): Layer.Layer<Toolsets.Toolsets> =>
+  Object.keys(servers).length === 0
+    ? Toolsets.layerNoop
+    : Layer.unwrapEffect(Effect.promise(() => import("../layers/McpToolsets.js")).pipe(
+      Effect.map((McpToolsets) => McpToolsets.layer({ toolsets: McpToolsets.fromServers(servers) }))
+    ))
+
 /** The runtime over the resolved store and model (and `host` tuning), built in the scope; a store that cannot be opened is exit 5. */
 export const runtime = (
   resolved: Resolved,
@@ -89,7 +101,7 @@ export const runtime = (
       agents: resolved.agents,
       // The built-in agents' tools run here; agents from a file have client tools only.
       tools: resolved.fromFile ? undefined : resolved.model.tools,
-      toolsets: McpToolsets.layer({ toolsets: McpToolsets.fromServers(resolved.mcpServers ?? {}) }),
+      toolsets: toolsetsLayer(resolved.mcpServers ?? {}),
       telemetry: Layer.succeedContext(telemetry)
     })
   ).pipe(
