@@ -19,11 +19,12 @@
  *   turns: SIGCONT'd, it finishes them all, each step once.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Context, Duration, Effect, Exit, Layer, ManagedRuntime, Schedule, Schema, Scope } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, ManagedRuntime, Option, Schedule, Schema, Scope } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as WorkerPool from "../src/actors/WorkerPool.js"
+import * as Lock from "../src/internal/Lock.js"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import { Agent, ModelRef, ToolSpec } from "../src/schema/Agent.js"
 import type { SessionId } from "../src/schema/Ids.js"
@@ -105,6 +106,23 @@ describe("WorkerPool.claimOnce", () => {
       assert.strictEqual(started.length, 1)
       assert.isTrue(tick.full)
       assert.isFalse(tick.left)
+    }))
+})
+
+describe("WorkerPool.makeDraining", () => {
+  it.live("a drain run where nothing can interrupt it (a finalizer, as the daemon's) still ends", () =>
+    Effect.gen(function*() {
+      const announced: Array<number> = []
+      const draining = yield* WorkerPool.makeDraining(
+        Lock.make(),
+        new Map(),
+        Effect.sync(() => announced.push(1))
+      )
+      const fiber = yield* Effect.forkDaemon(Effect.uninterruptible(draining.drain("1 second")))
+      const ended = yield* Fiber.await(fiber).pipe(Effect.timeoutOption("2 seconds"))
+      assert.isTrue(Option.isSome(ended), "the drain never returned")
+      assert.deepStrictEqual(ended.pipe(Option.getOrThrow), Exit.succeed(true))
+      assert.deepStrictEqual(announced, [])
     }))
 })
 

@@ -245,12 +245,14 @@ export const makeDraining = (
       if (drains === 0) emptied = undefined
     })
     // Hands each burst of departures to the pool as one hint, until the drain ends; then whatever left last.
-    // The wait is interruptible even in a finalizer (the daemon drains in one), a hint being sent is not:
-    // the drain's end waits for it, since the process may exit right after. A departure taken is announced
-    // whatever comes: the last one wakes the drain, which interrupts this fiber, maybe before it announced.
-    const hintDepartures = Effect.forever(
+    // The wait is interruptible even in a finalizer (the daemon drains in one, and a fiber forked there
+    // inherits its uninterruptibility: hence `interruptible` around the loop, or the drain's end would wait
+    // on it forever). A hint being sent is not: the drain's end waits for it, since the process may exit
+    // right after. A departure taken is announced whatever comes: the last one wakes the drain, which
+    // interrupts this fiber, maybe before it announced.
+    const hintDepartures = Effect.interruptible(Effect.forever(
       Effect.uninterruptibleMask((restore) => Effect.zipRight(restore(Queue.take(departures)), announce))
-    )
+    ))
     const lastOnes = Effect.flatMap(Queue.poll(departures), (left) => (Option.isSome(left) ? announce : Effect.void))
     return {
       handOver: { requested: () => drains > 0 },
