@@ -395,6 +395,10 @@ if (pg.run) {
 
     it("a worker that wakes past its lease starts nothing; a dead worker's 15 busy sessions all move within TTL + 2 s", async () => {
       const ttl = 1500
+      // The previous test's survivors would claim this test's sessions (same database): none is left running.
+      const survivors = workers.filter((w) => w.proc.exitCode === null && w.proc.signalCode === null)
+      for (const w of survivors) w.proc.kill("SIGKILL")
+      await Promise.all(survivors.map((w) => w.exited))
       await store.runPromise(Effect.flatMap(SessionStore, (s) => s.now))
       const fleet = ["p1", "p2", "p3"].map((owner) =>
         startWorker(url, owner, side, { POOL_TTL_MS: String(ttl), POOL_MODEL_MS: "300", POOL_GRACE_MS: "0" }))
