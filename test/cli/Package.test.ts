@@ -139,6 +139,18 @@ describe("the packed package", () => {
     assert.deepStrictEqual(manifest.exports["."], { types: "./dist/index.d.ts", import: "./dist/index.js", default: "./dist/index.js" })
   })
 
+  it("troupe/client and troupe/schema load on their own, with none of the runtime's drivers", () => {
+    const probe = [
+      `const client = await import("troupe/client"); const schema = await import("troupe/schema");`,
+      `const { createRequire } = await import("node:module");`,
+      // A driver loaded by either entry would be in the CommonJS cache (better-sqlite3, pg) or have its ESM entry evaluated.
+      `const loaded = Object.keys(createRequire(import.meta.url).cache).filter((p) => /better-sqlite3|[\\/]pg[\\/]|opentelemetry|modelcontextprotocol/.test(p));`,
+      `console.log(JSON.stringify({ connect: typeof client.PromiseClient.connect, make: typeof schema.Agent.make, loaded }))`
+    ].join(" ")
+    const out = JSON.parse(run(process.execPath, ["--input-type=module", "-e", probe], app).stdout)
+    assert.deepStrictEqual(out, { connect: "function", make: "function", loaded: [] })
+  })
+
   it("a consumer type-checks against the packed types and runs an embedded turn with plain node", () => {
     writeFileSync(join(app, "main.ts"), CONSUMER)
     writeFileSync(join(app, "tsconfig.json"), JSON.stringify({
