@@ -44,6 +44,7 @@ import { Budgets } from "../schema/Budget.js"
 import { CompactionSettings } from "../schema/Compaction.js"
 import { ApprovalSettings, SubagentPolicy } from "../schema/Policy.js"
 import { type McpServers, ToolsetRef } from "../schema/Toolset.js"
+import * as Builtins from "../tools/Builtins.js"
 import * as AgentsFileSchema from "./AgentsFileSchema.js"
 
 /** The agents file could not be read or is not of the documented shape; `problems` has one line each. */
@@ -158,11 +159,14 @@ const declaredTools: ToolSource = (entry, { built }) =>
       })
   )
 
+/** The built-ins an entry names (`builtins`), run by the host on its workspace. */
+const builtinTools: ToolSource = (entry) => (entry.builtins === undefined ? [] : Builtins.specsOrThrow(entry.builtins))
+
 /**
  * The ways a file gives an agent tools, in the order their tools are listed.
  * Issue 31 (`toolsets`, `mcpServers`) and issue 32 (`builtins`) add theirs here.
  */
-const toolSources: ReadonlyArray<ToolSource> = [declaredTools]
+const toolSources: ReadonlyArray<ToolSource> = [declaredTools, builtinTools]
 
 /** The agents an entry embeds (handoff targets, agent tools): they must be built first. */
 const embedded = (entry: AgentsFileSchema.AgentEntry): ReadonlyArray<readonly [ReadonlyArray<string | number>, string]> => [
@@ -194,6 +198,12 @@ const checkReferences = (
     const rule = entry.permissions?.rules[tool.name]
     if (tool.needsApproval === true && rule !== undefined && rule !== "ask") {
       problems.add([...at, "tools", t, "needsApproval"], `the permission rule for ${tool.name} says ${rule}`)
+    }
+  }
+  if (entry.builtins !== undefined) {
+    const builtins = new Set(Either.getOrElse(Builtins.specs(entry.builtins), () => []).map((spec) => spec.name))
+    for (const [t, tool] of (entry.tools ?? []).entries()) {
+      if (builtins.has(tool.name)) problems.add([...at, "tools", t, "name"], `${tool.name} is one of its builtins: leave one out`)
     }
   }
   for (const [[...where], target] of embedded(entry)) {

@@ -21,6 +21,7 @@ import { CompactionSettings } from "../schema/Compaction.js"
 import { JsonObject } from "../schema/Json.js"
 import { ApprovalSettings, SubagentPolicy } from "../schema/Policy.js"
 import { McpServers } from "../schema/Toolset.js"
+import * as Builtins from "../tools/Builtins.js"
 
 const Names = Schema.Array(Name)
 
@@ -79,6 +80,11 @@ export const OutputEntry = Schema.Struct({
   maxRetries: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(0, 10)))
 }).annotations({ identifier: "Output" })
 
+/** A built-in tool or group of them (`Builtins.NAMES`, `Builtins.GROUPS`). */
+const BuiltinName = Schema.Literal(...([...Builtins.NAMES, ...Object.keys(Builtins.GROUPS)] as [string, ...Array<string>])).annotations({
+  identifier: "Builtin"
+})
+
 /** A toolset an agent uses: an `mcpServers` name, or `{ name, tools }` with an allow-list of its tools. */
 export const ToolsetEntry = Schema.Union(
   Schema.String.pipe(Schema.minLength(1)),
@@ -108,7 +114,9 @@ export const agentFields = {
   compaction: Schema.optional(Schema.Struct(CompactionSettings.fields).annotations({ identifier: "Compaction" })),
   budgets: Schema.optional(Schema.Struct(Budgets.fields).annotations({ identifier: "Budgets" })),
   /** Servers of the file's `mcpServers` whose tools it gets (docs/tools.md). */
-  toolsets: Schema.optional(Schema.Array(ToolsetEntry))
+  toolsets: Schema.optional(Schema.Array(ToolsetEntry)),
+  /** Built-in workspace tools it gets, by name or group (`files`, `read`, `shell`, `all`; docs/workspace.md). */
+  builtins: Schema.optional(Schema.Array(BuiltinName))
 }
 
 /** One agent of the file. */

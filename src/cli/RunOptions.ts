@@ -8,6 +8,7 @@
 import { type Command, Options } from "@effect/cli"
 import * as ModelOption from "./ModelOption.js"
 import * as StoreOption from "./StoreOption.js"
+import * as WorkspaceOption from "./WorkspaceOption.js"
 import * as Words from "./Words.js"
 
 /** The options of `troupe run`. */
@@ -25,6 +26,8 @@ export const options = {
   ),
   store: StoreOption.option,
   sqliteSync: StoreOption.sqliteSync,
+  workspace: WorkspaceOption.option,
+  workspacePerSession: WorkspaceOption.perSession,
   model: ModelOption.option,
   approve: Options.choice("approve", ["all", "none"]).pipe(
     Options.withDescription("Answer every approval: all (approve) or none (deny); default: ask on the terminal."),

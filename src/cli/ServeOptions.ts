@@ -10,6 +10,7 @@ import { Duration, Effect, Either } from "effect"
 import * as Address from "./Address.js"
 import * as ModelOption from "./ModelOption.js"
 import * as StoreOption from "./StoreOption.js"
+import * as WorkspaceOption from "./WorkspaceOption.js"
 
 /** Parses a duration: `10s`, `500ms`, `2m`, or a number of seconds. */
 export const parseDuration = (text: string): Either.Either<Duration.Duration, string> => {
@@ -58,6 +59,8 @@ const limitOption = (name: string, description: string, fallback: number) =>
 export const options = {
   store: StoreOption.option,
   sqliteSync: StoreOption.sqliteSync,
+  workspace: WorkspaceOption.option,
+  workspacePerSession: WorkspaceOption.perSession,
   name: Address.name,
   socket: Address.socket,
   tcp: Address.tcp,

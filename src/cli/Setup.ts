@@ -18,6 +18,7 @@ import * as AgentsFile from "./AgentsFile.js"
 import * as ExitCode from "./ExitCode.js"
 import * as ModelOption from "./ModelOption.js"
 import * as StoreOption from "./StoreOption.js"
+import * as WorkspaceOption from "./WorkspaceOption.js"
 
 /** A failure while setting up: its telemetry category and the exit it causes. */
 export interface SetupFailure {
@@ -32,6 +33,9 @@ export interface Choices {
   readonly sqliteSync?: "normal" | "full" | undefined
   readonly model: ModelOption.Choice
   readonly agents: Option.Option<string>
+  /** `--workspace` and `--workspace-per-session`: where the agents' built-in tools work. */
+  readonly workspace?: Option.Option<string> | undefined
+  readonly workspacePerSession?: boolean | undefined
 }
 
 /** The store, the model and the agents, resolved. */
@@ -44,6 +48,8 @@ export interface Resolved {
   readonly fromFile: boolean
   /** The file's MCP servers, served as toolsets of the same names. */
   readonly mcpServers?: AgentsFile.Declared["mcpServers"] | undefined
+  /** Where the built-in tools work (used only when an agent names one, or `--workspace` was given). */
+  readonly workspace?: WorkspaceOption.Choice | undefined
 }
 
 const invalid = (message: string): SetupFailure => ({ category: "invalid_input", failure: ExitCode.usage(message) })
@@ -70,7 +76,14 @@ export const resolve = (choices: Choices): Effect.Effect<Resolved, SetupFailure>
     const declared = Option.isSome(choices.agents)
       ? yield* AgentsFile.loadDeclared(choices.agents.value).pipe(Effect.mapError((error) => invalid(error.message)))
       : { agents: model.builtIns, mcpServers: {} }
-    return { store, model, agents: declared.agents, fromFile: Option.isSome(choices.agents), mcpServers: declared.mcpServers }
+    return {
+      store,
+      model,
+      agents: declared.agents,
+      fromFile: Option.isSome(choices.agents),
+      mcpServers: declared.mcpServers,
+      workspace: { workspace: choices.workspace, workspacePerSession: choices.workspacePerSession }
+    }
   })
 
 /**
@@ -99,8 +112,9 @@ export const runtime = (
       model: resolved.model.layer,
       // The one catalog: what a spawn, a handoff's subagents and a remote create resolve by name.
       agents: resolved.agents,
-      // The built-in agents' tools run here; agents from a file have client tools only.
-      tools: resolved.fromFile ? undefined : resolved.model.tools,
+      // The built-in agents' tools run here; a file's agents have client tools, and the built-ins they name
+      // (`builtins`), which run here on the workspace.
+      tools: WorkspaceOption.toolkit(resolved.workspace ?? {}, resolved.agents, resolved.fromFile ? undefined : resolved.model.tools),
       toolsets: toolsetsLayer(resolved.mcpServers ?? {}),
       telemetry: Layer.succeedContext(telemetry)
     })

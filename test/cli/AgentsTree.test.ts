@@ -4,13 +4,14 @@
  * OpenAI-compatible model against the local test server (which answers each
  * agent by its instructions, whatever order concurrent sessions call in):
  * lead spawns researcher, which spawns checker; checker's tool asks for an
- * approval, answered by a provider on the root; the child results come back
+ * approval, answered by a provider on the root, and its built-in read_file reads
+ * the daemon's --workspace; the child results come back
  * up; the file's subagent policy holds the tree, so the 11th child turn is
  * refused; an exact child interrupt ends that child's turn.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Option, Schedule, Stream } from "effect"
-import { writeFileSync } from "node:fs"
+import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import type { SessionId } from "../../src/schema/Ids.js"
@@ -38,7 +39,8 @@ const AGENTS = {
       name: "checker",
       instructions: "You are checker.",
       model: "gpt-test",
-      tools: [{ name: "publish", description: "Publishes.", sideEffect: "external", needsApproval: true }]
+      tools: [{ name: "publish", description: "Publishes.", sideEffect: "external", needsApproval: true }],
+      builtins: ["read_file"]
     }
   ]
 }
@@ -79,7 +81,11 @@ const respond = (body: unknown): OpenAiServer.Reply => {
     if (asked.startsWith("quick")) return text("quick done")
     return [calls(["agents_spawn", { agent: "checker", message: "check" }]), calls(["agents_wait", {}])][tools] ?? text("research done")
   }
-  return tools === 0 ? calls(["publish", {}]) : text("checked and published")
+  // The claim is read from the daemon's --workspace by the built-in read_file, beside the approved client tool.
+  const read = messages.slice(lastUser).some((m) => m.role === "tool" && (m.content ?? "").includes("the sky is blue"))
+  return tools === 0
+    ? calls(["read_file", { path: "claim.txt" }], ["publish", {}])
+    : text(read ? "checked and published" : "the claim was not read")
 }
 
 const endOf = (client: SessionClient.SessionClient, id: SessionId, after = 0) =>
@@ -103,9 +109,16 @@ describe("troupe serve --agents: a session tree", () => {
       writeFileSync(agentsFile, JSON.stringify(AGENTS))
       const socket = join(home, "d.sock")
       const env = envFor(home, { TROUPE_MODEL_BASE_URL: model.baseUrl, TROUPE_MODEL: "gpt-test", TROUPE_MODEL_API_KEY: "sk-test" })
-      const daemon = yield* start(["serve", "--socket", socket, "--store", `sqlite:${join(home, "t.db")}`, "--agents", agentsFile], env)
+      const workspace = join(home, "ws")
+      mkdirSync(workspace)
+      writeFileSync(join(workspace, "claim.txt"), "the sky is blue\n")
+      const daemon = yield* start(
+        ["serve", "--socket", socket, "--store", `sqlite:${join(home, "t.db")}`, "--agents", agentsFile, "--workspace", workspace],
+        env
+      )
       // Generous: from sources (tsx) on a loaded machine, start-up alone can take seconds.
       yield* daemon.waitFor("troupe: store ", "stderr", "90 seconds")
+      yield* daemon.waitFor(`troupe: built-in tools work in ${workspace}`, "stderr", "1 second")
       const client = yield* SessionClient.connect(socket)
 
       const root = yield* client.create({ agent: "lead" })
