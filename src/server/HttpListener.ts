@@ -15,7 +15,9 @@
  * reason `shutdown` and its cursor, then the servers close.
  *
  * `staticAssets` serves files (the inspector's page) for GET requests no
- * endpoint takes, behind the same Host check.
+ * endpoint takes, behind the same Host check. `writes` makes a listener
+ * read-only (every state-changing endpoint 403 `forbidden`), or read-only but
+ * for callback answers.
  *
  * @since 0.3.0
  */
@@ -68,6 +70,8 @@ export interface Options {
   readonly drainTimeout?: Duration.DurationInput | undefined
   /** Files served beside the API (the inspector); see `HttpGuard.Assets`. */
   readonly staticAssets?: HttpGuard.Assets | undefined
+  /** Which state-changing endpoints are taken (default `all`; `troupe inspect` takes `none` or `answers`); see `HttpGuard.Writes`. */
+  readonly writes?: HttpGuard.Writes | undefined
 }
 
 /** The default body limit: 1 MiB. */
@@ -84,7 +88,8 @@ export class HttpListener extends Context.Tag("troupe/HttpListener")<
   }
 >() {}
 
-const loopback = (host: string) => host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
+/** Whether `host` is a loopback address (127.x.y.z, ::1, localhost): the only ones a trusted-local listener binds. */
+export const isLoopback = (host: string): boolean => host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
 
 /** `host:port` as a `Host` header names it. */
 export const hostHeader = (host: string, port: number) => (host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`)
@@ -103,7 +108,7 @@ export const make = (
 ): Effect.Effect<HttpListener["Type"], ListenError, Scope.Scope | Sessions | AgentCatalog | Authenticator> =>
   Effect.gen(function*() {
     if (options.listen.length === 0) return yield* new ListenError({ address: "(none)", reason: "no HTTP address configured" })
-    const nonLocal = options.listen.find((address) => !loopback(address.host))
+    const nonLocal = options.listen.find((address) => !isLoopback(address.host))
     if (options.trustLocal === true && nonLocal !== undefined) {
       return yield* new ListenError({
         address: hostHeader(nonLocal.host, nonLocal.port),
@@ -129,7 +134,7 @@ export const make = (
     const cors = options.cors ?? []
     const guard = HttpApiBuilder.middleware(
       Api,
-      HttpGuard.middleware({ hosts: () => hosts, cors, maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, assets: options.staticAssets })
+      HttpGuard.middleware({ hosts: () => hosts, cors, maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, assets: options.staticAssets, writes: options.writes })
     )
     const api = HttpApiBuilder.api(Api).pipe(
       Layer.provide(HttpRoutes.layer(deps, streams, readiness)),
@@ -152,7 +157,7 @@ export const make = (
       const address = { host: wanted.host, port }
       addresses.push(address)
       hosts.add(hostHeader(wanted.host, port).toLowerCase())
-      if (loopback(wanted.host)) {
+      if (isLoopback(wanted.host)) {
         for (const name of ["localhost", "127.0.0.1", "[::1]"]) hosts.add(`${name}:${port}`)
       }
       yield* Layer.buildWithScope(

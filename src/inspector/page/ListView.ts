@@ -19,6 +19,8 @@ import { replay } from "./Replay.js"
 import type { Page, Session } from "./Types.js"
 
 const PAGE = 50
+/** Rename and archive, unless the listener is read-only. */
+const editable = Api.writes() === "all"
 const COUNT_LIMIT = 5000
 const totals = new Map<string, Totals | "too long" | "error">()
 
@@ -52,9 +54,10 @@ export class ListView {
     for (const el of [this.status, this.agent]) el.addEventListener("change", () => this.render())
     this.archived.addEventListener("change", () => void this.reload())
     this.search.addEventListener("input", () => void this.searchNow())
+    const columns = ["Title", "Status", "Agent", "Last activity", "Turns", "Tokens", "Pending", "Id", ...(editable ? ["Actions"] : [])]
     const table = h("table", { class: "sessions" },
       h("caption", { class: "sr-only" }, "Root sessions, newest first"),
-      h("thead", {}, h("tr", {}, ...["Title", "Status", "Agent", "Last activity", "Turns", "Tokens", "Pending", "Id", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
+      h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", { scope: "col" }, c)))),
       this.body)
     this.element = h("div", { class: "list-page" }, h("h1", {}, "Sessions"), filters, this.note, h("div", { class: "table-wrap" }, table), this.more)
     void this.loadAgents()
@@ -118,7 +121,7 @@ export class ListView {
 
   private render(): void {
     const rows = this.visible()
-    replace(this.body, ...(rows.length > 0 ? rows.map((s) => this.row(s)) : [h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No sessions."))]))
+    replace(this.body, ...(rows.length > 0 ? rows.map((s) => this.row(s)) : [h("tr", {}, h("td", { colspan: editable ? 9 : 8, class: "muted" }, "No sessions."))]))
     replace(this.note, `${rows.length} shown of ${this.sessions.length} loaded${this.next !== undefined ? " (more below)" : ""}`)
     replace(this.more, this.next !== undefined
       ? h("button", { type: "button", onclick: () => void this.loadMore() }, `Load ${PAGE} more`)
@@ -140,7 +143,7 @@ export class ListView {
       h("td", { class: "num" }, cell((x) => String(x.totalTokens))),
       h("td", { class: "num" }, cell((x) => String(x.pendingCallbacks))),
       h("td", {}, idView(s.id)),
-      h("td", { class: "actions" },
+      !editable ? null : h("td", { class: "actions" },
         h("button", { type: "button", "aria-label": `Rename ${title}`, onclick: () => void this.rename(s) }, "Rename"),
         h("button", { type: "button", "aria-label": `${s.archived ? "Unarchive" : "Archive"} ${title}`, onclick: () => void this.patch(s, { archived: !s.archived }) },
           s.archived ? "Unarchive" : "Archive")))

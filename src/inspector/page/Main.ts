@@ -7,7 +7,7 @@
  * @since 0.3.0
  */
 import * as Api from "./Api.js"
-import { replace } from "./Dom.js"
+import { h, replace } from "./Dom.js"
 import { ListView } from "./ListView.js"
 import * as Live from "./Live.js"
 import { SessionView } from "./SessionView.js"
@@ -79,5 +79,12 @@ document.getElementById("forget-token")!.addEventListener("click", () => {
   route()
 })
 window.addEventListener("hashchange", route)
+const writes = Api.writes()
+if (writes !== "all") {
+  // Said once, in the header: what this listener refuses.
+  document.querySelector("header.top .brand")!.after(
+    h("span", { class: "badge mode", title: writes === "none" ? "Nothing can be changed here" : "Only callbacks can be answered here" },
+      writes === "none" ? "read-only" : "read-only · answers"))
+}
 route()
 

@@ -175,7 +175,7 @@ export class SessionView {
       h("h1", {}, s.title ?? s.alias ?? s.agent.name, " ", badge(s.status), s.archived ? badge("archived") : null),
       h("p", { class: "meta" }, idView(s.id), ` · ${s.agentPath.join(" › ")}`, s.alias !== null ? ` · alias ${s.alias}` : "",
         ` · updated ${ago(s.updatedAt)} · head cursor ${s.headSeq}`, s.activeTurnId !== null ? h("span", {}, " · turn ", idView(s.activeTurnId)) : null),
-      h("div", { class: "actions" }, rename, archive))
+      Api.writes() === "all" ? h("div", { class: "actions" }, rename, archive) : null)
   }
 
   private async patch(body: { title?: string; archived?: boolean }, done: string): Promise<void> {
