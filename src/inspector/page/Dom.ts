@@ -76,3 +76,14 @@ export const ago = (at: number, now = Date.now()): string => {
 
 /** A status badge. */
 export const badge = (status: string): HTMLElement => h("span", { class: `badge s-${status}` }, status)
+
+/**
+ * Says the page shows `what` (`list`, `timeline`): `data-ready` on the body
+ * (tests wait for it), and a `troupe:<what>` performance mark once the browser
+ * has painted it and is free again (bench/inspector.ts reads it).
+ */
+export const ready = (what: string): void => {
+  if (document.body.dataset.ready === what) return
+  document.body.dataset.ready = what
+  requestAnimationFrame(() => setTimeout(() => performance.mark(`troupe:${what}`), 0))
+}

@@ -15,7 +15,7 @@
  */
 import * as Api from "./Api.js"
 import { CallbacksView } from "./CallbacksView.js"
-import { ago, badge, h, idView, replace } from "./Dom.js"
+import { ago, badge, h, idView, ready, replace } from "./Dom.js"
 import { limitsOf, Timeline } from "./Fold.js"
 import { LiveStream } from "./Live.js"
 import { durableOf, replay } from "./Replay.js"
@@ -75,7 +75,7 @@ export class SessionView {
       this.from = Math.max(0, snap.cursor - WINDOW)
       this.renderEarlier()
       const head = snap.cursor
-      if (head === this.from) document.body.dataset.ready = "timeline"
+      if (head === this.from) ready("timeline")
       this.streams.push(new LiveStream(`/v1/sessions/${this.id}/events?volatile=true`, {
         onEvent: (event) => {
           if (event.event === "assistant_delta") {
@@ -90,7 +90,7 @@ export class SessionView {
           this.events.push(durable)
           this.timeline.add(durable)
           this.timelineView.update(this.timeline.rows)
-          if (durable.cursor >= head) document.body.dataset.ready = "timeline"
+          if (durable.cursor >= head) ready("timeline")
           this.noteChange(durable)
         },
         onEnd: (end) => this.say(`The session's event stream ended (${end.reason}).`)
