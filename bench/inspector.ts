@@ -6,10 +6,10 @@
  * all the local user's; headless Chromium (Debian's `/usr/bin/chromium`)
  * driven by playwright-core, a fresh browser context (cold cache) each round.
  *
- * - the sessions list: first contentful paint, the first page of rows shown
- *   (`troupe:list`) and every row's turns, tokens and pending callbacks shown
- *   (`troupe:list-figures`), performance marks the page sets once the browser
- *   painted them (`Dom.ready`); and what the page asked the server for;
+ * - the sessions list: first contentful paint, and the first page of rows
+ *   shown with their turns, tokens and pending callbacks (`troupe:list`, a
+ *   performance mark the page sets once the browser painted it: `Dom.ready`);
+ *   and how many requests the page made;
  * - the timeline of the long session: first paint, and its last events shown
  *   (`troupe:timeline`);
  * - the API's first page alone, from Node (`GET /v1/sessions?limit=50`);
@@ -149,7 +149,7 @@ const main = async () => {
       const parts = marks.map((name, i) => `${name} ${ms(median(runs.map((r) => r.marks[i] ?? NaN)))}`)
       console.log(`${what}: first paint ${ms(fcp)} · ${parts.join(" · ")} · ${median(runs.map((r) => r.requests))} requests (medians of ${rounds})`)
     }
-    await table("sessions list", "", ["list", "list-figures"])
+    await table("sessions list", "", ["list"])
     await table(`timeline of ${longTurns} turns`, `#/sessions/${longId}`, ["timeline"])
   } finally {
     await browser.close()

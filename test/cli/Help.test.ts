@@ -80,6 +80,11 @@ describe("the troupe command line", () => {
       assert.strictEqual((yield* cli("serve", "--agents", "/nonexistent/agents.json")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("run")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("inspect", "--http", "localhost:http")).code, ExitCode.Usage)
+      // A viewer creates no store, and off loopback it needs tokens: both refused before anything opens.
+      const missing = yield* cli("inspect", "--store", "sqlite:/nonexistent/troupe.db")
+      assert.strictEqual(missing.code, ExitCode.Usage)
+      assert.include(missing.stderr, "no store at /nonexistent/troupe.db")
+      assert.include((yield* cli("inspect", "--http", "0.0.0.0:0")).stderr, "off loopback every request needs a token")
       assert.strictEqual((yield* cli("sessions", "send", "ses_x", "hi")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("sessions", "frobnicate")).code, ExitCode.Usage)
     }))

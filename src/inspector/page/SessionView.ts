@@ -24,7 +24,7 @@ import * as TreeView from "./TreeView.js"
 import type { DurableEvent, PendingCallback, Session } from "./Types.js"
 
 /** How many events a timeline starts with, and pages back by. */
-export const WINDOW = 2000
+export const WINDOW = 1000
 const TREE_POLL_MS = 3000
 
 /** The session page; `dispose()` closes its streams. */
@@ -89,9 +89,12 @@ export class SessionView {
           if (durable.cursor <= this.timeline.cursor) return
           this.events.push(durable)
           this.timeline.add(durable)
+          // The replay up to the head is shown once it is all in; what follows, as it comes.
+          if (durable.cursor < head) return
           this.timelineView.update(this.timeline.rows)
-          if (durable.cursor >= head) ready("timeline")
-          this.noteChange(durable)
+          // The header and tree were read at the head: only what comes after it changes them.
+          if (durable.cursor > head) this.noteChange(durable)
+          else ready("timeline")
         },
         onEnd: (end) => this.say(`The session's event stream ended (${end.reason}).`)
       }, this.from))
