@@ -7,7 +7,10 @@
  *
  *   inspectorDaemon.ts FILE PORT [--seed]
  *
- * Prints `LISTENING <port>` and, when seeded, `ROOT <sessionId>`.
+ * Beside it, a read-only listener (`writes: "none"`, as `troupe inspect`
+ * serves) on a free port.
+ *
+ * Prints `READONLY <port>`, `LISTENING <port>` and, when seeded, `ROOT <sessionId>`.
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import { writeSync } from "node:fs"
@@ -97,6 +100,17 @@ const program = Effect.gen(function*() {
     Layer.provide(Authenticator.layerStatic({ [tokens.owner]: owner, [tokens.stranger]: stranger })),
     Layer.provide(Layer.succeedContext(runtime))
   ))
+  // Beside it, a read-only listener over the same runtime, as `troupe inspect` serves.
+  const readOnly = yield* Layer.build(HttpListener.layer({
+    listen: [{ host: "127.0.0.1", port: 0 }],
+    staticAssets: yield* Inspector.makeWith({ writes: "none" }),
+    writes: "none"
+  }).pipe(
+    Layer.provide(AgentCatalog.layer([lead, helper, guarded])),
+    Layer.provide(Authenticator.layerStatic({ [tokens.owner]: owner, [tokens.stranger]: stranger })),
+    Layer.provide(Layer.succeedContext(runtime))
+  ))
+  writeSync(1, `READONLY ${Context.unsafeGet(readOnly, HttpListener.HttpListener).addresses[0]!.port}\n`)
   writeSync(1, `LISTENING ${Context.unsafeGet(listener, HttpListener.HttpListener).addresses[0]!.port}\n`)
   if (seed === "--seed") {
     const sessions = Context.get(runtime, Sessions)
