@@ -53,6 +53,8 @@ export class TimelineView {
    */
   update(rows: ReadonlyArray<Row>, changed?: Row): void {
     this.rows = rows
+    // A style write only; reading the new layout (to follow the end) waits for the frame.
+    this.spacer.style.height = `${rows.length * ROW_HEIGHT}px`
     this.schedule()
     if (changed !== undefined && this.rows[this.selected] === changed) this.showDetail(changed)
     else if (changed === undefined && this.selected >= 0 && this.rows[this.selected] !== undefined) this.showDetail(this.rows[this.selected]!)
@@ -78,7 +80,6 @@ export class TimelineView {
   }
 
   private render(): void {
-    this.spacer.style.height = `${this.rows.length * ROW_HEIGHT}px`
     if (this.follow) this.scroller.scrollTop = this.scroller.scrollHeight
     const top = this.scroller.scrollTop
     const first = Math.max(0, Math.floor(top / ROW_HEIGHT) - MARGIN)
