@@ -30,6 +30,7 @@ import { SessionId } from "../schema/Ids.js"
 import { Principal } from "../schema/Principal.js"
 import { AgentCatalog } from "../services/AgentCatalog.js"
 import { Sessions } from "../services/Sessions.js"
+import { SessionStore } from "../services/SessionStore.js"
 import { Authenticator } from "./Authenticator.js"
 import * as HttpEvents from "./HttpEvents.js"
 import * as HttpGuard from "./HttpGuard.js"
@@ -105,7 +106,7 @@ const probeSession = Schema.decodeUnknownSync(SessionId)("ses_000000000000000000
 /** Binds the servers in the current scope. */
 export const make = (
   options: Options
-): Effect.Effect<HttpListener["Type"], ListenError, Scope.Scope | Sessions | AgentCatalog | Authenticator> =>
+): Effect.Effect<HttpListener["Type"], ListenError, Scope.Scope | Sessions | SessionStore | AgentCatalog | Authenticator> =>
   Effect.gen(function*() {
     if (options.listen.length === 0) return yield* new ListenError({ address: "(none)", reason: "no HTTP address configured" })
     const nonLocal = options.listen.find((address) => !isLoopback(address.host))
@@ -116,6 +117,8 @@ export const make = (
       })
     }
     const sessions = yield* Sessions
+    // Read for the listing's summaries only (`SessionSummaries`); every endpoint goes through `Sessions`.
+    const store = yield* SessionStore
     const catalog = yield* AgentCatalog
     const auth = yield* Authenticator
     const drain = yield* Deferred.make<void>()
@@ -137,7 +140,7 @@ export const make = (
       HttpGuard.middleware({ hosts: () => hosts, cors, maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, assets: options.staticAssets, writes: options.writes })
     )
     const api = HttpApiBuilder.api(Api).pipe(
-      Layer.provide(HttpRoutes.layer(deps, streams, readiness)),
+      Layer.provide(HttpRoutes.layer(deps, streams, readiness, store)),
       Layer.provide(HttpRoutes.authorization(auth, options.trustLocal === true))
     )
     const scope = yield* Effect.scope
@@ -183,7 +186,7 @@ export const make = (
   })
 
 /** The listener as a layer. */
-export const layer = (options: Options): Layer.Layer<HttpListener, ListenError, Sessions | AgentCatalog | Authenticator> =>
+export const layer = (options: Options): Layer.Layer<HttpListener, ListenError, Sessions | SessionStore | AgentCatalog | Authenticator> =>
   Layer.scoped(HttpListener, make(options))
 
 /** Whether the options name any address. */

@@ -18,6 +18,7 @@ import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { Principal } from "../schema/Principal.js"
 import type { ListScope } from "../schema/Session.js"
 import { SessionId as SessionIdSchema } from "../schema/Ids.js"
+import type { SessionStore } from "../services/SessionStore.js"
 import type { Authenticator } from "./Authenticator.js"
 import type { Streams } from "./HttpEvents.js"
 import * as SessionSummaries from "./SessionSummaries.js"
@@ -105,9 +106,9 @@ const awaitTurn = (deps: Deps, principal: Principal, sessionId: SessionId, turnI
 const principal = CurrentPrincipal
 
 /** The handlers of every group, over `deps` and the streams. */
-export const layer = (deps: Deps, streams: Streams, readiness: Effect.Effect<boolean>) => {
+export const layer = (deps: Deps, streams: Streams, readiness: Effect.Effect<boolean>, store: SessionStore["Type"]) => {
   // Each listed session's turns, tokens and open callbacks, counted once per record over the listener's life.
-  const summaries = SessionSummaries.make(deps.sessions)
+  const summaries = SessionSummaries.make(store)
   const meta = HttpApiBuilder.group(Api, "meta", (handlers) =>
     handlers
       .handle("healthz", () => Effect.succeed({ ok: true as const }))
@@ -151,7 +152,7 @@ export const layer = (deps: Deps, streams: Streams, readiness: Effect.Effect<boo
             limit: urlParams.limit
           }))
           if (urlParams.summaries !== true) return page
-          return { ...page, summaries: yield* call(summaries.of(who, page.items)) }
+          return { ...page, summaries: yield* call(summaries.of(page.items)) }
         }))
       .handle("get", ({ path }) => Effect.map(Effect.flatMap(principal, (who) => call(deps.sessions.get(who, path.id))), (session) => ({ session })))
       .handle("update", ({ path, payload }) =>

@@ -11,13 +11,12 @@
  *
  * @since 0.3.0
  */
-import { Effect, Stream } from "effect"
-import type { SessionNotFound, StoreUnavailable } from "../schema/Errors.js"
+import { Effect } from "effect"
+import type { StoreUnavailable } from "../schema/Errors.js"
 import type { CallbackId, SessionId } from "../schema/Ids.js"
-import type { Principal } from "../schema/Principal.js"
 import type { RecordBody } from "../schema/Record.js"
 import type { Session } from "../schema/Session.js"
-import type { Sessions } from "../services/Sessions.js"
+import type { SessionStore } from "../services/SessionStore.js"
 
 /** One session's summary, as the listing answers it. */
 export interface Summary {
@@ -66,8 +65,15 @@ export const summaryOf = (count: Count): Summary => ({
 /** The most sessions a listener keeps counts of (a few hundred bytes each). */
 export const DEFAULT_CAPACITY = 20_000
 
-/** Counts kept over `sessions`, read on behalf of the principal that listed them. */
-export const make = (sessions: Sessions["Type"], capacity = DEFAULT_CAPACITY) => {
+/** How many records one read of a log takes. */
+const PAGE = 1000
+
+/**
+ * Counts kept over the store's logs. The sessions given are a listing's, so
+ * their tenancy was checked by it: their logs are read straight from the
+ * store (`readLog`), without an event stream's subscription per session.
+ */
+export const make = (store: SessionStore["Type"], capacity = DEFAULT_CAPACITY) => {
   const counts = new Map<SessionId, Count>()
 
   const keep = (sessionId: SessionId, count: Count) => {
@@ -80,21 +86,23 @@ export const make = (sessions: Sessions["Type"], capacity = DEFAULT_CAPACITY) =>
   }
 
   /** The count of `session` up to its head, reading only what was not counted yet. */
-  const countOf = (principal: Principal, session: Session): Effect.Effect<Count, SessionNotFound | StoreUnavailable> => {
-    const kept = counts.get(session.id) ?? empty
-    if (kept.cursor >= session.headSeq) return Effect.succeed(kept)
-    return sessions.events(principal, session.id, { after: kept.cursor, follow: false }).pipe(
-      Stream.takeWhile((event) => event._tag !== "durable" || event.cursor <= session.headSeq),
-      Stream.runFold(kept, (count, event) => (event._tag === "durable" ? add(count, event.cursor, event.record) : count)),
-      Effect.tap((count) => keep(session.id, count))
-    )
-  }
+  const countOf = (session: Session): Effect.Effect<Count, StoreUnavailable> =>
+    Effect.gen(function*() {
+      let count = counts.get(session.id) ?? empty
+      while (count.cursor < session.headSeq) {
+        const page = yield* store.readLog(session.id, { after: count.cursor, limit: PAGE })
+        for (const record of page.records) if (record.seq <= session.headSeq) count = add(count, record.seq, record.body)
+        if (!page.more || page.records.length === 0) break
+      }
+      keep(session.id, count)
+      return count
+    })
 
   return {
-    /** The summaries of listed sessions, by id. */
-    of: (principal: Principal, listed: ReadonlyArray<Session>) =>
+    /** The summaries of the sessions of a listing, by id. */
+    of: (listed: ReadonlyArray<Session>) =>
       Effect.map(
-        Effect.forEach(listed, (session) => countOf(principal, session), { concurrency: 4 }),
+        Effect.forEach(listed, countOf, { concurrency: 4 }),
         (all) => Object.fromEntries(all.map((count, i) => [listed[i]!.id, summaryOf(count)])) as Record<SessionId, Summary>
       ),
     /** How many sessions are counted now. */
