@@ -13,6 +13,9 @@
  * - the timeline of the long session: first paint, and its last events shown
  *   (`troupe:timeline`);
  * - the API's first page alone, from Node (`GET /v1/sessions?limit=50`);
+ * - the CPU time each load cost `troupe inspect` and Chromium (all its
+ *   processes, from /proc), beside what a fresh tab's navigation to a JSON
+ *   answer costs: the wall times move with the machine's load, these less;
  * - the page's assets: bytes as served gzipped, and plain.
  *
  *   node bench/run.mjs inspector [--sessions 10000] [--turns 3] [--long 1000] [--rounds 7] [--file PATH]
@@ -22,7 +25,7 @@
  */
 import { Effect, Layer } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
-import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
 import { request } from "node:http"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
@@ -92,6 +95,41 @@ const sentBytes = (url: string, gzip: boolean) =>
 
 const ms = (x: number | undefined) => (x === undefined ? "—" : `${x.toFixed(0)} ms`)
 
+/** This process's CPU time (ms), counted as /proc counts it (clock ticks), to take it out of its tree's. */
+const ownCpu = (): number => {
+  const stat = readFileSync("/proc/self/stat", "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+}
+
+/**
+ * CPU time (user + system, ms) of a process and its descendants, from /proc: what a page
+ * load costs whatever else the machine does (the wall times move with the load).
+ */
+const cpuOfTree = (root: number): number => {
+  const parent = new Map<number, number>()
+  const ticks = new Map<number, number>()
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      // The command name is in parentheses and may hold spaces: the fields after it are split.
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      parent.set(Number(entry), Number(fields[1]))
+      ticks.set(Number(entry), Number(fields[11]) + Number(fields[12]))
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const inTree = (pid: number): boolean => {
+    for (let at: number | undefined = pid; at !== undefined && at > 1; at = parent.get(at)) if (at === root) return true
+    return false
+  }
+  let total = 0
+  for (const [pid, t] of ticks) if (inTree(pid)) total += t
+  return (total * 1000) / 100
+}
+
 const main = async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM} (apt-get install -y chromium)`)
   const dir = given === "" ? mkdtempSync(join(tmpdir(), "troupe-bench-inspector-")) : undefined
@@ -130,15 +168,29 @@ const main = async () => {
       const page = await context.newPage()
       const requests: Array<string> = []
       page.on("request", (r) => requests.push(new URL(r.url()).pathname))
+      const server0 = cpuOfTree(inspect.proc.pid!)
+      const all0 = cpuOfTree(process.pid)
+      const own0 = ownCpu()
       await page.goto(`${url}${path}`)
       const last = marks[marks.length - 1]!
-      await page.waitForFunction((name) => performance.getEntriesByName(name).length > 0, `troupe:${last}`, { timeout: 120_000, polling: 50 })
+      // Told by the page itself when it marks (no polling that would cost the browser CPU too).
+      await page.evaluate((name) =>
+        new Promise<void>((resolve) => {
+          if (performance.getEntriesByName(name).length > 0) return resolve()
+          new PerformanceObserver((list, observer) => {
+            if (list.getEntriesByName(name).length === 0) return
+            observer.disconnect()
+            resolve()
+          }).observe({ type: "mark", buffered: true })
+        }), `troupe:${last}`)
+      const server = cpuOfTree(inspect.proc.pid!) - server0
+      const browserCpu = cpuOfTree(process.pid) - all0 - server - (ownCpu() - own0)
       const times = await page.evaluate((names) => ({
         fcp: performance.getEntriesByName("first-contentful-paint")[0]?.startTime,
         marks: names.map((name) => performance.getEntriesByName(`troupe:${name}`)[0]?.startTime)
       }), marks)
       await context.close()
-      return { ...times, requests: requests.length }
+      return { ...times, requests: requests.length, server, browser: browserCpu }
     }
     const table = async (what: string, path: string, marks: ReadonlyArray<string>) => {
       const runs: Array<Awaited<ReturnType<typeof measure>>> = []
@@ -149,8 +201,22 @@ const main = async () => {
       const fcp = median(runs.map((r) => r.fcp ?? NaN))
       const parts = marks.map((name, i) => `${name} ${ms(median(runs.map((r) => r.marks[i] ?? NaN)))}`)
       console.log(`${what}: first paint ${ms(fcp)} · ${parts.join(" · ")} · ${median(runs.map((r) => r.requests))} requests (medians of ${rounds})`)
+      console.log(`  CPU per load: troupe inspect ${ms(median(runs.map((r) => r.server)))} · Chromium (every process) ${ms(median(runs.map((r) => r.browser)))}`)
       console.log(`  the first load after start: first paint ${ms(first.fcp)} · ${marks.map((name, i) => `${name} ${ms(first.marks[i])}`).join(" · ")}`)
     }
+    // What any navigation of a fresh tab costs: a JSON answer of the same server, no page.
+    const baseline: Array<number> = []
+    for (let i = 0; i < rounds; i++) {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 860 } })
+      const page = await context.newPage()
+      const all0 = cpuOfTree(process.pid)
+      const own0 = ownCpu()
+      await page.goto(`${url}healthz`, { waitUntil: "load" })
+      await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0))))
+      baseline.push(cpuOfTree(process.pid) - all0 - (ownCpu() - own0))
+      await context.close()
+    }
+    console.log(`a fresh tab's navigation to /healthz: Chromium CPU ${ms(median(baseline))} (medians of ${rounds})`)
     await table("sessions list", "", ["list"])
     await table(`timeline of ${longTurns} turns`, `#/sessions/${longId}`, ["timeline"])
   } finally {
