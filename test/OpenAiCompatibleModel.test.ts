@@ -160,6 +160,30 @@ describe("OpenAiCompatibleModel", () => {
         )
       }))
 
+    it.scopedLive("two tools whose names map onto one wire name (kit.a_b, kit_a.b) get distinct ones, in the history too, and calls come back as each", () =>
+      Effect.gen(function*() {
+        const server = yield* OpenAiServer.make
+        yield* server.enqueue(OpenAiServer.sse([
+          chunk.toolCall(0, { id: "call_1", name: "kit_a_b_2", arguments: "{}" }),
+          chunk.toolCall(1, { id: "call_2", name: "kit_a_b", arguments: "{}" }),
+          chunk.finish("tool_calls")
+        ]))
+        const tool = (name: string) => new ToolSpec({ name, description: name, parameters: { type: "object" } })
+        const result = yield* events(request({
+          messages: [
+            { role: "user", content: "go" },
+            { role: "assistant", content: "", toolCalls: [{ id: "call_0", name: "kit_a.b", arguments: "{}" }] },
+            { role: "tool", toolCallId: "call_0", content: "ok" }
+          ],
+          tools: [tool("kit.a_b"), tool("kit_a.b")]
+        })).pipe(Effect.provide(modelLayer(server)))
+        const [received] = yield* server.requests
+        const body = received!.body as { tools: ReadonlyArray<{ function: { name: string } }>; messages: ReadonlyArray<{ tool_calls?: ReadonlyArray<{ function: { name: string } }> }> }
+        assert.deepStrictEqual(body.tools.map((t) => t.function.name), ["kit_a_b", "kit_a_b_2"])
+        assert.strictEqual(body.messages.find((m) => m.tool_calls !== undefined)?.tool_calls?.[0]?.function.name, "kit_a_b_2")
+        assert.deepStrictEqual(result.flatMap((e) => (e._tag === "ToolCallEvent" ? [e.call.name] : [])), ["kit_a.b", "kit.a_b"])
+      }))
+
     it.scopedLive("finish reasons map onto the port's, and a stream that ends after one without [DONE] is complete", () =>
       Effect.gen(function*() {
         const server = yield* OpenAiServer.make
