@@ -21,22 +21,14 @@ import type { SessionId } from "../../src/schema/Ids.js"
 import * as OpenAiServer from "../support/openAiServer.js"
 import { envFor, start, tempDir, troupe } from "./harness.js"
 
-const { chunk, sse } = OpenAiServer
+const { textReply: text, toolCallsReply: calls } = OpenAiServer
 const serverScript = fileURLToPath(new URL("../support/mcpServer.mjs", import.meta.url))
 
+/** A message of a Chat Completions request body. */
 interface Message {
   readonly role: string
   readonly content?: string | null
 }
-
-const text = (words: string) => sse([chunk.role(), chunk.text(words), chunk.finish("stop"), chunk.usage(5, 1)])
-const calls = (...list: ReadonlyArray<readonly [name: string, args: unknown]>) =>
-  sse([
-    chunk.role(),
-    ...list.map(([name, args], i) => chunk.toolCall(i, { id: `call_${name}_${i}`, name, arguments: JSON.stringify(args) })),
-    chunk.finish("tool_calls"),
-    chunk.usage(5, 1)
-  ])
 
 /** The five calls `helper` makes at once: plain text, structured content, an image, `isError`, a destructive tool. */
 const HELPER_CALLS = [
@@ -112,7 +104,7 @@ const turnEnded = (client: SessionClient.SessionClient, id: SessionId) =>
     ),
     Stream.runHead,
     Effect.map(Option.getOrThrow),
-    Effect.timeout("60 seconds")
+    Effect.timeout("90 seconds")
   )
 
 /** A session's durable records so far. */
@@ -136,7 +128,7 @@ describe("MCP toolsets through troupe serve --agents and troupe run --agents", (
       const daemon = yield* serve([...serveArgs, "--http", "127.0.0.1:0", "--http-trust-local"], env)
       const http = /troupe: listening on (http:\/\/\S+)/.exec(daemon.stderr())![1]!
       // `troupe run` meanwhile, on its own store: MCP tools run on the host, so they need no client.
-      const run = yield* Effect.fork(troupe(["run", "--store", "memory", "--agents", file, "--agent", "reader", "from run"], env, { timeout: "90 seconds" }))
+      const run = yield* Effect.fork(troupe(["run", "--store", "memory", "--agents", file, "--agent", "reader", "from run"], env, { timeout: "120 seconds" }))
 
       // Over the socket: the client answers the destructive tool's approval.
       const client = yield* SessionClient.connect(socket)
