@@ -6,34 +6,13 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as LocalWorkspace from "../../src/layers/LocalWorkspace.js"
 import * as MemoryWorkspace from "../../src/layers/MemoryWorkspace.js"
-import type { OperationId, SessionId, TurnId } from "../../src/schema/Ids.js"
-import type * as Tool from "../../src/services/Tool.js"
-import * as Toolkit from "../../src/services/Toolkit.js"
 import * as Builtins from "../../src/tools/Builtins.js"
-import { principal } from "../support/fixtures.js"
-
-const context = (operation = "op_1"): Tool.ToolContext => ({
-  sessionId: "ses_1" as SessionId,
-  turnId: "turn_1" as TurnId,
-  operationId: operation as OperationId,
-  callId: "c1",
-  principal: principal(),
-  agentPath: ["root"]
-})
+import { asks, call, errorOf } from "./harness.js"
 
 const dir = () => mkdtempSync(join(tmpdir(), "tw-"))
 
-/** Runs a built-in through the toolkit, as a turn does. */
-const call = (name: string, args: unknown, operation?: string) =>
-  Effect.flatMap(Toolkit.Toolkit, (toolkit) => toolkit.get(name)!.run(JSON.stringify(args), context(operation)))
-
-const asks = (name: string, args: unknown) =>
-  Effect.flatMap(Toolkit.Toolkit, (toolkit) => toolkit.get(name)!.needsApproval?.(JSON.stringify(args), context()) ?? Effect.succeed(false))
-
 const local = (root: string, options: Partial<LocalWorkspace.Options> = {}) =>
   Builtins.layerWith({ writable: ["notes/**"] }).pipe(Layer.provide(LocalWorkspace.layerWith({ root, ...options })))
-
-const errorOf = (outcome: Tool.ToolOutcome) => (outcome.output as { error: string }).error
 
 describe("LocalWorkspace", () => {
   it.live("refuses escapes: .., absolute, symlinks out, NUL, very long paths, devices; follows symlinks in", () =>
