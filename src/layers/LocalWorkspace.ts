@@ -259,12 +259,15 @@ export const makeHandle = (root: string, options: Omit<Options, "root" | "perRoo
  * dies, even by SIGKILL, the socket closes and the watcher kills the group, so
  * nothing a command started outlives its host. It ignores every signal but
  * SIGKILL, so the group lives on until it is killed whole (`signalGroup`).
- * Then fd 3 is closed and the command itself replaces the shell (the group's
- * leader, its pid the child's).
+ * Then fd 3 is closed and the shell runs the command itself (`eval`, with no
+ * positional parameters, as `sh -c` would; one exec fewer than a second `sh`):
+ * it stays the group's leader, its pid the child's and `$$`.
  */
 const WRAPPER = `{ trap '' HUP INT QUIT TERM USR1 USR2 PIPE; while read -r _; do :; done; kill -9 0; } <&3 >/dev/null 2>&1 &
 exec 3<&-
-exec /bin/sh -c "$1"`
+__troupe_command=$1
+shift
+eval "unset __troupe_command; $__troupe_command"`
 
 /** Spawns `sh -c command` in its own process group; the group is killed when the scope closes. */
 const spawnIn = (cwd: string, options: Workspace.SpawnOptions) => {
@@ -279,7 +282,7 @@ const spawnIn = (cwd: string, options: Workspace.SpawnOptions) => {
   return Effect.acquireRelease(
     Effect.try({
       try: () =>
-        spawnChild("/bin/sh", ["-c", WRAPPER, "sh", options.command], {
+        spawnChild("/bin/sh", ["-c", WRAPPER, "/bin/sh", options.command], {
           cwd,
           env: { ...options.env },
           detached: true,
