@@ -20,8 +20,6 @@ import * as OpenAiServer from "../support/openAiServer.js"
 import { alive, allGone } from "../support/pids.js"
 import { envFor, start, tempDir } from "./harness.js"
 
-const { chunk, sse } = OpenAiServer
-
 interface Message {
   readonly role: string
   readonly content?: string | null
@@ -30,14 +28,9 @@ interface Message {
 /** The user's message is `{ tool, args }`: the model calls it (by its wire name), then answers with its result. */
 const respond = (body: unknown): OpenAiServer.Reply => {
   const last = (body as { messages: ReadonlyArray<Message> }).messages.at(-1)!
-  if (last.role === "tool") return sse([chunk.role(), chunk.text(`result: ${last.content}`), chunk.finish("stop"), chunk.usage(5, 1)])
+  if (last.role === "tool") return OpenAiServer.textReply(`result: ${last.content}`)
   const { args, tool } = JSON.parse(last.content ?? "{}") as { tool: string; args: unknown }
-  return sse([
-    chunk.role(),
-    chunk.toolCall(0, { id: "call_1", name: tool.replace(".", "_"), arguments: JSON.stringify(args) }),
-    chunk.finish("tool_calls"),
-    chunk.usage(5, 1)
-  ])
+  return OpenAiServer.toolCallsReply([tool.replace(".", "_"), args])
 }
 
 /** The output of the turn `turnId`, once it ends. */
