@@ -7,6 +7,7 @@ import { join } from "node:path"
 import * as LocalWorkspace from "../../src/layers/LocalWorkspace.js"
 import * as MemoryWorkspace from "../../src/layers/MemoryWorkspace.js"
 import * as Builtins from "../../src/tools/Builtins.js"
+import * as Walk from "../../src/tools/workspace/Walk.js"
 import { asks, call, errorOf } from "./harness.js"
 
 const dir = () => mkdtempSync(join(tmpdir(), "tw-"))
@@ -158,6 +159,20 @@ describe("find_files and search_files on a generated tree (the 100,000-file tree
       assert.deepStrictEqual(hiddenBuiltin.matches, hidden.matches)
     }).pipe(Effect.provide(local(root)), Effect.ensuring(Effect.sync(() => rmSync(root, { recursive: true }))))
   }, 60_000)
+})
+
+describe("the walk's scan limit", () => {
+  it.effect("stops after the limit and says so (find_files marks its counts estimated)", () =>
+    Effect.gen(function*() {
+      const files = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`d${i % 3}/f${String(i).padStart(2, "0")}.txt`, ""]))
+      const handle = MemoryWorkspace.makeHandle({ files })
+      const seen: Array<string> = []
+      const options = { includeHidden: false, includeDependencies: false, scanLimit: 10 }
+      const summary = yield* Walk.walk(handle, ".", options, (path) => Effect.sync(() => seen.push(path)).pipe(Effect.as(true)))
+      assert.deepStrictEqual([summary.scanned, summary.stopped, seen.length], [10, true, 10])
+      const whole = yield* Walk.walk(handle, ".", { ...options, scanLimit: 100 }, () => Effect.succeed(true))
+      assert.deepStrictEqual([whole.scanned, whole.stopped], [33, false])
+    }))
 })
 
 describe("bash", () => {
