@@ -24,7 +24,7 @@ export const alive = (pid: number): boolean => {
 }
 
 /** Waits (up to `within`) until none of `pids` is alive; fails naming the survivors. */
-export const allGone = (pids: ReadonlyArray<number>, within: Duration.DurationInput = "5 seconds") =>
+export const allGone = (pids: ReadonlyArray<number>, within: Duration.DurationInput = "15 seconds") =>
   Effect.suspend(() => {
     const left = pids.filter(alive)
     return left.length === 0 ? Effect.void : Effect.fail(new Error(`still alive: ${left.join(", ")}`))
