@@ -320,6 +320,9 @@ const attach = (child: ChildProcess, signalGroup: (signal: string) => void) =>
     child.stdin!.on("error", () => {
       // a child that closed its stdin: writes are dropped
     })
+    // The watcher's socket carries nothing; an error on it (its group killed) must not reach the process.
+    const watcher = child.stdio[3] as NodeJS.EventEmitter | null
+    watcher?.on("error", () => {})
     child.on("spawn", () => {
       const pid = child.pid!
       resume(Effect.succeed({
