@@ -157,6 +157,12 @@ describe("find_files and search_files on a generated tree (the 100,000-file tree
       const hiddenBuiltin = (yield* Effect.provide(call("search_files", everything), local(root, { ripgrep: false }))).output as any
       assert.deepStrictEqual(hidden.matches.map((m: any) => m.path), [".hidden/y.txt", "d07/f123.txt", "d09/f101.txt", "d09/f349.txt", "node_modules/pkg/x.txt"])
       assert.deepStrictEqual(hiddenBuiltin.matches, hidden.matches)
+      // Globs, matched by one matcher for both engines.
+      const globbed = { ...everything, globs: ["*/*/x.txt", ".hidden/*"] }
+      const byGlob = (yield* call("search_files", globbed)).output as any
+      const byGlobBuiltin = (yield* Effect.provide(call("search_files", globbed), local(root, { ripgrep: false }))).output as any
+      assert.deepStrictEqual(byGlob.matches.map((m: any) => m.path), [".hidden/y.txt", "node_modules/pkg/x.txt"])
+      assert.deepStrictEqual(byGlobBuiltin.matches, byGlob.matches)
     }).pipe(Effect.provide(local(root)), Effect.ensuring(Effect.sync(() => rmSync(root, { recursive: true }))))
   }, 60_000)
 })
