@@ -42,3 +42,5 @@ server.setRequestHandler(CallToolRequestSchema, async (request) => {
 })
 
 await server.connect(new StdioServerTransport())
+// The client went away (its host was killed, and the pipe closed): stop, rather than live on as an orphan.
+process.stdin.on("end", () => process.exit(0))

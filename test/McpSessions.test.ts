@@ -4,10 +4,12 @@
  * HTTP): an agent's declared toolset offered as `<server>.<tool>`, a binding
  * at create, approvals on a destructive tool, a denial by capability tag, and
  * a child that inherits its parent's toolsets and opens its own protocol
- * session.
+ * session; tenancy: a workspace's toolset is neither bound nor used by another
+ * workspace, whose request for it is refused exactly as one for a missing
+ * toolset is.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
 import type { ScriptedReply } from "../src/layers/ScriptedModel.js"
 import * as McpToolsets from "../src/layers/McpToolsets.js"
 import { Agent, ModelRef, PermissionPolicy, SubagentRef } from "../src/schema/Agent.js"
@@ -15,6 +17,8 @@ import { ApprovalAnswer } from "../src/schema/Callback.js"
 import type { SessionId } from "../src/schema/Ids.js"
 import { ToolsetRef } from "../src/schema/Toolset.js"
 import { Sessions } from "../src/services/Sessions.js"
+import * as Tool from "../src/services/Tool.js"
+import * as Toolkit from "../src/services/Toolkit.js"
 import { SessionStore } from "../src/services/SessionStore.js"
 import * as Troupe from "../src/Troupe.js"
 import { principal } from "./support/fixtures.js"
@@ -143,5 +147,81 @@ describe("MCP toolsets in sessions", () => {
         ],
         worker: [calls(call("1", "kit.echo", { text: "from the child" })), "worker done"]
       })))
+    }))
+})
+
+describe("MCP toolsets beside an agent's own tools", () => {
+  it.live("an agent's own tool named like an MCP tool is the one offered and the one that runs", () =>
+    withServer((http) => {
+      const own = Tool.make({
+        name: "kit.echo",
+        description: "A hand-written echo.",
+        parameters: Schema.Struct({ text: Schema.String }),
+        success: Schema.String,
+        handler: ({ text }) => Effect.succeed(`hand-written ${text}`)
+      })
+      const agent = new Agent({ name: "mixed", instructions: "Use tools.", model: scripted, tools: [own.spec], toolsets: [new ToolsetRef({ name: "kit" })] })
+      const layer = Troupe.layerTest({
+        agents: [agent],
+        scripts: { agents: { mixed: [calls(call("1", "kit.echo", { text: "x" }), call("2", "kit.add", { a: 1, b: 2 })), "done"] } },
+        tools: Toolkit.layer([own]),
+        toolsets: McpToolsets.layer({ toolsets: [{ name: "kit", server: { url: http.url } }] })
+      })
+      return Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const me = principal()
+        const session = yield* sessions.create(me, { agent })
+        const accepted = yield* sessions.send(me, session.id, { text: "go" })
+        yield* sessions.awaitTurn(me, session.id, accepted.turnId!)
+        assert.deepStrictEqual(yield* outcomes(session.id), [
+          { name: "kit.echo", output: "hand-written x", isError: false },
+          { name: "kit.add", output: { text: "3", structuredContent: { sum: 3 } }, isError: false }
+        ])
+      }).pipe(Effect.provide(layer))
+    }))
+})
+
+describe("MCP toolsets and tenancy in sessions", () => {
+  it.live("a workspace's toolset: bound and used by its workspace; another's binding by id or name is refused as a missing one is, and its agent's declaration offers nothing", () =>
+    withServer((http) => {
+      const mine = principal()
+      const theirs = principal()
+      const plain = new Agent({ name: "plain", instructions: "Use tools.", model: scripted })
+      const declaring = new Agent({ name: "declaring", instructions: "Use tools.", model: scripted, toolsets: [new ToolsetRef({ id: "crm-a" })] })
+      const layer = Troupe.layerTest({
+        agents: [plain, declaring],
+        scripts: {
+          agents: {
+            plain: [calls(call("1", "crm.echo", { text: "mine" })), "done"],
+            declaring: [calls(call("1", "crm.echo", { text: "theirs" })), "done"]
+          }
+        },
+        toolsets: McpToolsets.layer({ toolsets: [{ name: "crm", id: "crm-a", workspaceId: mine.workspaceId, server: { url: http.url } }] })
+      })
+      return Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const refusal = (principal: typeof mine, ref: ToolsetRef) =>
+          Effect.map(Effect.flip(sessions.create(principal, { agent: plain, toolsets: [ref] })), (error) => ({
+            tag: error._tag,
+            message: error.message.replace(ref.id ?? ref.name ?? "", "<ref>")
+          }))
+        const missing = yield* refusal(theirs, new ToolsetRef({ id: "crm-z" }))
+        assert.strictEqual(missing.tag, "InvalidInput")
+        assert.deepStrictEqual(yield* refusal(theirs, new ToolsetRef({ id: "crm-a" })), missing)
+        assert.deepStrictEqual(yield* refusal(theirs, new ToolsetRef({ name: "crm" })), missing)
+        assert.strictEqual((yield* sessions.list(theirs)).items.length, 0)
+
+        const bound = yield* sessions.create(mine, { agent: plain, toolsets: [new ToolsetRef({ name: "crm" })] })
+        const first = yield* sessions.send(mine, bound.id, { text: "go" })
+        yield* sessions.awaitTurn(mine, bound.id, first.turnId!)
+        assert.deepStrictEqual(yield* outcomes(bound.id), [{ name: "crm.echo", output: "mine", isError: false }])
+
+        // Their agent names it in code: the session is created, but the toolset is not opened for them.
+        const other = yield* sessions.create(theirs, { agent: declaring })
+        const second = yield* sessions.send(theirs, other.id, { text: "go" })
+        yield* sessions.awaitTurn(theirs, other.id, second.turnId!)
+        assert.deepStrictEqual(yield* outcomes(other.id), [{ name: "crm.echo", output: { error: "unknown tool: crm.echo" }, isError: true }])
+        assert.strictEqual(http.sessions(), 1)
+      }).pipe(Effect.provide(layer))
     }))
 })

@@ -133,30 +133,32 @@ describe("OpenAiCompatibleModel", () => {
         ])
       }))
 
-    it.scopedLive("a tool name the API refuses (agents.spawn) goes out as agents_spawn, and its call comes back under its own name", () =>
+    it.scopedLive("a tool name the API refuses (agents.spawn) goes out as agents_spawn, two that map onto one (kit.a_b, kit_a.b) get distinct ones, and calls come back under their own names", () =>
       Effect.gen(function*() {
         const server = yield* OpenAiServer.make
         yield* server.enqueue(OpenAiServer.sse([
           chunk.toolCall(0, { id: "call_1", name: "agents_spawn", arguments: "{}" }),
-          chunk.toolCall(1, { id: "call_2", name: "not_offered", arguments: "{}" }),
+          chunk.toolCall(1, { id: "call_2", name: "kit_a_b_2", arguments: "{}" }),
+          chunk.toolCall(2, { id: "call_3", name: "kit_a_b", arguments: "{}" }),
+          chunk.toolCall(3, { id: "call_4", name: "not_offered", arguments: "{}" }),
           chunk.finish("tool_calls")
         ]))
-        const spawn = new ToolSpec({ name: "agents.spawn", description: "Spawns.", parameters: { type: "object" } })
+        const tool = (name: string) => new ToolSpec({ name, description: name, parameters: { type: "object" } })
+        const history = (name: string, i: number) => [
+          { role: "assistant" as const, content: "", toolCalls: [{ id: `call_0${i}`, name, arguments: "{}" }] },
+          { role: "tool" as const, toolCallId: `call_0${i}`, content: "ok" }
+        ]
         const result = yield* events(request({
-          messages: [
-            { role: "user", content: "go" },
-            { role: "assistant", content: "", toolCalls: [{ id: "call_0", name: "agents.spawn", arguments: "{}" }] },
-            { role: "tool", toolCallId: "call_0", content: "ok" }
-          ],
-          tools: [spawn]
+          messages: [{ role: "user", content: "go" }, ...history("agents.spawn", 0), ...history("kit_a.b", 1)],
+          tools: [tool("agents.spawn"), tool("kit.a_b"), tool("kit_a.b")]
         })).pipe(Effect.provide(modelLayer(server)))
         const [received] = yield* server.requests
         const body = received!.body as { tools: ReadonlyArray<{ function: { name: string } }>; messages: ReadonlyArray<{ tool_calls?: ReadonlyArray<{ function: { name: string } }> }> }
-        assert.deepStrictEqual(body.tools.map((t) => t.function.name), ["agents_spawn"])
-        assert.strictEqual(body.messages.find((m) => m.tool_calls !== undefined)?.tool_calls?.[0]?.function.name, "agents_spawn")
+        assert.deepStrictEqual(body.tools.map((t) => t.function.name), ["agents_spawn", "kit_a_b", "kit_a_b_2"])
+        assert.deepStrictEqual(body.messages.flatMap((m) => (m.tool_calls ?? []).map((c) => c.function.name)), ["agents_spawn", "kit_a_b_2"])
         assert.deepStrictEqual(
           result.flatMap((e) => (e._tag === "ToolCallEvent" ? [e.call.name] : [])),
-          ["agents.spawn", "not_offered"]
+          ["agents.spawn", "kit_a.b", "kit.a_b", "not_offered"]
         )
       }))
 

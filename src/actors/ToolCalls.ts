@@ -124,8 +124,10 @@ const body = (c: Core, call: Model.ToolCall, spec: ToolSpec, operationId: Operat
       if (!spawned.written) pending.add(...prior, c.completed(operationId, spawned.outcome))
       return spawned.outcome
     }
+    // A toolset's tool only when it is the one the plan offered: an agent's own tool of the same name comes first.
+    const listed = ctx.toolsets?.get(call.name)
     const runnable = ctx.agentTools?.get(spec, call, operationId) ?? ctx.subagents?.get(call.name, call, operationId) ??
-      ctx.toolsets?.get(call.name) ?? toolkit.get(call.name)
+      (listed?.spec === spec ? listed : undefined) ?? toolkit.get(call.name)
     if (runnable === undefined) {
       return yield* c.refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
     }

@@ -43,7 +43,7 @@ import {
 import { Budgets } from "../schema/Budget.js"
 import { CompactionSettings } from "../schema/Compaction.js"
 import { ApprovalSettings, SubagentPolicy } from "../schema/Policy.js"
-import { type McpServers, ToolsetRef } from "../schema/Toolset.js"
+import { type McpServers, ServerName, ToolsetRef } from "../schema/Toolset.js"
 import * as Builtins from "../tools/Builtins.js"
 import * as AgentsFileSchema from "./AgentsFileSchema.js"
 
@@ -73,6 +73,15 @@ const plain = (message: string): string => {
   return `expected ${kind}, got ${actual}`
 }
 
+/** Why a key is refused: an `mcpServers` key is no server name (say which rule), anything else is no field. */
+const unexpected = (path: ReadonlyArray<PropertyKey>): string => {
+  if (path.length === 2 && path[0] === "mcpServers") {
+    const named = Schema.validateEither(ServerName)(String(path[1]))
+    if (Either.isLeft(named)) return ParseResult.ArrayFormatter.formatErrorSync(named.left)[0]?.message ?? "not a server name"
+  }
+  return "is not a field here (see `troupe agents schema`)"
+}
+
 /**
  * Every issue of a parse error, as `where: what`, one per place: a union's
  * members (an optional field's `undefined`, each literal of a choice) are
@@ -85,7 +94,7 @@ const issuesOf = (error: ParseResult.ParseError): ReadonlyArray<string> => {
     const entry = byPath.get(where) ?? { expected: [], got: "", other: [] }
     byPath.set(where, entry)
     const match = /^Expected (.*), actual (.*)$/s.exec(issue.message)
-    if (issue._tag === "Unexpected") entry.other.push("is not a field here (see `troupe agents schema`)")
+    if (issue._tag === "Unexpected") entry.other.push(unexpected(issue.path))
     else if (match !== null && match[1] === "undefined") continue
     else if (match !== null && /^(".*"|\d+|true|false|null)$/.test(match[1]!)) {
       entry.expected.push(match[1]!)

@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { Effect, Layer, Stream } from "effect"
-import { spawn as spawnChild } from "node:child_process"
+import { type ChildProcess, spawn as spawnChild } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { constants, existsSync, statSync } from "node:fs"
 import * as fs from "node:fs/promises"
@@ -253,80 +253,114 @@ export const makeHandle = (root: string, options: Omit<Options, "root" | "perRoo
   }
 }
 
+/**
+ * The shell that runs a command. A watcher forked first, in the command's
+ * process group, blocks on fd 3 (a socket only this host holds); when the host
+ * dies, even by SIGKILL, the socket closes and the watcher kills the group, so
+ * nothing a command started outlives its host. It ignores every signal but
+ * SIGKILL, so the group lives on until it is killed whole (`signalGroup`).
+ * Then fd 3 is closed and the shell runs the command itself (`eval`, with no
+ * positional parameters, as `sh -c` would; one exec fewer than a second `sh`):
+ * it stays the group's leader, its pid the child's and `$$`.
+ */
+const WRAPPER = `{ trap '' HUP INT QUIT TERM USR1 USR2 PIPE; while read -r _; do :; done; kill -9 0; } <&3 >/dev/null 2>&1 &
+exec 3<&-
+__troupe_command=$1
+shift
+eval "unset __troupe_command; $__troupe_command"`
+
 /** Spawns `sh -c command` in its own process group; the group is killed when the scope closes. */
-const spawnIn = (cwd: string, options: Workspace.SpawnOptions) =>
-  Effect.acquireRelease(
+const spawnIn = (cwd: string, options: Workspace.SpawnOptions) => {
+  // Once the group has been killed whole it is never signalled again: its id may belong to another group by then.
+  // Until then the watcher keeps the group alive, so its id is still this command's.
+  let dead = false
+  const signalGroup = (pid: number, signal: string) => {
+    if (dead) throw Object.assign(new Error("the process group has ended"), { code: "ESRCH" })
+    if (signal === "SIGKILL") dead = true
+    process.kill(-pid, signal as NodeJS.Signals)
+  }
+  return Effect.acquireRelease(
     Effect.try({
-      try: () => spawnChild("/bin/sh", ["-c", options.command], { cwd, env: { ...options.env }, detached: true, stdio: "pipe" }),
+      try: () =>
+        spawnChild("/bin/sh", ["-c", WRAPPER, "/bin/sh", options.command], {
+          cwd,
+          env: { ...options.env },
+          detached: true,
+          stdio: ["pipe", "pipe", "pipe", "pipe"]
+        }),
       catch: (error) => new WorkspaceFailure({ operation: "spawn", path: ".", code: "io", detail: error instanceof Error ? error.message : "spawn failed" })
     }),
     (child) =>
       Effect.sync(() => {
         // The whole group, every time: a command's own background jobs outlive it otherwise.
         try {
-          if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL")
+          if (child.pid !== undefined) signalGroup(child.pid, "SIGKILL")
         } catch {
           // already gone
         }
-        child.stdout?.destroy()
-        child.stderr?.destroy()
-        child.stdin?.destroy()
+        for (const stream of child.stdio) stream?.destroy()
       })
-  ).pipe(
-    Effect.flatMap((child) =>
-      Effect.async<Workspace.Child, WorkspaceFailure>((resume) => {
-        let exited: Workspace.ExitStatus | undefined
-        const waiters: Array<(status: Workspace.ExitStatus) => void> = []
-        child.on("exit", (code, signal) => {
-          exited = { code, signal }
-          for (const waiter of waiters.splice(0)) waiter(exited)
-        })
-        child.on("error", (error) => {
-          if (child.pid === undefined) {
-            resume(Effect.fail(new WorkspaceFailure({ operation: "spawn", path: ".", code: "io", detail: error.message })))
+  ).pipe(Effect.flatMap((child) => attach(child, (signal) => signalGroup(child.pid!, signal))))
+}
+
+/** The port's view of a spawned child, once it has started. */
+const attach = (child: ChildProcess, signalGroup: (signal: string) => void) =>
+  Effect.async<Workspace.Child, WorkspaceFailure>((resume) => {
+    let exited: Workspace.ExitStatus | undefined
+    const waiters: Array<(status: Workspace.ExitStatus) => void> = []
+    child.on("exit", (code, signal) => {
+      exited = { code, signal }
+      for (const waiter of waiters.splice(0)) waiter(exited)
+    })
+    child.on("error", (error) => {
+      if (child.pid === undefined) {
+        resume(Effect.fail(new WorkspaceFailure({ operation: "spawn", path: ".", code: "io", detail: error.message })))
+      }
+    })
+    child.stdin!.on("error", () => {
+      // a child that closed its stdin: writes are dropped
+    })
+    // The watcher's socket carries nothing; an error on it (its group killed) must not reach the process.
+    const watcher = child.stdio[3] as NodeJS.EventEmitter | null
+    watcher?.on("error", () => {})
+    child.on("spawn", () => {
+      const pid = child.pid!
+      resume(Effect.succeed({
+        pid,
+        output: Stream.async<Workspace.Output>((emit) => {
+          let open = 2
+          const done = () => {
+            if (--open === 0) void emit.end()
           }
-        })
-        child.stdin.on("error", () => {
-          // a child that closed its stdin: writes are dropped
-        })
-        child.on("spawn", () => {
-          const pid = child.pid!
-          resume(Effect.succeed({
-            pid,
-            output: Stream.async<Workspace.Output>((emit) => {
-              let open = 2
-              const done = () => {
-                if (--open === 0) void emit.end()
-              }
-              child.stdout.on("data", (data: Buffer) => void emit.single({ stream: "stdout", data }))
-              child.stderr.on("data", (data: Buffer) => void emit.single({ stream: "stderr", data }))
-              child.stdout.on("close", done)
-              child.stderr.on("close", done)
-            }),
-            exit: Effect.async<Workspace.ExitStatus>((resume) => {
-              if (exited !== undefined) resume(Effect.succeed(exited))
-              else waiters.push((status) => resume(Effect.succeed(status)))
-            }),
-            write: (data, end) =>
-              Effect.async<void, WorkspaceFailure>((resume) => {
-                if (child.stdin.destroyed || child.stdin.writableEnded) {
-                  return resume(Effect.fail(new WorkspaceFailure({ operation: "write", path: "stdin", code: "io", detail: "stdin is closed" })))
-                }
-                child.stdin.write(data, () => {
-                  if (end === true) child.stdin.end()
-                  resume(Effect.void)
-                })
-              }),
-            signal: (signal) =>
-              Effect.try({
-                try: () => void process.kill(-pid, signal as NodeJS.Signals),
-                catch: (error) => new WorkspaceFailure({ operation: "signal", path: String(pid), code: "io", detail: codeOf(error) || String(error) })
-              })
-          }))
-        })
-      })
-    )
-  )
+          child.stdout!.on("data", (data: Buffer) => void emit.single({ stream: "stdout", data }))
+          child.stderr!.on("data", (data: Buffer) => void emit.single({ stream: "stderr", data }))
+          child.stdout!.on("close", done)
+          child.stderr!.on("close", done)
+        }),
+        exit: Effect.async<Workspace.ExitStatus>((resume) => {
+          if (exited !== undefined) resume(Effect.succeed(exited))
+          else waiters.push((status) => resume(Effect.succeed(status)))
+        }),
+        write: (data, end) =>
+          Effect.async<void, WorkspaceFailure>((resume) => {
+            const stdin = child.stdin!
+            if (stdin.destroyed || stdin.writableEnded) {
+              return resume(Effect.fail(new WorkspaceFailure({ operation: "write", path: "stdin", code: "io", detail: "stdin is closed" })))
+            }
+            stdin.write(data, (error) => {
+              if (error) return resume(Effect.fail(new WorkspaceFailure({ operation: "write", path: "stdin", code: "io", detail: codeOf(error) || error.message })))
+              if (end === true) stdin.end()
+              resume(Effect.void)
+            })
+          }),
+        signal: (signal) =>
+          Effect.try({
+            try: () => signalGroup(signal),
+            catch: (error) => new WorkspaceFailure({ operation: "signal", path: String(pid), code: "io", detail: codeOf(error) || String(error) })
+          })
+      }))
+    })
+  })
 
 /** The workspace on `options.root` (one directory per session tree with `perRoot`). */
 export const layerWith = (options: Options): Layer.Layer<Workspace.Workspace> =>

@@ -10,11 +10,11 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Layer } from "effect"
+import { Effect, Either, Layer, ParseResult, Schema } from "effect"
 import type { ToolSpec } from "../schema/Agent.js"
 import { InvalidInput } from "../schema/Errors.js"
 import type { Principal } from "../schema/Principal.js"
-import { type McpServer, type ToolsetDefinition, ToolsetRef } from "../schema/Toolset.js"
+import { type McpServer, ServerName, type ToolsetDefinition, ToolsetRef } from "../schema/Toolset.js"
 import { errorOutcome } from "../services/Tool.js"
 import type { Runnable } from "../services/Toolkit.js"
 import { type SessionToolset, Toolsets } from "../services/Toolsets.js"
@@ -119,13 +119,17 @@ const openFor = (toolsets: ReadonlyArray<ToolsetDefinition>, principal: Principa
     return { specs, get: (name) => byName.get(name)?.runnable } satisfies SessionToolset
   })
 
-/** The port over `options.toolsets`; two toolsets of one id, or of one name for one workspace, are a defect. */
+/** The port over `options.toolsets`; a name that is no `ServerName`, or two toolsets of one id, or of one name for one workspace, are a defect. */
 export const make = (options: Options): Effect.Effect<Toolsets["Type"]> =>
   Effect.suspend(() => {
     const { toolsets } = options
     const ids = new Set<string>()
     const names = new Set<string>()
     for (const definition of toolsets) {
+      const named = Schema.validateEither(ServerName)(definition.name)
+      if (Either.isLeft(named)) {
+        return Effect.dieMessage(`McpToolsets: toolset ${definition.name}: ${ParseResult.ArrayFormatter.formatErrorSync(named.left)[0]?.message}`)
+      }
       const scoped = `${definition.workspaceId?.toLowerCase() ?? "*"}/${definition.name}`
       if (ids.has(idOf(definition)) || names.has(scoped)) return Effect.dieMessage(`McpToolsets: two toolsets are named ${definition.name}`)
       ids.add(idOf(definition))

@@ -344,7 +344,7 @@ class Reply {
 // ---------------------------------------------------------------------------
 // The request.
 
-const wireMessages = (request: Model.Request): Array<WireMessage> => {
+const wireMessages = (request: Model.Request, names: WireNames): Array<WireMessage> => {
   const messages: Array<WireMessage> = []
   if (request.instructions.length > 0) messages.push({ role: "system", content: request.instructions })
   for (const message of request.messages) {
@@ -365,7 +365,7 @@ const wireMessages = (request: Model.Request): Array<WireMessage> => {
           tool_calls: calls.map((call) => ({
             id: call.id,
             type: "function",
-            function: { name: wireToolName(call.name), arguments: call.arguments }
+            function: { name: names.wire(call.name), arguments: call.arguments }
           }))
         })
         break
@@ -385,20 +385,42 @@ const wireMessages = (request: Model.Request): Array<WireMessage> => {
  */
 export const wireToolName = (name: string): string => name.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64)
 
-/** The tool a wire name stands for in `request` (a name no tool of it has is kept as it came). */
-const toolNameOf = (request: Model.Request) => {
-  const names = new Map(request.tools.map((tool) => [wireToolName(tool.name), tool.name]))
-  return (wire: string) => names.get(wire) ?? wire
+/** A request's tool names on the wire and back. */
+interface WireNames {
+  /** The wire name of a tool (of the request, or of an earlier call). */
+  readonly wire: (name: string) => string
+  /** The tool a wire name stands for (a name no tool of the request has is kept as it came). */
+  readonly name: (wire: string) => string
+}
+
+/**
+ * The wire names of a request's tools: each its `wireToolName`, made unique in
+ * the request, since two names may map onto one (`kit.a_b` and `kit_a.b`, an
+ * MCP tool and a hand-written one): a later tool gets `_2`, `_3`, … so that a
+ * call never comes back as the other tool.
+ */
+const wireNamesOf = (request: Model.Request): WireNames => {
+  const toWire = new Map<string, string>()
+  const fromWire = new Map<string, string>()
+  for (const tool of request.tools) {
+    if (toWire.has(tool.name)) continue
+    const base = wireToolName(tool.name)
+    let wire = base
+    for (let n = 2; fromWire.has(wire); n++) wire = `${base.slice(0, 63 - String(n).length)}_${n}`
+    toWire.set(tool.name, wire)
+    fromWire.set(wire, tool.name)
+  }
+  return { wire: (name) => toWire.get(name) ?? wireToolName(name), name: (wire) => fromWire.get(wire) ?? wire }
 }
 
 /** The JSON body of a streamed Chat Completions request. */
-const requestBody = (request: Model.Request, model: string, options: Options): Record<string, unknown> => {
-  const body: Record<string, unknown> = { model, messages: wireMessages(request) }
+const requestBody = (request: Model.Request, model: string, options: Options, names: WireNames): Record<string, unknown> => {
+  const body: Record<string, unknown> = { model, messages: wireMessages(request, names) }
   // OpenAI rejects an empty `tools` array.
   if (request.tools.length > 0) {
     body["tools"] = request.tools.map((tool) => ({
       type: "function",
-      function: { name: wireToolName(tool.name), description: tool.description, parameters: tool.parameters }
+      function: { name: names.wire(tool.name), description: tool.description, parameters: tool.parameters }
     }))
   }
   const settings = request.settings
@@ -588,9 +610,10 @@ export const make = (options: Options = {}) =>
               })
             )
           }
-          const body = requestBody(request, model, options)
+          const names = wireNamesOf(request)
+          const body = requestBody(request, model, options, names)
           let emitted = false
-          const toolName = toolNameOf(request)
+          const toolName = names.name
           let attempts = 0
           let last: Failure | undefined
           return Stream.suspend(() => {

@@ -320,18 +320,35 @@ export class EditRefused extends Schema.TaggedError<EditRefused>()("EditRefused"
   }
 }
 
-/** A `process.*` call on a process this session does not own now: unknown, or lost when the daemon restarted. */
+/**
+ * A `process.*` call on a process this session does not own now: unknown,
+ * lost (started by a host that is gone: a daemon that restarted), exited, or a
+ * start beyond the session's limit of running processes.
+ */
 export class ProcessUnavailable extends Schema.TaggedError<ProcessUnavailable>()("ProcessUnavailable", {
   processId: Schema.String,
-  reason: Schema.Literal("unknown", "lost", "exited")
+  reason: Schema.Literal("unknown", "lost", "exited", "limit")
 }) {
   override get message() {
     const why = {
       unknown: "this session started no process with that id",
       lost: "it was started before the daemon restarted and is lost (its output and state are gone)",
-      exited: "it has exited"
+      exited: "it has exited",
+      limit: "not started: this session runs as many processes as it may; stop one first (process.signal)"
     }[this.reason]
     return `process ${this.processId}: ${why}`
+  }
+}
+
+/** A `process.read` cursor past the output the process has written. */
+export class ProcessCursorRefused extends Schema.TaggedError<ProcessCursorRefused>()("ProcessCursorRefused", {
+  processId: Schema.String,
+  cursor: Schema.Number,
+  /** Bytes it has written so far. */
+  written: Schema.Number
+}) {
+  override get message() {
+    return `process ${this.processId}: cursor ${this.cursor} is past its output (${this.written} bytes): pass a cursor process.read gave`
   }
 }
 

@@ -57,11 +57,19 @@ export const McpServer = Schema.Union(StdioServer, HttpServer)
 /** @since 0.1.0 */
 export type McpServer = typeof McpServer.Type
 
-/** A server name: it prefixes its tools' names (`<server>.<tool>`), so it is a tool-name prefix. */
+/** The server name troupe's own `agents.*` tools take. */
+export const RESERVED_SERVER_NAME = "agents"
+
+/**
+ * A server name: it prefixes its tools' names (`<server>.<tool>`), so it is a
+ * tool-name prefix; `agents` is not one, since its tools would take the names
+ * of troupe's own `agents.*` tools.
+ */
 export const ServerName = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z][A-Za-z0-9_-]{0,31}$/, {
     message: () => "expected a server name: a letter, then up to 31 letters, digits, '_' or '-'"
-  })
+  }),
+  Schema.filter((name) => name !== RESERVED_SERVER_NAME || "agents is reserved: troupe's own agents.* tools have those names")
 )
 
 /** The `mcpServers` object of a configuration file. */

@@ -104,7 +104,8 @@ export const withAgents = <E, R>(
           if (runnable !== undefined) carried.set(tool.spec.name, runnable)
         }
       }
-      const merged = Toolkit.of({ get: (name) => own.get(name) ?? carried.get(name) })
+      // The base's `sessionClosed` too: what its tools own per session must still end with the session.
+      const merged = Toolkit.of({ get: (name) => own.get(name) ?? carried.get(name), sessionClosed: own.sessionClosed })
       const absent = missing(merged, agents)
       if (absent.length > 0) return yield* Effect.fail(absent[0]!)
       return merged

@@ -106,7 +106,8 @@ export interface SpawnOptions {
 
 /**
  * A running child. Its whole process group is killed when the scope it was
- * spawned in closes before it exits (a timeout, an interrupt, a closed session).
+ * spawned in closes (a timeout, an interrupt, a closed session), and when the
+ * host itself dies: nothing a command starts outlives the host that started it.
  */
 export interface Child {
   readonly pid: number

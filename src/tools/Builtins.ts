@@ -4,10 +4,10 @@
  * agents file's `builtins`), and the host runs them with `Builtins.layerWith`
  * (a `Toolkit` over the host's other tools, needing a `Workspace`).
  *
- * Policy defaults: `bash` asks for an approval of every call, and
- * `write_file`/`edit_file` ask for paths outside the `writable` globs (none by
- * default): the permission layers and a run's approval settings apply on top,
- * as to every tool (docs/workspace.md).
+ * Policy defaults: `bash` and `process.start` ask for an approval of every
+ * call, and `write_file`/`edit_file` ask for paths outside the `writable`
+ * globs (none by default): the permission layers and a run's approval
+ * settings apply on top, as to every tool (docs/workspace.md).
  *
  * @since 0.1.0
  */
@@ -17,11 +17,13 @@ import type * as Tool from "../services/Tool.js"
 import * as Toolkit from "../services/Toolkit.js"
 import type { Workspace } from "../services/Workspace.js"
 import * as Files from "./workspace/Files.js"
+import * as Processes from "./workspace/Processes.js"
+import * as ProcessTable from "./workspace/ProcessTable.js"
 import * as Search from "./workspace/Search.js"
 import * as Shell from "./workspace/Shell.js"
 
 /** How the host runs the built-ins. */
-export interface Options extends Files.WriteOptions, Shell.Options {
+export interface Options extends Files.WriteOptions, Shell.Options, ProcessTable.Options {
   /** The host's other tools (they win on a name both have). */
   readonly tools?: Layer.Layer<Toolkit.Toolkit> | undefined
 }
@@ -46,7 +48,7 @@ export const readArtifactSpec = new ToolSpec({
 })
 
 // The tools differ in argument and result types; the toolkit only runs them.
-type AnyTool = Tool.Tool<any, any, any, any, any, Workspace>
+type AnyTool = Tool.Tool<any, any, any, any, any, Workspace | ProcessTable.ProcessTable>
 
 const toolsOf = (options: Options): ReadonlyArray<AnyTool> => [
   Files.readFile,
@@ -54,7 +56,8 @@ const toolsOf = (options: Options): ReadonlyArray<AnyTool> => [
   Files.editFile(options),
   Search.findFiles,
   Search.searchFiles,
-  Shell.bash(options)
+  Shell.bash(options),
+  ...Processes.tools(options)
 ]
 
 const specByName = new Map<string, ToolSpec>([
@@ -67,6 +70,7 @@ export const GROUPS: Readonly<Record<string, ReadonlyArray<string>>> = {
   files: ["read_file", "write_file", "edit_file", "find_files", "search_files"],
   read: ["read_file", "find_files", "search_files"],
   shell: ["bash", READ_ARTIFACT],
+  process: Processes.tools().map((tool) => tool.name),
   all: [...specByName.keys()]
 }
 
@@ -88,12 +92,20 @@ export const specs = (names: ReadonlyArray<string>): Either.Either<ReadonlyArray
 export const specsOrThrow = (names: ReadonlyArray<string>): ReadonlyArray<ToolSpec> =>
   Either.getOrThrowWith(specs(names), (name) => new Error(`no built-in tool or group is named ${name}: ${[...NAMES, ...Object.keys(GROUPS)].join(", ")}`))
 
-/** A toolkit of the built-ins over `options.tools`; the workspace comes from the context. */
+/**
+ * A toolkit of the built-ins over `options.tools`; the workspace comes from
+ * the context. The processes `process.*` started are stopped when their
+ * session closes, or all of them when the layer's scope closes.
+ */
 export const layerWith = (options: Options = {}): Layer.Layer<Toolkit.Toolkit, never, Workspace> =>
-  Layer.effect(
+  Layer.scoped(
     Toolkit.Toolkit,
     Effect.gen(function*() {
-      const own = yield* Effect.provide(Toolkit.Toolkit, Toolkit.layer(toolsOf(options)))
+      const processes = yield* ProcessTable.make(options)
+      const own = yield* Effect.provide(
+        Toolkit.Toolkit,
+        Toolkit.layer(toolsOf(options)).pipe(Layer.provide(Layer.succeed(ProcessTable.ProcessTable, processes)))
+      )
       const inner = options.tools === undefined ? undefined : yield* Effect.provide(Toolkit.Toolkit, options.tools)
       const context = yield* Effect.context<Workspace>()
       const artifact: Toolkit.Runnable = {
@@ -102,7 +114,8 @@ export const layerWith = (options: Options = {}): Layer.Layer<Toolkit.Toolkit, n
       }
       return Toolkit.Toolkit.of({
         get: (name) => inner?.get(name) ?? own.get(name) ?? (name === READ_ARTIFACT ? artifact : undefined),
-        sessionClosed: inner?.sessionClosed
+        sessionClosed: (sessionId) =>
+          Effect.zipRight(processes.sessionClosed(sessionId), inner?.sessionClosed?.(sessionId) ?? Effect.void)
       })
     })
   )

@@ -29,6 +29,14 @@ describe("agents file: builtins", () => {
       assert.isTrue(agent!.tools.every((tool) => !tool.client))
       assert.strictEqual(agent!.tools.find((tool) => tool.name === "bash")!.sideEffect, "execute")
       assert.isTrue(WorkspaceOption.usesBuiltins([agent!]))
+      const [ops] = yield* AgentsFile.parse("a.json", file(["process", "process.read"]))
+      assert.deepStrictEqual(ops!.tools.map((tool) => [tool.name, tool.sideEffect]), [
+        ["process.start", "execute"],
+        ["process.list", "none"],
+        ["process.read", "none"],
+        ["process.write", "execute"],
+        ["process.signal", "execute"]
+      ])
     }))
 
   it.effect("an unknown name, and a declared tool of a built-in's name, are errors that say where", () =>

@@ -8,7 +8,7 @@
  * call (cancelled on the server), and tenancy.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Scope } from "effect"
+import { Cause, Effect, Exit, Fiber, Scope } from "effect"
 import { existsSync, mkdtempSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
@@ -217,6 +217,16 @@ describe("McpToolsets over Streamable HTTP", () => {
       assert.strictEqual(http.live(), 2)
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(http.live(), 1)
+    }))
+})
+
+describe("McpToolsets definitions", () => {
+  it.effect("a toolset named agents (the prefix of troupe's own tools) is a defect, as two of one name are", () =>
+    Effect.gen(function*() {
+      const reserved = yield* Effect.exit(port([{ name: "agents", server: stdio(logFile()) }]))
+      assert.isTrue(Exit.isFailure(reserved) && String(Cause.squash(reserved.cause)).includes("agents is reserved"))
+      const twice = yield* Effect.exit(port([{ name: "kit", server: stdio(logFile()) }, { name: "kit", server: stdio(logFile()) }]))
+      assert.isTrue(Exit.isFailure(twice) && String(Cause.squash(twice.cause)).includes("two toolsets are named kit"))
     }))
 })
 

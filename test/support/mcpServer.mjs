@@ -1,13 +1,15 @@
 // An MCP server for the tests, written with the SDK's own server side: plain JavaScript so that a stdio
 // child starts in a few tens of milliseconds. `node mcpServer.mjs` serves stdio; `startHttp()` serves
 // Streamable HTTP in the calling process. Calls are logged (to $MCP_LOG, or the `log` given) so a test
-// can see what reached the server: calls, cancellations, sessions.
+// can see what reached the server: calls, cancellations, sessions. The `record` tools are for crash tests:
+// each call is logged (its side effect), then held while the file $MCP_HOLD exists, so that a test can kill
+// the daemon between the call and its receipt.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { randomUUID } from "node:crypto"
-import { appendFileSync } from "node:fs"
+import { appendFileSync, existsSync } from "node:fs"
 import { createServer } from "node:http"
 
 const object = (properties, required = []) => ({ type: "object", properties, required, additionalProperties: false })
@@ -26,8 +28,19 @@ const baseTools = [
   { name: "picture", description: "Returns an image.", inputSchema: object({}), annotations: { readOnlyHint: true } },
   { name: "count", description: "Counts calls (not idempotent).", inputSchema: object({}), annotations: { destructiveHint: false } },
   { name: "delete_all", description: "Deletes everything.", inputSchema: object({}), annotations: { destructiveHint: true } },
-  { name: "grow", description: "Adds the tool `late`.", inputSchema: object({}), annotations: { destructiveHint: false } }
+  { name: "grow", description: "Adds the tool `late`.", inputSchema: object({}), annotations: { destructiveHint: false } },
+  { name: "record", description: "Records a note (not idempotent).", inputSchema: object({ note: { type: "string" } }, ["note"]),
+    annotations: { destructiveHint: false } },
+  { name: "record_idempotent", description: "Records a note (idempotent).", inputSchema: object({ note: { type: "string" } }, ["note"]),
+    annotations: { destructiveHint: false, idempotentHint: true } }
 ]
+
+/** Resolves once the file $MCP_HOLD is gone (at once when it is not set). */
+const held = () => new Promise((resolve) => {
+  const hold = process.env.MCP_HOLD
+  const check = () => (hold === undefined || !existsSync(hold) ? resolve() : setTimeout(check, 20))
+  check()
+})
 
 /** A server with the test tools; `log(line)` hears what happens. */
 export const build = (log) => {
@@ -56,6 +69,8 @@ export const build = (log) => {
       case "count": counted++; return text(`count ${counted}`)
       case "delete_all": return text("deleted")
       case "late": return text("late tool ran")
+      case "record":
+      case "record_idempotent": await held(); return text(`recorded ${args.note}`)
       case "grow":
         if (!tools.some((t) => t.name === "late")) {
           tools.push({ name: "late", description: "Added later.", inputSchema: object({}), annotations: { readOnlyHint: true } })
@@ -107,4 +122,6 @@ if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].sp
   const log = (line) => file && appendFileSync(file, `${process.pid} ${line}\n`)
   log("started")
   await build(log).connect(new StdioServerTransport())
+  // The client went away (a daemon killed with SIGKILL closes the pipe): a held call must not keep this process alive.
+  process.stdin.on("end", () => process.exit(0))
 }

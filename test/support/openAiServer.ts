@@ -165,6 +165,19 @@ export const sse = (
   return { headers: sseHeaders, parts, ...(options.end === undefined ? {} : { end: options.end }) }
 }
 
+/** A whole streamed answer of `words`, with a little usage: what a scripted agent says when it is done. */
+export const textReply = (words: string): Reply =>
+  sse([chunk.role(), chunk.text(words), chunk.finish("stop"), chunk.usage(5, 1)])
+
+/** A whole streamed reply calling `list` (`[wire name, arguments]`, ids `call_<name>_<i>`) at once. */
+export const toolCallsReply = (...list: ReadonlyArray<readonly [name: string, args: unknown]>): Reply =>
+  sse([
+    chunk.role(),
+    ...list.map(([name, args], i) => chunk.toolCall(i, { id: `call_${name}_${i}`, name, arguments: JSON.stringify(args) })),
+    chunk.finish("tool_calls"),
+    chunk.usage(5, 1)
+  ])
+
 /** A streamed reply whose bytes are cut at `cuts` (byte offsets), each piece a separate write `delayMs` apart. */
 export const sseSplit = (text: string, cuts: ReadonlyArray<number>, delayMs = 1): Reply => {
   const bytes = Buffer.from(text, "utf8")

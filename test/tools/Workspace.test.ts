@@ -6,34 +6,14 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as LocalWorkspace from "../../src/layers/LocalWorkspace.js"
 import * as MemoryWorkspace from "../../src/layers/MemoryWorkspace.js"
-import type { OperationId, SessionId, TurnId } from "../../src/schema/Ids.js"
-import type * as Tool from "../../src/services/Tool.js"
-import * as Toolkit from "../../src/services/Toolkit.js"
 import * as Builtins from "../../src/tools/Builtins.js"
-import { principal } from "../support/fixtures.js"
-
-const context = (operation = "op_1"): Tool.ToolContext => ({
-  sessionId: "ses_1" as SessionId,
-  turnId: "turn_1" as TurnId,
-  operationId: operation as OperationId,
-  callId: "c1",
-  principal: principal(),
-  agentPath: ["root"]
-})
+import * as Walk from "../../src/tools/workspace/Walk.js"
+import { asks, call, errorOf } from "./harness.js"
 
 const dir = () => mkdtempSync(join(tmpdir(), "tw-"))
 
-/** Runs a built-in through the toolkit, as a turn does. */
-const call = (name: string, args: unknown, operation?: string) =>
-  Effect.flatMap(Toolkit.Toolkit, (toolkit) => toolkit.get(name)!.run(JSON.stringify(args), context(operation)))
-
-const asks = (name: string, args: unknown) =>
-  Effect.flatMap(Toolkit.Toolkit, (toolkit) => toolkit.get(name)!.needsApproval?.(JSON.stringify(args), context()) ?? Effect.succeed(false))
-
 const local = (root: string, options: Partial<LocalWorkspace.Options> = {}) =>
   Builtins.layerWith({ writable: ["notes/**"] }).pipe(Layer.provide(LocalWorkspace.layerWith({ root, ...options })))
-
-const errorOf = (outcome: Tool.ToolOutcome) => (outcome.output as { error: string }).error
 
 describe("LocalWorkspace", () => {
   it.live("refuses escapes: .., absolute, symlinks out, NUL, very long paths, devices; follows symlinks in", () =>
@@ -142,15 +122,16 @@ describe("file tools", () => {
 describe("find_files and search_files on a generated tree (the 100,000-file tree is bench/workspace.ts's)", () => {
   it.live("cap 100 paths, dependency roots summarized, ripgrep and the built-in walk give the same matches", () => {
     const root = dir()
-    // 20 directories of 250 files (creating 100,000 takes minutes on a loaded disk: the bench does), a dependency root, hidden files.
-    execFileSync("sh", ["-c", `cd ${root} && for d in $(seq -w 0 19); do mkdir d$d; (cd d$d && seq -w 100 349 | sed 's/^/f/;s/$/.txt/' | xargs touch); done
-      echo "needle One" > d07/f123.txt; echo "a needle two" > d12/f349.txt; echo "Needle three" > d12/f101.txt
+    // 10 directories of 250 files: enough for the cap (creating 100,000 takes minutes on a loaded machine: bench/workspace.ts
+    // measures that tree), a dependency root, hidden files.
+    execFileSync("sh", ["-c", `cd ${root} && for d in $(seq -f %02g 0 9); do mkdir d$d; (cd d$d && seq -w 100 349 | sed 's/^/f/;s/$/.txt/' | xargs touch); done
+      echo "needle One" > d07/f123.txt; echo "a needle two" > d09/f349.txt; echo "Needle three" > d09/f101.txt
       mkdir -p node_modules/pkg .hidden && echo needle > node_modules/pkg/x.txt && echo needle > .hidden/y.txt
-      echo needle > .env; printf 'needle\\0bin' > d00/bin.txt`], { timeout: 60_000 })
+      echo needle > .env; echo needle > id_rsa; echo needle > d01/server.pem; printf 'needle\\0bin' > d00/bin.txt`], { timeout: 60_000 })
     return Effect.gen(function*() {
       const found = (yield* call("find_files", { pattern: "**/*.txt" })).output as any
       assert.strictEqual(found.paths.length, 100)
-      assert.strictEqual(found.matched, 5_001)
+      assert.strictEqual(found.matched, 2_501)
       assert.isTrue(found.truncated)
       assert.deepStrictEqual(found.skipped, [{ path: "node_modules", entries: 1 }])
       assert.strictEqual(found.paths[0], "d00/bin.txt")
@@ -165,18 +146,39 @@ describe("find_files and search_files on a generated tree (the 100,000-file tree
       )).output as any
       assert.strictEqual(builtin.engine, "builtin")
       assert.deepStrictEqual(builtin.matches, withRg)
-      assert.deepStrictEqual(withRg.map((m: any) => m.path), ["d07/f123.txt", "d12/f101.txt", "d12/f349.txt"])
-      const sensitive = (yield* call("search_files", { pattern: "Needle" })).output as any
-      assert.deepStrictEqual(sensitive.matches.map((m: any) => m.path), ["d12/f101.txt"])
-      const hidden = (yield* call("search_files", { pattern: "needle", includeHidden: true, includeDependencies: true, globs: ["*/*/x.txt", ".hidden/*"] })).output as any
-      const hiddenBuiltin = (yield* Effect.provide(
-        call("search_files", { pattern: "needle", includeHidden: true, includeDependencies: true, globs: ["*/*/x.txt", ".hidden/*"] }),
-        local(root, { ripgrep: false })
-      )).output as any
-      assert.deepStrictEqual(hidden.matches.map((m: any) => m.path), [".hidden/y.txt", "node_modules/pkg/x.txt"])
+      assert.deepStrictEqual(withRg.map((m: any) => m.path), ["d07/f123.txt", "d09/f101.txt", "d09/f349.txt"])
+      const smartCase = (yield* call("search_files", { pattern: "Needle" })).output as any
+      assert.deepStrictEqual(smartCase.matches.map((m: any) => m.path), ["d09/f101.txt"])
+      const secrets = (yield* call("find_files", { pattern: "**/{*.pem,.env,id_rsa}", includeHidden: true })).output as any
+      assert.strictEqual(secrets.matched, 0)
+      // Everything included but what never is: sensitive files (.env, id_rsa, *.pem) and binary ones.
+      const everything = { pattern: "needle", includeHidden: true, includeDependencies: true }
+      const hidden = (yield* call("search_files", everything)).output as any
+      const hiddenBuiltin = (yield* Effect.provide(call("search_files", everything), local(root, { ripgrep: false }))).output as any
+      assert.deepStrictEqual(hidden.matches.map((m: any) => m.path), [".hidden/y.txt", "d07/f123.txt", "d09/f101.txt", "d09/f349.txt", "node_modules/pkg/x.txt"])
       assert.deepStrictEqual(hiddenBuiltin.matches, hidden.matches)
+      // Globs, matched by one matcher for both engines.
+      const globbed = { ...everything, globs: ["*/*/x.txt", ".hidden/*"] }
+      const byGlob = (yield* call("search_files", globbed)).output as any
+      const byGlobBuiltin = (yield* Effect.provide(call("search_files", globbed), local(root, { ripgrep: false }))).output as any
+      assert.deepStrictEqual(byGlob.matches.map((m: any) => m.path), [".hidden/y.txt", "node_modules/pkg/x.txt"])
+      assert.deepStrictEqual(byGlobBuiltin.matches, byGlob.matches)
     }).pipe(Effect.provide(local(root)), Effect.ensuring(Effect.sync(() => rmSync(root, { recursive: true }))))
   }, 60_000)
+})
+
+describe("the walk's scan limit", () => {
+  it.effect("stops after the limit and says so (find_files marks its counts estimated)", () =>
+    Effect.gen(function*() {
+      const files = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`d${i % 3}/f${String(i).padStart(2, "0")}.txt`, ""]))
+      const handle = MemoryWorkspace.makeHandle({ files })
+      const seen: Array<string> = []
+      const options = { includeHidden: false, includeDependencies: false, scanLimit: 10 }
+      const summary = yield* Walk.walk(handle, ".", options, (path) => Effect.sync(() => seen.push(path)).pipe(Effect.as(true)))
+      assert.deepStrictEqual([summary.scanned, summary.stopped, seen.length], [10, true, 10])
+      const whole = yield* Walk.walk(handle, ".", { ...options, scanLimit: 100 }, () => Effect.succeed(true))
+      assert.deepStrictEqual([whole.scanned, whole.stopped], [33, false])
+    }))
 })
 
 describe("bash", () => {

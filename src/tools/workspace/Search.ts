@@ -83,9 +83,9 @@ export const builtinSearch = (handle: Workspace.Handle, query: Workspace.SearchQ
     const searchFile = (path: string) =>
       Effect.gen(function*() {
         if (!Glob.matchesAny(globs, path)) return true
-        const stat = yield* handle.stat(path)
-        if (stat.size > Workspace.SEARCH_MAX_FILE_BYTES) return true
-        const bytes = yield* handle.read(path)
+        // One read, no stat first: a file is searched whole or, past the limit, skipped (as ripgrep's --max-filesize).
+        const bytes = yield* handle.read(path, { end: Workspace.SEARCH_MAX_FILE_BYTES + 1 })
+        if (bytes.length > Workspace.SEARCH_MAX_FILE_BYTES) return true
         if (bytes.includes(0)) return true
         const lines = decoder.decode(bytes).split("\n")
         if (lines[lines.length - 1] === "") lines.pop()

@@ -1,0 +1,108 @@
+/**
+ * A client's side of callbacks: `callback.answer`, and providers that
+ * serve `callback.open`s to a handler, registering again on each new
+ * connection.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Either, Option } from "effect"
+import * as Messages from "../../protocol/Messages.js"
+import type { CallbackKind } from "../../schema/Callback.js"
+import type { SessionId } from "../../schema/Ids.js"
+import * as ForwardCompatible from "../ForwardCompatible.js"
+import type { AnswerOptions, Handler } from "./Api.js"
+import { jsonTooDeep, read } from "./Codec.js"
+import { type SessionClientError, UnexpectedAnswer, unexpected } from "./Errors.js"
+import { isClosed, type Link, type Source } from "./Link.js"
+import { call } from "./Requests.js"
+import { openStream } from "./Streams.js"
+
+const { Type } = Messages
+
+/** A failure of the handler given to `provideCallbacks`, kept apart from the client's own errors. */
+class HandlerFailure<E> {
+  constructor(readonly error: E) {}
+}
+
+/** `callback.answer`; not repeated after a drop, since it may have taken effect. */
+export const answerCallback = (source: Source, sessionId: SessionId, answer: AnswerOptions) =>
+  Effect.andThen(jsonTooDeep("callback.answer result", [answer.result]), () => Effect.asVoid(call(
+    source,
+    Type.callbackAnswer,
+    Messages.CallbackAnswer,
+    { sessionId, ...answer },
+    Type.callbackAccepted,
+    Messages.Empty,
+    false
+  )))
+
+/** Serves callbacks over one connection until the server ends the exchange. */
+const provideOnce = <E>(
+  source: Source,
+  link: Link,
+  sessionId: SessionId,
+  kinds: ReadonlyArray<CallbackKind>,
+  handler: Handler<E>
+): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
+  Effect.scoped(Effect.gen(function*() {
+    const { pull } = yield* openStream(
+      link.connection,
+      Type.callbackProvide,
+      Messages.CallbackProvide,
+      { sessionId, kinds },
+      Type.callbackProvideCancel
+    )
+    for (;;) {
+      const next = yield* pull
+      if (Option.isNone(next)) return
+      const body = yield* read(Type.callbackProvide, next.value)
+      if (body.t === Type.callbackProvideEnd) return
+      if (body.t !== Type.callbackOpen) {
+        return yield* new UnexpectedAnswer({ request: Type.callbackProvide, reason: `got ${body.t}` })
+      }
+      const callback = yield* Either.mapLeft(
+        ForwardCompatible.decodeCallbackOpen(body.payload),
+        (error) => unexpected(Type.callbackProvide, body.t, error)
+      )
+      if (ForwardCompatible.isUnknown(callback)) {
+        // A newer daemon's callback this client cannot read: left open for one that can (or a manual answer).
+        yield* Effect.logWarning("a callback this client cannot read was left open").pipe(
+          Effect.annotateLogs({ kind: callback.kind })
+        )
+        continue
+      }
+      const result = yield* Effect.mapError(handler(callback), (error) => new HandlerFailure(error))
+      if (Option.isNone(result)) continue
+      yield* answerCallback(source, callback.sessionId, {
+        callbackId: callback.callbackId,
+        result: result.value,
+        turnId: callback.turnId,
+        operationId: callback.operationId
+      }).pipe(
+        // Another provider or a manual answer came first, or the turn ended: the callback is no longer ours.
+        Effect.catchIf(
+          (error) => error._tag === "ServerError" && (error.kind === "stale_callback" || error.kind === "session_closed"),
+          () => Effect.void
+        )
+      )
+    }
+  }))
+
+/** Serves callbacks until interrupted, registering again on each new connection. */
+export const provideCallbacks = <E>(
+  source: Source,
+  sessionId: SessionId,
+  kinds: ReadonlyArray<CallbackKind>,
+  handler: Handler<E>
+) => {
+  // After a drop the provider registers again; the server offers it the callbacks still open.
+  const serve = (link: Link): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
+    provideOnce(source, link, sessionId, kinds, handler).pipe(
+      Effect.catchIf(isClosed, (error) => Effect.flatMap(source.renew(link, error), serve))
+    )
+  return Effect.flatMap(source.live, serve).pipe(
+    Effect.catchAll((error): Effect.Effect<never, E | SessionClientError> =>
+      Effect.fail(error instanceof HandlerFailure ? error.error as E : error as SessionClientError)
+    )
+  )
+}
