@@ -310,6 +310,35 @@ describe("InProcessHost", () => {
         }).pipe(Effect.provide(Troupe.layer(Layer.succeed(SessionStore, store), { host: { claims: false, leaseTtl: "2 seconds" } })))
       }))
 
+    it.effect("a host that runs nothing (troupe inspect) admits a message and leaves it in the store; a host that runs takes it up", () =>
+      Effect.gen(function*() {
+        const store = yield* MemorySessionStore.make
+        const me = principal()
+        const { sessionId, inputId } = yield* Effect.gen(function*() {
+          const host = yield* SessionHost
+          const sessions = yield* Sessions
+          const session = yield* sessions.create(me, { agent: agent() })
+          // The send follows the log for a while (another process may start the turn): the clock moves past it.
+          const sending = yield* Effect.fork(sessions.send(me, session.id, { text: "for whoever drives it" }))
+          for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+          yield* TestClock.adjust("1 minute")
+          const accepted = yield* Fiber.join(sending)
+          // Admitted, not started: no actor here decided it, and none runs.
+          assert.isUndefined(accepted.turnId)
+          assert.deepStrictEqual(yield* host.running, [])
+          assert.strictEqual((yield* sessions.snapshot(me, session.id)).pendingInputs, 1)
+          assert.deepStrictEqual(startsOf(yield* logOf(session.id)), [])
+          return { sessionId: session.id, inputId: accepted.inputId }
+        }).pipe(Effect.provide(Troupe.layer(Layer.succeed(SessionStore, store), { host: { runs: false } })))
+        // A host that runs sessions on the same store claims it and runs the turn.
+        yield* Effect.gen(function*() {
+          const sessions = yield* Sessions
+          yield* collectUntil(sessions.events(me, sessionId), (r) => r._tag === "turn_ended")
+          const [started] = startsOf(yield* logOf(sessionId))
+          assert.strictEqual(started?.inputId, inputId)
+        }).pipe(Effect.provide(Troupe.layer(Layer.succeed(SessionStore, store), { host: { leaseTtl: "2 seconds" } })))
+      }))
+
     it.effect("a live lease of a crashed owner is waited out: the turn resumes at the first poll after it expires", () =>
       Effect.gen(function*() {
         const store = yield* MemorySessionStore.make

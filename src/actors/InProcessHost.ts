@@ -70,6 +70,13 @@ export interface Options {
    * session, which that process is about to start with its own model and tools.
    */
   readonly claims?: boolean | undefined
+  /**
+   * Whether this host runs sessions at all (default true). A viewer of a store (`troupe inspect`)
+   * turns it off: it claims nothing and starts no actor; a command it admits (a callback answer) is
+   * decided here as admitted, as while draining, and left in the store for the worker that drives
+   * the session (a daemon on the same store takes it up at its next claim or inbox signal).
+   */
+  readonly runs?: boolean | undefined
   /** This host's lease owner name (default `host-<ulid>`). */
   readonly owner?: string | undefined
   /** Live-event buffer per session; a subscriber that falls further behind backfills from the store. */
@@ -245,12 +252,12 @@ export const make = (options: Options = {}) =>
       lock(Effect.suspend(() => {
         const bell = entries.get(sessionId)
         if (bell !== undefined) return Effect.sync(() => bell.ring())
-        // Draining: the command is safe in the store, for the pool's next claim.
-        return handOver.requested() ? settleAll(sessionId) : start(sessionId)
+        // Draining, or a host that runs nothing: the command is safe in the store, for the pool's next claim.
+        return handOver.requested() || options.runs === false ? settleAll(sessionId) : start(sessionId)
       }))
 
     // Crash recovery and the pool's claims: drive what the store says needs driving.
-    if (options.claims !== false) {
+    if (options.claims !== false && options.runs !== false) {
       yield* claimRunnable(signals, Duration.decode(options.pollInterval ?? leaseTtl), {
         store, capacity: maxBusy, busy: load, start: wake, paused: handOver.requested,
         isLocal: (sessionId) => entries.has(sessionId), spread: options.spread ?? false, announce: signals.announceClaimable

@@ -17,6 +17,7 @@ import * as AgentsSchemaCommand from "./AgentsSchemaCommand.js"
 import * as Argv from "./Argv.js"
 import * as ExitCode from "./ExitCode.js"
 import * as Help from "./Help.js"
+import * as InspectCommand from "./InspectCommand.js"
 import * as Output from "./Output.js"
 import * as ProtocolCommand from "./ProtocolCommand.js"
 import * as RunCommand from "./RunCommand.js"
@@ -31,7 +32,8 @@ export const root = Command.make("troupe").pipe(
   Command.withDescription(Help.describe("An actor-model runtime for AI-agent sessions.", [
     ["troupe run \"What is troupe?\"", "one turn, embedded in the program (no daemon)"],
     ["troupe serve", "the daemon; then, from another terminal:"],
-    ["troupe sessions create && troupe sessions list", "a session on it, and the sessions it holds"]
+    ["troupe sessions create && troupe sessions list", "a session on it, and the sessions it holds"],
+    ["troupe inspect", "the web inspector over the sessions in $TROUPE_HOME (no daemon needed)"]
   ])),
   Command.withSubcommands([
     Serve.command,
@@ -39,7 +41,8 @@ export const root = Command.make("troupe").pipe(
     SessionsCommand.command,
     // `troupe agents` lists a daemon's agents; `troupe agents schema` prints the agents file's JSON Schema.
     Command.withSubcommands(SessionsCommand.agents, [AgentsSchemaCommand.command]),
-    ProtocolCommand.command
+    ProtocolCommand.command,
+    InspectCommand.command
   ])
 )
 
@@ -47,6 +50,7 @@ export const root = Command.make("troupe").pipe(
 const tree = Argv.group({
   serve: Argv.leaf(Serve.command),
   run: Argv.leaf(RunCommand.command),
+  inspect: Argv.leaf(InspectCommand.command),
   agents: Argv.leaf(SessionsCommand.agents),
   sessions: SessionsCommand.tree,
   protocol: Argv.group({ schema: Argv.leaf(ProtocolCommand.subcommands.schema), types: Argv.leaf(ProtocolCommand.subcommands.types) })

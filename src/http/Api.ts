@@ -104,12 +104,29 @@ export const AnswerAccepted = Schema.Struct({ accepted: Schema.Literal(true) })
 /** `{ ok: true }`. */
 export const Ok = Schema.Struct({ ok: Schema.Literal(true) })
 
-/** `?scope=roots|children:<id>|tree:<id>&includeArchived&cursor&limit`. */
+/** `?scope=roots|children:<id>|tree:<id>&includeArchived&cursor&limit&summaries`. */
 export const ListParams = Schema.Struct({
   scope: Schema.optional(Schema.String.annotations({ description: "roots (default), children:<id> or tree:<id>" })),
   includeArchived: BooleanParam,
   cursor: Schema.optional(Schema.String),
-  limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000)))
+  limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000))),
+  summaries: Schema.optional(Schema.BooleanFromString.annotations({ description: "true: each listed session's summary too" }))
+})
+
+/** What a listing with `summaries=true` adds for each session: counted from its log up to its `headSeq`. */
+export const SessionSummary = Schema.Struct({
+  /** The turns it started. */
+  turns: Schema.Number,
+  /** The tokens its ended turns used. */
+  totalTokens: Schema.Number,
+  /** Its callbacks still open. */
+  pendingCallbacks: Schema.Number
+})
+
+/** `GET /v1/sessions`: a page; with `summaries=true`, each listed session's summary by id. */
+export const SessionListPage = Schema.Struct({
+  ...Messages.SessionPage.fields,
+  summaries: Schema.optional(Schema.Record({ key: SessionId, value: SessionSummary }))
 })
 
 /** `?after&volatile&follow` of the event stream (a `Last-Event-ID` header wins over `after`). */
@@ -140,7 +157,7 @@ export class Sessions extends HttpApiGroup.make("sessions")
       .setHeaders(IdempotencyHeaders)
       .addSuccess(SessionAnswer, { status: 201 })
   )
-  .add(HttpApiEndpoint.get("list", "/v1/sessions").setUrlParams(ListParams).addSuccess(Messages.SessionPage))
+  .add(HttpApiEndpoint.get("list", "/v1/sessions").setUrlParams(ListParams).addSuccess(SessionListPage))
   .add(HttpApiEndpoint.get("get", "/v1/sessions/:id").setPath(sessionPath).addSuccess(SessionAnswer))
   .add(HttpApiEndpoint.patch("update", "/v1/sessions/:id").setPath(sessionPath).setPayload(PatchBody).addSuccess(SessionAnswer))
   .add(HttpApiEndpoint.post("close", "/v1/sessions/:id/close").setPath(sessionPath).addSuccess(SessionAnswer))

@@ -77,12 +77,37 @@ export type Handler = (
   path?: string
 ) => Effect.Effect<Option.Option<HttpServerResponse.HttpServerResponse>>
 
+/** What the page is told about its listener. */
+export interface Options {
+  /**
+   * Which changes the listener takes (`HttpGuard.Writes`, default `all`): the
+   * page shows only the controls that can work (a read-only `troupe inspect`
+   * has no rename, archive or answer buttons).
+   */
+  readonly writes?: "all" | "answers" | "none" | undefined
+}
+
+/**
+ * The page told which changes its listener takes: a `<meta name="troupe-writes">`
+ * in `index.html` (the Content-Security-Policy allows no inline script).
+ */
+export const withWrites = (assets: Assets.Assets, writes: NonNullable<Options["writes"]>): Assets.Assets => {
+  if (writes === "all") return assets
+  const html = new TextDecoder().decode(assets.get("index.html")!.body)
+  const told = html.replace("<head>", `<head>\n<meta name="troupe-writes" content="${writes}">`)
+  return new Map([...assets, ["index.html", Assets.asset("index.html", new TextEncoder().encode(told))]])
+}
+
 /** Makes the handler; the assets are made by the first request that needs them, once. */
-export const make: Effect.Effect<Handler> = Effect.map(Effect.cached(Assets.make), (assets) => (request, given) => {
-  const path = given ?? new URL(request.url, "http://inspector").pathname
-  if (!owns(path)) return Effect.succeed(Option.none())
-  return assets.pipe(
-    Effect.map((ready) => respond(ready, request.method, path, request.headers)),
-    Effect.catchAll((error) => Effect.succeed(Option.some(unavailable(error))))
-  )
-})
+export const makeWith = (options: Options): Effect.Effect<Handler> =>
+  Effect.map(Effect.cached(Effect.map(Assets.make, (made) => withWrites(made, options.writes ?? "all"))), (assets) => (request, given) => {
+    const path = given ?? new URL(request.url, "http://inspector").pathname
+    if (!owns(path)) return Effect.succeed(Option.none())
+    return assets.pipe(
+      Effect.map((ready) => respond(ready, request.method, path, request.headers)),
+      Effect.catchAll((error) => Effect.succeed(Option.some(unavailable(error))))
+    )
+  })
+
+/** Makes the handler of a listener that takes every change (`troupe serve --http`). */
+export const make: Effect.Effect<Handler> = makeWith({})

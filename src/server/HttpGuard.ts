@@ -6,6 +6,9 @@
  *   (a DNS-rebinding page reaches us under its own name: refused);
  * - a state-changing request with an `Origin` other than the listener's own
  *   (or a configured `--http-cors` origin) is refused: no cross-site writes;
+ * - on a listener that takes no writes (`writes`: `troupe inspect`), every
+ *   state-changing endpoint is 403 `forbidden`, but for callback answers when
+ *   it takes those;
  * - the route is matched against the API's own table first: an unknown path
  *   is 404 (or a static asset, when the listener serves some), a known path
  *   with another method 405 with `Allow`;
@@ -31,6 +34,12 @@ export type Assets = (
   path: string
 ) => Effect.Effect<Option.Option<HttpServerResponse.HttpServerResponse>>
 
+/**
+ * Which state-changing endpoints a listener takes: `all` (a daemon's),
+ * `answers` (only `POST …/callbacks/{callbackId}/answer`) or `none` (a viewer).
+ */
+export type Writes = "all" | "answers" | "none"
+
 /** What the guard checks against. */
 export interface Options {
   /** The `Host` values this listener answers to (lower case, `host:port`). */
@@ -41,9 +50,13 @@ export interface Options {
   readonly maxBodyBytes: number
   /** Static files beside the API (the inspector). */
   readonly assets?: Assets | undefined
+  /** Which state-changing endpoints are taken (default `all`). */
+  readonly writes?: Writes | undefined
 }
 
 interface RouteEntry {
+  /** `group.endpoint`, as the API declares it (`callbacks.answer`). */
+  readonly name: string
   readonly method: string
   readonly pattern: RegExp
   readonly hasPayload: boolean
@@ -52,6 +65,7 @@ interface RouteEntry {
 /** The API's routes as patterns, read from its declaration. */
 const routeTable: ReadonlyArray<RouteEntry> = Object.values(Api.groups).flatMap((group) =>
   Object.values(group.endpoints).map((endpoint) => ({
+    name: `${group.identifier}.${endpoint.name}`,
     method: endpoint.method,
     pattern: new RegExp(`^${endpoint.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z]+/g, "[^/]+")}$`),
     hasPayload: Option.isSome(endpoint.payloadSchema)
@@ -59,6 +73,14 @@ const routeTable: ReadonlyArray<RouteEntry> = Object.values(Api.groups).flatMap(
 )
 
 const writes = new Set(["POST", "PUT", "PATCH", "DELETE"])
+
+/** Why a listener that takes no writes (or only answers) refuses this one; undefined when it takes it. */
+export const refusedWrite = (taken: Writes, endpoint: string): string | undefined => {
+  if (taken === "all" || (taken === "answers" && endpoint === "callbacks.answer")) return undefined
+  return taken === "answers"
+    ? "this listener is read-only but for callback answers (troupe inspect --allow-answers): it changes nothing else"
+    : "this listener is read-only (troupe inspect): it changes nothing; start it with --allow-answers to answer callbacks"
+}
 
 /** The path of a request URL, without its query. */
 export const pathOf = (url: string): string => {
@@ -158,7 +180,11 @@ export const middleware = (options: Options) =>
       }
       return yield* fail(404, "not_found", "no such route")
     }
-    if (writes.has(method)) yield* checkBody(request, route, options.maxBodyBytes)
+    if (writes.has(method)) {
+      const refused = refusedWrite(options.writes ?? "all", route.name)
+      if (refused !== undefined) return yield* fail(403, "forbidden", refused)
+      yield* checkBody(request, route, options.maxBodyBytes)
+    }
     return yield* app
   }).pipe(Effect.catchAllCause(toProblem))
 

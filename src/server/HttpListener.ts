@@ -15,7 +15,9 @@
  * reason `shutdown` and its cursor, then the servers close.
  *
  * `staticAssets` serves files (the inspector's page) for GET requests no
- * endpoint takes, behind the same Host check.
+ * endpoint takes, behind the same Host check. `writes` makes a listener
+ * read-only (every state-changing endpoint 403 `forbidden`), or read-only but
+ * for callback answers.
  *
  * @since 0.3.0
  */
@@ -28,6 +30,7 @@ import { SessionId } from "../schema/Ids.js"
 import { Principal } from "../schema/Principal.js"
 import { AgentCatalog } from "../services/AgentCatalog.js"
 import { Sessions } from "../services/Sessions.js"
+import { SessionStore } from "../services/SessionStore.js"
 import { Authenticator } from "./Authenticator.js"
 import * as HttpEvents from "./HttpEvents.js"
 import * as HttpGuard from "./HttpGuard.js"
@@ -68,6 +71,8 @@ export interface Options {
   readonly drainTimeout?: Duration.DurationInput | undefined
   /** Files served beside the API (the inspector); see `HttpGuard.Assets`. */
   readonly staticAssets?: HttpGuard.Assets | undefined
+  /** Which state-changing endpoints are taken (default `all`; `troupe inspect` takes `none` or `answers`); see `HttpGuard.Writes`. */
+  readonly writes?: HttpGuard.Writes | undefined
 }
 
 /** The default body limit: 1 MiB. */
@@ -84,7 +89,8 @@ export class HttpListener extends Context.Tag("troupe/HttpListener")<
   }
 >() {}
 
-const loopback = (host: string) => host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
+/** Whether `host` is a loopback address (127.x.y.z, ::1, localhost): the only ones a trusted-local listener binds. */
+export const isLoopback = (host: string): boolean => host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
 
 /** `host:port` as a `Host` header names it. */
 export const hostHeader = (host: string, port: number) => (host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`)
@@ -100,10 +106,10 @@ const probeSession = Schema.decodeUnknownSync(SessionId)("ses_000000000000000000
 /** Binds the servers in the current scope. */
 export const make = (
   options: Options
-): Effect.Effect<HttpListener["Type"], ListenError, Scope.Scope | Sessions | AgentCatalog | Authenticator> =>
+): Effect.Effect<HttpListener["Type"], ListenError, Scope.Scope | Sessions | SessionStore | AgentCatalog | Authenticator> =>
   Effect.gen(function*() {
     if (options.listen.length === 0) return yield* new ListenError({ address: "(none)", reason: "no HTTP address configured" })
-    const nonLocal = options.listen.find((address) => !loopback(address.host))
+    const nonLocal = options.listen.find((address) => !isLoopback(address.host))
     if (options.trustLocal === true && nonLocal !== undefined) {
       return yield* new ListenError({
         address: hostHeader(nonLocal.host, nonLocal.port),
@@ -111,6 +117,8 @@ export const make = (
       })
     }
     const sessions = yield* Sessions
+    // Read for the listing's summaries only (`SessionSummaries`); every endpoint goes through `Sessions`.
+    const store = yield* SessionStore
     const catalog = yield* AgentCatalog
     const auth = yield* Authenticator
     const drain = yield* Deferred.make<void>()
@@ -129,10 +137,10 @@ export const make = (
     const cors = options.cors ?? []
     const guard = HttpApiBuilder.middleware(
       Api,
-      HttpGuard.middleware({ hosts: () => hosts, cors, maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, assets: options.staticAssets })
+      HttpGuard.middleware({ hosts: () => hosts, cors, maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, assets: options.staticAssets, writes: options.writes })
     )
     const api = HttpApiBuilder.api(Api).pipe(
-      Layer.provide(HttpRoutes.layer(deps, streams, readiness)),
+      Layer.provide(HttpRoutes.layer(deps, streams, readiness, store)),
       Layer.provide(HttpRoutes.authorization(auth, options.trustLocal === true))
     )
     const scope = yield* Effect.scope
@@ -152,7 +160,7 @@ export const make = (
       const address = { host: wanted.host, port }
       addresses.push(address)
       hosts.add(hostHeader(wanted.host, port).toLowerCase())
-      if (loopback(wanted.host)) {
+      if (isLoopback(wanted.host)) {
         for (const name of ["localhost", "127.0.0.1", "[::1]"]) hosts.add(`${name}:${port}`)
       }
       yield* Layer.buildWithScope(
@@ -178,7 +186,7 @@ export const make = (
   })
 
 /** The listener as a layer. */
-export const layer = (options: Options): Layer.Layer<HttpListener, ListenError, Sessions | AgentCatalog | Authenticator> =>
+export const layer = (options: Options): Layer.Layer<HttpListener, ListenError, Sessions | SessionStore | AgentCatalog | Authenticator> =>
   Layer.scoped(HttpListener, make(options))
 
 /** Whether the options name any address. */

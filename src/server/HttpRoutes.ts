@@ -18,8 +18,10 @@ import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { Principal } from "../schema/Principal.js"
 import type { ListScope } from "../schema/Session.js"
 import { SessionId as SessionIdSchema } from "../schema/Ids.js"
+import type { SessionStore } from "../services/SessionStore.js"
 import type { Authenticator } from "./Authenticator.js"
 import type { Streams } from "./HttpEvents.js"
+import * as SessionSummaries from "./SessionSummaries.js"
 import { type DomainError, type Deps, toWireError } from "./SessionRoutes.js"
 
 /** A domain error as the problem the socket's kind maps to. */
@@ -104,7 +106,9 @@ const awaitTurn = (deps: Deps, principal: Principal, sessionId: SessionId, turnI
 const principal = CurrentPrincipal
 
 /** The handlers of every group, over `deps` and the streams. */
-export const layer = (deps: Deps, streams: Streams, readiness: Effect.Effect<boolean>) => {
+export const layer = (deps: Deps, streams: Streams, readiness: Effect.Effect<boolean>, store: SessionStore["Type"]) => {
+  // Each listed session's turns, tokens and open callbacks, counted once per record over the listener's life.
+  const summaries = SessionSummaries.make(store)
   const meta = HttpApiBuilder.group(Api, "meta", (handlers) =>
     handlers
       .handle("healthz", () => Effect.succeed({ ok: true as const }))
@@ -140,12 +144,15 @@ export const layer = (deps: Deps, streams: Streams, readiness: Effect.Effect<boo
       .handle("list", ({ urlParams }) =>
         Effect.gen(function*() {
           const scope = yield* scopeOf(urlParams.scope)
-          return yield* call(deps.sessions.list(yield* principal, {
+          const who = yield* principal
+          const page = yield* call(deps.sessions.list(who, {
             scope,
             includeArchived: urlParams.includeArchived,
             cursor: urlParams.cursor,
             limit: urlParams.limit
           }))
+          if (urlParams.summaries !== true) return page
+          return { ...page, summaries: yield* call(summaries.of(page.items)) }
         }))
       .handle("get", ({ path }) => Effect.map(Effect.flatMap(principal, (who) => call(deps.sessions.get(who, path.id))), (session) => ({ session })))
       .handle("update", ({ path, payload }) =>

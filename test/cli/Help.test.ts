@@ -40,6 +40,7 @@ describe("the troupe command line", () => {
         [[], "$ troupe"],
         [["serve"], "$ troupe serve"],
         [["run"], "$ troupe run"],
+        [["inspect"], "$ troupe inspect"],
         [["agents"], "$ troupe agents"],
         [["sessions"], "$ troupe sessions"],
         ...["list", "create", "show", "events", "send", "interrupt", "answer", "rename", "archive", "close"].map(
@@ -78,6 +79,12 @@ describe("the troupe command line", () => {
       assert.strictEqual((yield* cli("serve", "--max-unauthenticated", "0")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("serve", "--agents", "/nonexistent/agents.json")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("run")).code, ExitCode.Usage)
+      assert.strictEqual((yield* cli("inspect", "--http", "localhost:http")).code, ExitCode.Usage)
+      // A viewer creates no store, and off loopback it needs tokens: both refused before anything opens.
+      const missing = yield* cli("inspect", "--store", "sqlite:/nonexistent/troupe.db")
+      assert.strictEqual(missing.code, ExitCode.Usage)
+      assert.include(missing.stderr, "no store at /nonexistent/troupe.db")
+      assert.include((yield* cli("inspect", "--http", "0.0.0.0:0")).stderr, "off loopback every request needs a token")
       assert.strictEqual((yield* cli("sessions", "send", "ses_x", "hi")).code, ExitCode.Usage)
       assert.strictEqual((yield* cli("sessions", "frobnicate")).code, ExitCode.Usage)
     }))
@@ -118,7 +125,7 @@ describe("the troupe command line", () => {
   it.effect("help: every option has a real description, USAGE shows the whole command, every command has examples", () =>
     Effect.gen(function*() {
       const commands = [
-        [], ["serve"], ["run"], ["agents"], ["sessions"], ["protocol"], ["protocol", "schema"], ["protocol", "types"],
+        [], ["serve"], ["run"], ["inspect"], ["agents"], ["sessions"], ["protocol"], ["protocol", "schema"], ["protocol", "types"],
         ...["list", "create", "show", "events", "send", "interrupt", "answer", "rename", "archive", "close"].map((name) => ["sessions", name])
       ]
       for (const words of commands) {

@@ -2,7 +2,8 @@
  * The HTTP API end to end over `fetch` (HTTP.md): every endpoint on the
  * memory and the SQLite runtime (one suite, run per layer), tenancy on every
  * session endpoint, idempotent retries, one winner among concurrent answers,
- * resume by Last-Event-ID, and the drain's `end shutdown`.
+ * resume by Last-Event-ID, the drain's `end shutdown`, and listings with
+ * each session's summary (turns, tokens, open callbacks) as its log grows.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Scope } from "effect"
@@ -134,6 +135,37 @@ describe.each(stores)("the HTTP API on %s", (_name, store) => {
       assert.isTrue(answers.filter((a) => a.status !== 200).every((a) => a.status === 409 && a.body.kind === "stale_callback"))
       const turn = yield* H.request(d, "GET", `/v1/sessions/${id}/turns/${sent.body.turnId}?wait=10`)
       assert.strictEqual(turn.body.turn.output, "done")
+    }), 60_000)
+
+  it.scopedLive("lists with summaries=true: each session's turns, tokens and open callbacks, as its log grows", () =>
+    Effect.gen(function*() {
+      const d = yield* H.start(store())
+      const id: string = (yield* H.request(d, "POST", "/v1/sessions", { body: { agent: "worker" } })).body.session.id
+      const quiet: string = (yield* H.request(d, "POST", "/v1/sessions", { body: { agent: "echo" } })).body.session.id
+      const summaries = Effect.map(H.request(d, "GET", "/v1/sessions?summaries=true"), (answer) => answer.body.summaries)
+      assert.notProperty((yield* H.request(d, "GET", "/v1/sessions")).body, "summaries", "only when asked for")
+      assert.deepStrictEqual(yield* summaries, {
+        [id]: { turns: 0, totalTokens: 0, pendingCallbacks: 0 },
+        [quiet]: { turns: 0, totalTokens: 0, pendingCallbacks: 0 }
+      })
+      const sent = yield* H.request(d, "POST", `/v1/sessions/${id}/messages`, { body: { text: "deploy it" } })
+      let pending: ReadonlyArray<any> = []
+      while (pending.length === 0) {
+        yield* Effect.sleep("20 millis")
+        pending = (yield* H.request(d, "GET", `/v1/sessions/${id}/callbacks`)).body.items
+      }
+      // Counted while the turn waits: a turn started, no tokens ended yet, one callback open.
+      assert.deepStrictEqual((yield* summaries)[id], { turns: 1, totalTokens: 0, pendingCallbacks: 1 })
+      yield* H.request(d, "POST", `/v1/sessions/${id}/callbacks/${pending[0].callbackId}/answer`, { body: { result: { decision: "approve" } } })
+      const first = (yield* H.request(d, "GET", `/v1/sessions/${id}/turns/${sent.body.turnId}?wait=10`)).body.turn
+      const again = yield* H.request(d, "POST", `/v1/sessions/${id}/messages`, { body: { text: "hello" } })
+      const second = (yield* H.request(d, "GET", `/v1/sessions/${id}/turns/${again.body.turnId}?wait=10`)).body.turn
+      const both = first.usage.totalTokens + second.usage.totalTokens
+      assert.isAbove(both, 0)
+      assert.deepStrictEqual((yield* summaries)[id], { turns: 2, totalTokens: both, pendingCallbacks: 0 })
+      // A page of one has its session's summary only; another workspace lists none of it.
+      assert.deepStrictEqual((yield* H.request(d, "GET", `/v1/sessions?summaries=true&limit=1`)).body.summaries, { [quiet]: { turns: 0, totalTokens: 0, pendingCallbacks: 0 } })
+      assert.deepStrictEqual((yield* H.request(d, "GET", "/v1/sessions?summaries=true", { token: H.TOKEN_B })).body, { items: [], summaries: {} })
     }), 60_000)
 
   it.scopedLive("resume by Last-Event-ID from random cursors while turns run: every event exactly once", () =>

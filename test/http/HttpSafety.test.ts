@@ -1,12 +1,17 @@
 /**
  * Bad requests over HTTP each get a clear problem+json and leave the daemon
- * unharmed; DNS-rebinding Hosts and foreign Origins are refused; the OpenAPI
+ * unharmed; DNS-rebinding Hosts and foreign Origins are refused; a read-only
+ * listener refuses every write (and one taking answers all but answers); the OpenAPI
  * document is 3.1 in shape and covers every route the API declares.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Ref } from "effect"
+import { mkdtempSync } from "node:fs"
 import * as http from "node:http"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { Api } from "../../src/http/Api.js"
+import * as Inspector from "../../src/inspector/Inspector.js"
 import * as H from "./harness.js"
 
 describe("the HTTP listener's guard", () => {
@@ -56,6 +61,57 @@ describe("the HTTP listener's guard", () => {
       const session = (yield* H.request(d, "GET", `/v1/sessions/${id}`)).body.session
       assert.strictEqual(session.headSeq, 1)
       assert.strictEqual((yield* H.request(d, "POST", `/v1/sessions/${id}/messages`, { body: { text: "fine" } })).status, 202)
+    }), 60_000)
+
+  it.scopedLive("a read-only listener (troupe inspect's) refuses every write; one taking answers takes only answers, applied by the daemon", () =>
+    Effect.gen(function*() {
+      const store: H.Store = { _tag: "sqlite", filename: join(mkdtempSync(join(tmpdir(), "tr-http-ro-")), "troupe.db") }
+      const d = yield* H.start(store)
+      const id: string = (yield* H.request(d, "POST", "/v1/sessions", { body: { agent: "worker" } })).body.session.id
+      const sent = yield* H.request(d, "POST", `/v1/sessions/${id}/messages`, { body: { text: "deploy it" } })
+      let pending: ReadonlyArray<any> = []
+      while (pending.length === 0) {
+        yield* Effect.sleep("20 millis")
+        pending = (yield* H.request(d, "GET", `/v1/sessions/${id}/callbacks`)).body.items
+      }
+      const answer = `/v1/sessions/${id}/callbacks/${pending[0].callbackId}/answer`
+      const approve = { result: { decision: "approve" } }
+      const writes: ReadonlyArray<[string, string, unknown]> = [
+        ["POST", "/v1/sessions", { agent: "echo" }],
+        ["PATCH", `/v1/sessions/${id}`, { title: "x" }],
+        ["POST", `/v1/sessions/${id}/close`, undefined],
+        ["POST", `/v1/sessions/${id}/messages`, { text: "x" }],
+        ["POST", `/v1/sessions/${id}/interrupt`, { expectedTurnId: sent.body.turnId }],
+        ["POST", answer, approve]
+      ]
+      // Two viewers over the same file, on hosts that run nothing, as troupe inspect is.
+      const viewer = yield* H.start(store, { writes: "none", staticAssets: yield* Inspector.makeWith({ writes: "none" }) }, {}, { runs: false })
+      const answering = yield* H.start(store, { writes: "answers" }, {}, { runs: false })
+      for (const [method, path, body] of writes) {
+        const refused = yield* H.request(viewer, method, path, { body })
+        assert.strictEqual(refused.status, 403, `${method} ${path}`)
+        assert.strictEqual(refused.body.kind, "forbidden")
+        assert.include(refused.body.message, "read-only")
+        if (path === answer) continue
+        const alsoRefused = yield* H.request(answering, method, path, { body })
+        assert.strictEqual(alsoRefused.status, 403, `${method} ${path} with answers allowed`)
+      }
+      // Reads work, and the page knows it is read-only.
+      assert.strictEqual((yield* H.request(viewer, "GET", `/v1/sessions/${id}`)).body.session.status, "waiting")
+      assert.deepStrictEqual((yield* H.request(viewer, "GET", `/v1/sessions/${id}/callbacks`)).body.items.map((c: any) => c.callbackId), [pending[0].callbackId])
+      assert.include((yield* H.request(viewer, "GET", "/", { token: null })).body, `<meta name="troupe-writes" content="none">`)
+      // The answer through the second viewer is taken once; the daemon that drives the session applies it.
+      assert.deepStrictEqual((yield* H.request(answering, "POST", answer, { body: approve })).body, { accepted: true })
+      const late = yield* H.request(answering, "POST", answer, { body: approve })
+      assert.strictEqual(late.body.kind, "stale_callback")
+      const turn = yield* H.request(d, "GET", `/v1/sessions/${id}/turns/${sent.body.turnId}?wait=20`)
+      assert.strictEqual(turn.body.turn.output, "done")
+      assert.strictEqual(yield* Ref.get(d.runs), 1)
+      assert.strictEqual(yield* Ref.get(answering.runs), 0, "the viewer ran nothing")
+      // Nothing the viewers refused was written: one turn, the title unchanged.
+      const session = (yield* H.request(d, "GET", `/v1/sessions/${id}`)).body.session
+      assert.strictEqual(session.title, null)
+      assert.strictEqual((yield* H.request(d, "GET", "/v1/sessions")).body.items.length, 1)
     }), 60_000)
 
   it.scopedLive("serves an OpenAPI 3.1 document covering every declared route", () =>

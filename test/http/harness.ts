@@ -6,6 +6,7 @@
  * small `fetch` helper and an SSE reader.
  */
 import { Context, Effect, Layer, Ref, type Scope } from "effect"
+import type * as InProcessHost from "../../src/actors/InProcessHost.js"
 import type * as Model from "../../src/services/Model.js"
 import type { Principal } from "../../src/schema/Principal.js"
 import * as Authenticator from "../../src/server/Authenticator.js"
@@ -46,12 +47,13 @@ export type Store = { readonly _tag: "memory" } | { readonly _tag: "sqlite"; rea
   readonly url: string
 }
 
-/** The runtime over `store`, with the deploy tool. */
-export const runtime = (store: Store, runs: Ref.Ref<number>) => {
+/** The runtime over `store`, with the deploy tool (and `host` tuning: `runs: false` is troupe inspect's). */
+export const runtime = (store: Store, runs: Ref.Ref<number>, host?: InProcessHost.Options) => {
   const options: Troupe.RuntimeOptions = {
     scripts: { fallback },
     tools: Toolkit.layer([deployTool(runs)]),
-    agents
+    agents,
+    host
   }
   switch (store._tag) {
     case "memory":
@@ -75,7 +77,8 @@ export interface Daemon {
 export const start = (
   store: Store = { _tag: "memory" },
   options: Partial<HttpListener.Options> = {},
-  tokens: Record<string, Principal> = {}
+  tokens: Record<string, Principal> = {},
+  host?: InProcessHost.Options
 ): Effect.Effect<Daemon, unknown, Scope.Scope> =>
   Effect.gen(function*() {
     const runs = yield* Ref.make(0)
@@ -83,7 +86,7 @@ export const start = (
       HttpListener.layer({ listen: [{ host: "127.0.0.1", port: 0 }], ...options }).pipe(
         Layer.provide(AgentCatalog.layer(agents)),
         Layer.provide(Authenticator.layerStatic({ [TOKEN_A]: principalA, [TOKEN_B]: principalB, ...tokens })),
-        Layer.provide(runtime(store, runs))
+        Layer.provide(runtime(store, runs, host))
       )
     )
     const listener = Context.get(context, HttpListener.HttpListener)

@@ -7,7 +7,10 @@
  *
  *   inspectorDaemon.ts FILE PORT [--seed]
  *
- * Prints `LISTENING <port>` and, when seeded, `ROOT <sessionId>`.
+ * Beside it, a read-only listener (`writes: "none"`, as `troupe inspect`
+ * serves) on a free port.
+ *
+ * Prints `READONLY <port>`, `LISTENING <port>` and, when seeded, `ROOT <sessionId>`.
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import { writeSync } from "node:fs"
@@ -88,16 +91,21 @@ const program = Effect.gen(function*() {
       }
     }
   }))
-  const listener = yield* Layer.build(HttpListener.layer({
-    listen: [{ host: "127.0.0.1", port: Number(port) }],
-    staticAssets: yield* Inspector.make,
-    heartbeat: "2 seconds"
-  }).pipe(
-    Layer.provide(AgentCatalog.layer([lead, helper, guarded])),
-    Layer.provide(Authenticator.layerStatic({ [tokens.owner]: owner, [tokens.stranger]: stranger })),
-    Layer.provide(Layer.succeedContext(runtime))
-  ))
-  writeSync(1, `LISTENING ${Context.unsafeGet(listener, HttpListener.HttpListener).addresses[0]!.port}\n`)
+  /** One listener over the runtime, with the two workspaces' tokens; its port. */
+  const serve = (options: Record<string, unknown>) =>
+    Effect.map(
+      Layer.build(HttpListener.layer({ heartbeat: "2 seconds", ...options }).pipe(
+        Layer.provide(AgentCatalog.layer([lead, helper, guarded])),
+        Layer.provide(Authenticator.layerStatic({ [tokens.owner]: owner, [tokens.stranger]: stranger })),
+        Layer.provide(Layer.succeedContext(runtime))
+      )),
+      (built) => Context.unsafeGet(built, HttpListener.HttpListener).addresses[0]!.port
+    )
+  const listening = yield* serve({ listen: [{ host: "127.0.0.1", port: Number(port) }], staticAssets: yield* Inspector.make })
+  // Beside it, a read-only listener over the same runtime, as `troupe inspect` serves.
+  const readOnly = yield* serve({ listen: [{ host: "127.0.0.1", port: 0 }], staticAssets: yield* Inspector.makeWith({ writes: "none" }), writes: "none" })
+  writeSync(1, `READONLY ${readOnly}\n`)
+  writeSync(1, `LISTENING ${listening}\n`)
   if (seed === "--seed") {
     const sessions = Context.get(runtime, Sessions)
     const root = yield* sessions.create(owner, {

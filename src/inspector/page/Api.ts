@@ -89,6 +89,16 @@ export const request = async <A>(method: string, path: string, body?: unknown): 
   }
 }
 
+/**
+ * Which changes the listener takes, as the server wrote it into the page
+ * (`<meta name="troupe-writes">`): `all` on a daemon; `answers` or `none` on
+ * a `troupe inspect`, whose page then hides what would be refused.
+ */
+export const writes = (): "all" | "answers" | "none" => {
+  const told = document.querySelector<HTMLMetaElement>('meta[name="troupe-writes"]')?.content
+  return told === "answers" || told === "none" ? told : "all"
+}
+
 /** `?a=1&b=2` of the defined values. */
 export const query = (params: Readonly<Record<string, string | number | boolean | undefined>>): string => {
   const parts = Object.entries(params).filter(([, v]) => v !== undefined).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)

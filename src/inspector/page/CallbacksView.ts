@@ -105,6 +105,11 @@ export class CallbacksView {
       h("span", { class: "path" }, cb.agentPath.join(" › ")))
     const meta = h("p", { class: "meta" }, h("a", { href: `#/sessions/${cb.sessionId}` }, "session"), " ", idView(cb.sessionId), " callback ", idView(cb.callbackId))
     const args = h("pre", { tabindex: 0 }, pretty(request.arguments))
+    if (Api.writes() === "none") {
+      // A read-only inspector shows what waits, and how to answer it.
+      return h("article", { class: "card", "data-callback": cb.callbackId, "aria-label": `${cb.kind === "approval" ? "Approval" : "Client tool"} ${request.toolName}` },
+        head, meta, args, h("p", { class: "muted" }, "Read-only: start troupe inspect with --allow-answers (or use the daemon) to answer it."))
+    }
     if (cb.kind === "approval") {
       const reason = h("input", { type: "text", id: `reason-${cb.callbackId}`, placeholder: "shown to the model with a denial" })
       const approve = h("button", { type: "button", class: "primary", onclick: () => answer({ decision: "approve" }, [approve, deny]) }, "Approve")

@@ -39,7 +39,11 @@ export const replace = (el: Element, ...children: ReadonlyArray<Child>): void =>
   append(el, children)
 }
 
-/** A button that copies `text` (an id or a cursor) and says so. */
+/**
+ * A button that copies `text` (an id or a cursor) and says so. Its icon is
+ * drawn by the stylesheet (`.copy::before`): a glyph such as ⧉ is in few
+ * fonts, and looking for one that has it made laying out a page of ids slow.
+ */
 export const copyButton = (text: string, label = "Copy"): HTMLButtonElement => {
   const button = h("button", {
     type: "button",
@@ -53,7 +57,7 @@ export const copyButton = (text: string, label = "Copy"): HTMLButtonElement => {
         () => flash(button, "Select and copy")
       )
     }
-  }, "⧉")
+  })
   return button
 }
 
@@ -76,3 +80,14 @@ export const ago = (at: number, now = Date.now()): string => {
 
 /** A status badge. */
 export const badge = (status: string): HTMLElement => h("span", { class: `badge s-${status}` }, status)
+
+/**
+ * Says the page shows `what` (`list`, `timeline`): `data-ready` on the body
+ * (tests wait for it), and a `troupe:<what>` performance mark once the browser
+ * has painted it and is free again (bench/inspector.ts reads it).
+ */
+export const ready = (what: string): void => {
+  if (document.body.dataset.ready === what) return
+  document.body.dataset.ready = what
+  requestAnimationFrame(() => setTimeout(() => performance.mark(`troupe:${what}`), 0))
+}

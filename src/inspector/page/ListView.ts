@@ -3,26 +3,27 @@
  * The root sessions, newest first, a page at a time (`nextCursor`), with
  * status, agent, title, last activity, turns, tokens and pending callbacks;
  * filters by status, agent and archived; a search by id (read directly) or
- * title; rename and archive on each row.
+ * title; rename and archive on each row (unless the listener is read-only).
  *
- * The API lists roots without their totals, so turns, tokens and pending
- * callbacks are counted from each shown row's log (two at a time, and only
- * for logs up to `COUNT_LIMIT` events: a longer one says so). Status, agent
- * and title filters apply to the sessions loaded so far.
+ * Turns, tokens and pending callbacks come with the page
+ * (`summaries=true`: the server counts them from each session's log, and
+ * keeps the counts). Status, agent and title filters apply to the sessions
+ * loaded: while fewer than a page of them match, further pages are read, up
+ * to `SCAN` sessions at a time ("Look further" reads on).
  *
  * @since 0.3.0
  */
 import * as Api from "./Api.js"
-import { ago, badge, h, idView, replace } from "./Dom.js"
-import { type Totals, Timeline } from "./Fold.js"
-import { replay } from "./Replay.js"
-import type { Page, Session } from "./Types.js"
+import { ago, badge, h, idView, ready, replace } from "./Dom.js"
+import type { Session, SessionPage, Summary } from "./Types.js"
 
 const PAGE = 50
-const COUNT_LIMIT = 5000
-const totals = new Map<string, Totals | "too long" | "error">()
+/** The most sessions read at a time to fill a filtered page. */
+const SCAN = 1000
+/** Rename and archive, unless the listener is read-only. */
+const editable = Api.writes() === "all"
 
-/** The list page; `dispose()` stops its counting. */
+/** The list page; `dispose()` ends its loading. */
 export class ListView {
   /** The page's content. */
   readonly element: HTMLElement
@@ -34,10 +35,11 @@ export class ListView {
   private readonly archived = h("input", { type: "checkbox", id: "f-archived" })
   private readonly search = h("input", { type: "search", id: "f-search", placeholder: "ses_… or words of a title" })
   private sessions: Array<Session> = []
+  private readonly summaries = new Map<string, Summary>()
   private next: string | undefined
   private found: Session | undefined
-  private queue: Array<Session> = []
-  private counting = 0
+  private loading: Promise<void> | undefined
+  private generation = 0
   private disposed = false
 
   constructor(private readonly say: (text: string) => void) {
@@ -49,25 +51,26 @@ export class ListView {
       h("label", { for: "f-agent" }, "Agent"), this.agent,
       h("span", {}, this.archived, h("label", { for: "f-archived" }, " Archived too")),
       h("button", { type: "button", onclick: () => void this.reload() }, "Refresh"))
-    for (const el of [this.status, this.agent]) el.addEventListener("change", () => this.render())
+    for (const el of [this.status, this.agent]) el.addEventListener("change", () => void this.fill())
     this.archived.addEventListener("change", () => void this.reload())
     this.search.addEventListener("input", () => void this.searchNow())
+    const columns = ["Title", "Status", "Agent", "Last activity", "Turns", "Tokens", "Pending", "Id", ...(editable ? ["Actions"] : [])]
     const table = h("table", { class: "sessions" },
       h("caption", { class: "sr-only" }, "Root sessions, newest first"),
-      h("thead", {}, h("tr", {}, ...["Title", "Status", "Agent", "Last activity", "Turns", "Tokens", "Pending", "Id", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
+      h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", { scope: "col" }, c)))),
       this.body)
     this.element = h("div", { class: "list-page" }, h("h1", {}, "Sessions"), filters, this.note, h("div", { class: "table-wrap" }, table), this.more)
     void this.loadAgents()
     void this.reload()
   }
 
-  /** Stops counting. */
+  /** Ends loading. */
   dispose(): void {
     this.disposed = true
   }
 
   private async loadAgents(): Promise<void> {
-    const agents = await Api.request<Page<{ name: string }>>("GET", "/v1/agents").catch(() => ({ items: [] }))
+    const agents = await Api.request<{ items: ReadonlyArray<{ name: string }> }>("GET", "/v1/agents").catch(() => ({ items: [] }))
     for (const a of agents.items) this.addAgent(a.name)
   }
 
@@ -77,22 +80,53 @@ export class ListView {
   }
 
   private async reload(): Promise<void> {
+    this.generation++
     this.sessions = []
     this.next = undefined
-    await this.loadMore()
+    this.loading = undefined
+    await this.loadPage(true)
+    ready("list")
+    await this.fill()
   }
 
-  private async loadMore(): Promise<void> {
-    try {
-      const page = await Api.request<Page<Session>>("GET", `/v1/sessions${Api.query({ limit: PAGE, includeArchived: this.archived.checked || undefined, cursor: this.next })}`)
-      if (this.disposed) return
-      this.sessions.push(...page.items)
-      this.next = page.nextCursor
-      for (const s of page.items) this.addAgent(s.agent.name)
-      this.render()
-      document.body.dataset.ready = "list"
-    } catch (error) {
-      this.say(`Could not list sessions: ${String((error as Error).message)}`)
+  /** Reads the next page (the first with `first`); one read at a time. */
+  private async loadPage(first = false): Promise<boolean> {
+    if (this.loading !== undefined) {
+      await this.loading
+      return true
+    }
+    if (!first && this.next === undefined) return false
+    const generation = this.generation
+    const read = async () => {
+      try {
+        const page = await Api.request<SessionPage>("GET", `/v1/sessions${Api.query({
+          limit: PAGE,
+          includeArchived: this.archived.checked || undefined,
+          cursor: this.next,
+          summaries: true
+        })}`)
+        if (this.disposed || generation !== this.generation) return
+        this.sessions.push(...page.items)
+        for (const [id, summary] of Object.entries(page.summaries ?? {})) this.summaries.set(id, summary)
+        this.next = page.nextCursor
+        for (const s of page.items) this.addAgent(s.agent.name)
+        this.render()
+      } catch (error) {
+        this.next = undefined
+        this.say(`Could not list sessions: ${String((error as Error).message)}`)
+      }
+    }
+    this.loading = read().finally(() => (this.loading = undefined))
+    await this.loading
+    return true
+  }
+
+  /** Reads on while a filter leaves fewer than `target` sessions shown, up to `SCAN` sessions. */
+  private async fill(target = PAGE): Promise<void> {
+    this.render()
+    const generation = this.generation
+    for (let read = 0; read < SCAN && this.next !== undefined && this.filtering() && this.visible().length < target; read += PAGE) {
+      if (!(await this.loadPage()) || this.disposed || generation !== this.generation) return
     }
   }
 
@@ -103,8 +137,15 @@ export class ListView {
       const got = await Api.request<{ session: Session }>("GET", `/v1/sessions/${q}`).catch(() => undefined)
       this.found = got?.session
       if (got === undefined) this.say(`No session ${q} in this workspace.`)
+      this.render()
+      return
     }
-    this.render()
+    await this.fill()
+  }
+
+  /** Whether a filter or a search narrows what is shown. */
+  private filtering(): boolean {
+    return this.status.value !== "any" || this.agent.value !== "any" || this.search.value.trim() !== ""
   }
 
   private visible(): ReadonlyArray<Session> {
@@ -118,29 +159,28 @@ export class ListView {
 
   private render(): void {
     const rows = this.visible()
-    replace(this.body, ...(rows.length > 0 ? rows.map((s) => this.row(s)) : [h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No sessions."))]))
+    replace(this.body, ...(rows.length > 0 ? rows.map((s) => this.row(s)) : [h("tr", {}, h("td", { colspan: editable ? 9 : 8, class: "muted" }, "No sessions."))]))
     replace(this.note, `${rows.length} shown of ${this.sessions.length} loaded${this.next !== undefined ? " (more below)" : ""}`)
     replace(this.more, this.next !== undefined
-      ? h("button", { type: "button", onclick: () => void this.loadMore() }, `Load ${PAGE} more`)
+      ? h("button", { type: "button", onclick: () => void (this.filtering() ? this.fill(rows.length + PAGE) : this.loadPage()) },
+        this.filtering() ? "Look further" : `Load ${PAGE} more`)
       : null)
-    this.queue = rows.filter((s) => !totals.has(key(s)))
-    for (let i = this.counting; i < 2; i++) void this.countNext()
   }
 
   private row(s: Session): HTMLElement {
-    const t = totals.get(key(s))
-    const cell = (f: (t: Totals) => string) => (t === undefined ? "…" : typeof t === "string" ? "—" : f(t))
+    const summary = this.summaries.get(s.id)
+    const cell = (f: (t: Summary) => number) => (summary === undefined ? "—" : String(f(summary)))
     const title = s.title ?? "(untitled)"
     return h("tr", { "data-session": s.id },
       h("td", {}, h("a", { href: `#/sessions/${s.id}` }, title)),
       h("td", {}, badge(s.status), s.archived ? badge("archived") : null),
       h("td", {}, s.agent.name),
       h("td", { title: new Date(s.updatedAt).toISOString() }, ago(s.updatedAt)),
-      h("td", { class: "num", title: t === "too long" ? `over ${COUNT_LIMIT} events: open it` : undefined }, cell((x) => String(x.turns))),
-      h("td", { class: "num" }, cell((x) => String(x.totalTokens))),
-      h("td", { class: "num" }, cell((x) => String(x.pendingCallbacks))),
+      h("td", { class: "num" }, cell((x) => x.turns)),
+      h("td", { class: "num" }, cell((x) => x.totalTokens)),
+      h("td", { class: "num" }, cell((x) => x.pendingCallbacks)),
       h("td", {}, idView(s.id)),
-      h("td", { class: "actions" },
+      !editable ? null : h("td", { class: "actions" },
         h("button", { type: "button", "aria-label": `Rename ${title}`, onclick: () => void this.rename(s) }, "Rename"),
         h("button", { type: "button", "aria-label": `${s.archived ? "Unarchive" : "Archive"} ${title}`, onclick: () => void this.patch(s, { archived: !s.archived }) },
           s.archived ? "Unarchive" : "Archive")))
@@ -163,29 +203,4 @@ export class ListView {
       this.say(`Refused: ${String((error as Error).message)}`)
     }
   }
-
-  private async countNext(): Promise<void> {
-    const s = this.queue.shift()
-    if (s === undefined || this.disposed) return
-    this.counting++
-    try {
-      if (totals.has(key(s))) return
-      if (s.headSeq > COUNT_LIMIT) {
-        totals.set(key(s), "too long")
-        return
-      }
-      const timeline = new Timeline()
-      await replay(s.id, 0, (e) => timeline.add(e), (e) => e.cursor >= s.headSeq).catch(() => totals.set(key(s), "error"))
-      if (!totals.has(key(s))) totals.set(key(s), timeline.totals)
-    } finally {
-      this.counting--
-      if (!this.disposed) {
-        const tr = this.body.querySelector(`tr[data-session="${s.id}"]`)
-        if (tr !== null) tr.replaceWith(this.row(this.sessions.find((x) => x.id === s.id) ?? s))
-        void this.countNext()
-      }
-    }
-  }
 }
-
-const key = (s: Session) => `${s.id}@${s.headSeq}`

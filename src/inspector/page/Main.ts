@@ -7,7 +7,7 @@
  * @since 0.3.0
  */
 import * as Api from "./Api.js"
-import { replace } from "./Dom.js"
+import { h, replace } from "./Dom.js"
 import { ListView } from "./ListView.js"
 import * as Live from "./Live.js"
 import { SessionView } from "./SessionView.js"
@@ -46,7 +46,8 @@ const askToken = (reason: string): Promise<string | undefined> =>
     input.focus()
   })
 
-const route = () => {
+/** Shows the view the address names; after a navigation, focus moves to it (not on the first load: nothing moved). */
+const route = (navigated: boolean) => {
   view?.dispose()
   const hash = location.hash.replace(/^#/, "")
   const match = /^\/sessions\/([^/]+)$/.exec(hash)
@@ -54,7 +55,7 @@ const route = () => {
   view = match !== null ? new SessionView(decodeURIComponent(match[1]!), say) : new ListView(say)
   replace(main, view.element)
   document.title = match !== null ? `${match[1]} · troupe inspector` : "Sessions · troupe inspector"
-  main.focus({ preventScroll: true })
+  if (navigated) main.focus({ preventScroll: true })
 }
 
 Api.configure({
@@ -76,8 +77,14 @@ document.getElementById("token-cancel")!.addEventListener("click", () => dialog.
 document.getElementById("forget-token")!.addEventListener("click", () => {
   Api.forget()
   say("Token forgotten for this tab.")
-  route()
+  route(true)
 })
-window.addEventListener("hashchange", route)
-route()
-
+window.addEventListener("hashchange", () => route(true))
+const writes = Api.writes()
+if (writes !== "all") {
+  // Said once, in the header: what this listener refuses.
+  document.querySelector("header.top .brand")!.after(
+    h("span", { class: "badge mode", title: writes === "none" ? "Nothing can be changed here" : "Only callbacks can be answered here" },
+      writes === "none" ? "read-only" : "read-only · answers"))
+}
+route(false)

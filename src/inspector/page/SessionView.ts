@@ -15,7 +15,7 @@
  */
 import * as Api from "./Api.js"
 import { CallbacksView } from "./CallbacksView.js"
-import { ago, badge, h, idView, replace } from "./Dom.js"
+import { ago, badge, h, idView, ready, replace } from "./Dom.js"
 import { limitsOf, Timeline } from "./Fold.js"
 import { LiveStream } from "./Live.js"
 import { durableOf, replay } from "./Replay.js"
@@ -24,7 +24,7 @@ import * as TreeView from "./TreeView.js"
 import type { DurableEvent, PendingCallback, Session } from "./Types.js"
 
 /** How many events a timeline starts with, and pages back by. */
-export const WINDOW = 2000
+export const WINDOW = 1000
 const TREE_POLL_MS = 3000
 
 /** The session page; `dispose()` closes its streams. */
@@ -75,7 +75,7 @@ export class SessionView {
       this.from = Math.max(0, snap.cursor - WINDOW)
       this.renderEarlier()
       const head = snap.cursor
-      if (head === this.from) document.body.dataset.ready = "timeline"
+      if (head === this.from) ready("timeline")
       this.streams.push(new LiveStream(`/v1/sessions/${this.id}/events?volatile=true`, {
         onEvent: (event) => {
           if (event.event === "assistant_delta") {
@@ -89,9 +89,12 @@ export class SessionView {
           if (durable.cursor <= this.timeline.cursor) return
           this.events.push(durable)
           this.timeline.add(durable)
+          // The replay up to the head is shown once it is all in; what follows, as it comes.
+          if (durable.cursor < head) return
           this.timelineView.update(this.timeline.rows)
-          if (durable.cursor >= head) document.body.dataset.ready = "timeline"
-          this.noteChange(durable)
+          // The header and tree were read at the head: only what comes after it changes them.
+          if (durable.cursor > head) this.noteChange(durable)
+          else ready("timeline")
         },
         onEnd: (end) => this.say(`The session's event stream ended (${end.reason}).`)
       }, this.from))
@@ -175,7 +178,7 @@ export class SessionView {
       h("h1", {}, s.title ?? s.alias ?? s.agent.name, " ", badge(s.status), s.archived ? badge("archived") : null),
       h("p", { class: "meta" }, idView(s.id), ` · ${s.agentPath.join(" › ")}`, s.alias !== null ? ` · alias ${s.alias}` : "",
         ` · updated ${ago(s.updatedAt)} · head cursor ${s.headSeq}`, s.activeTurnId !== null ? h("span", {}, " · turn ", idView(s.activeTurnId)) : null),
-      h("div", { class: "actions" }, rename, archive))
+      Api.writes() === "all" ? h("div", { class: "actions" }, rename, archive) : null)
   }
 
   private async patch(body: { title?: string; archived?: boolean }, done: string): Promise<void> {

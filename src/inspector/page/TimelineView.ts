@@ -46,11 +46,15 @@ export class TimelineView {
     new ResizeObserver(() => this.schedule()).observe(this.scroller)
   }
 
-  /** Shows `rows` (the same array, grown or changed in place, or a new one). */
+  /**
+   * Shows `rows` (the same array, grown or changed in place, or a new one) at
+   * the next frame: a replay of thousands of events lays the list out once a
+   * frame, not once an event.
+   */
   update(rows: ReadonlyArray<Row>, changed?: Row): void {
     this.rows = rows
+    // A style write only; reading the new layout (to follow the end) waits for the frame.
     this.spacer.style.height = `${rows.length * ROW_HEIGHT}px`
-    if (this.follow) this.scroller.scrollTop = this.scroller.scrollHeight
     this.schedule()
     if (changed !== undefined && this.rows[this.selected] === changed) this.showDetail(changed)
     else if (changed === undefined && this.selected >= 0 && this.rows[this.selected] !== undefined) this.showDetail(this.rows[this.selected]!)
@@ -76,6 +80,7 @@ export class TimelineView {
   }
 
   private render(): void {
+    if (this.follow) this.scroller.scrollTop = this.scroller.scrollHeight
     const top = this.scroller.scrollTop
     const first = Math.max(0, Math.floor(top / ROW_HEIGHT) - MARGIN)
     const last = Math.min(this.rows.length, Math.ceil((top + this.scroller.clientHeight) / ROW_HEIGHT) + MARGIN)

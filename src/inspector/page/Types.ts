@@ -31,6 +31,18 @@ export interface Page<A> {
   readonly nextCursor?: string
 }
 
+/** A listed session's summary (`GET /v1/sessions?summaries=true`): counted by the server from its log. */
+export interface Summary {
+  readonly turns: number
+  readonly totalTokens: number
+  readonly pendingCallbacks: number
+}
+
+/** A page of `GET /v1/sessions?summaries=true`: the sessions, and each one's summary by id. */
+export interface SessionPage extends Page<Session> {
+  readonly summaries?: Readonly<Record<string, Summary>>
+}
+
 /** A problem+json answer (HTTP.md, "Errors"). */
 export interface Problem {
   readonly status: number
