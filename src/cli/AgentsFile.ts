@@ -339,6 +339,8 @@ export const resolve = (file: AgentsFileSchema.AgentsFile): Either.Either<Readon
 export interface Declared {
   readonly agents: ReadonlyArray<Agent>
   readonly mcpServers: typeof McpServers.Type
+  /** Each agent's `env`, by name: variables for its built-in commands (host configuration, not part of the `Agent`). */
+  readonly env: Readonly<Record<string, Readonly<Record<string, string>>>>
 }
 
 /** The agents of a file's text; `path` only names the file in errors. */
@@ -360,7 +362,12 @@ export const parseDeclared = (path: string, text: string): Effect.Effect<Declare
     const servers = file.right.mcpServers ?? {}
     return Either.match(resolve(file.right), {
       onLeft: fail,
-      onRight: (agents) => Effect.succeed<Declared>({ agents, mcpServers: servers })
+      onRight: (agents) =>
+        Effect.succeed<Declared>({
+          agents,
+          mcpServers: servers,
+          env: Object.fromEntries(file.right.agents.flatMap((entry) => (entry.env === undefined ? [] : [[entry.name, entry.env]])))
+        })
     })
   })
 

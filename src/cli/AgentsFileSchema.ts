@@ -116,7 +116,12 @@ export const agentFields = {
   /** Servers of the file's `mcpServers` whose tools it gets (docs/tools.md). */
   toolsets: Schema.optional(Schema.Array(ToolsetEntry)),
   /** Built-in workspace tools it gets, by name or group (`files`, `read`, `shell`, `all`; docs/workspace.md). */
-  builtins: Schema.optional(Schema.Array(BuiltinName))
+  builtins: Schema.optional(Schema.Array(BuiltinName)),
+  /** Variables its built-in `bash` and `process.start` get, over `--env`'s (host configuration: never stored in a session). */
+  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }).pipe(Schema.filter((env) => {
+    const bad = Object.keys(env).find((name) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+    return bad === undefined || `${JSON.stringify(bad)} is not a variable name (letters, digits and _, not starting with a digit)`
+  })))
 }
 
 /** One agent of the file. */

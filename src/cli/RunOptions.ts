@@ -28,6 +28,7 @@ export const options = {
   sqliteSync: StoreOption.sqliteSync,
   workspace: WorkspaceOption.option,
   workspacePerSession: WorkspaceOption.perSession,
+  env: WorkspaceOption.env,
   model: ModelOption.option,
   approve: Options.choice("approve", ["all", "none"]).pipe(
     Options.withDescription("Answer every approval: all (approve) or none (deny); default: ask on the terminal."),

@@ -61,6 +61,7 @@ export const options = {
   sqliteSync: StoreOption.sqliteSync,
   workspace: WorkspaceOption.option,
   workspacePerSession: WorkspaceOption.perSession,
+  env: WorkspaceOption.env,
   name: Address.name,
   socket: Address.socket,
   tcp: Address.tcp,

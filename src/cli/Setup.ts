@@ -36,6 +36,8 @@ export interface Choices {
   /** `--workspace` and `--workspace-per-session`: where the agents' built-in tools work. */
   readonly workspace?: Option.Option<string> | undefined
   readonly workspacePerSession?: boolean | undefined
+  /** `--env NAME=VALUE`: variables for the built-in commands. */
+  readonly env?: WorkspaceOption.Choice["env"]
 }
 
 /** The store, the model and the agents, resolved. */
@@ -75,14 +77,14 @@ export const resolve = (choices: Choices): Effect.Effect<Resolved, SetupFailure>
     )
     const declared = Option.isSome(choices.agents)
       ? yield* AgentsFile.loadDeclared(choices.agents.value).pipe(Effect.mapError((error) => invalid(error.message)))
-      : { agents: model.builtIns, mcpServers: {} }
+      : { agents: model.builtIns, mcpServers: {}, env: {} }
     return {
       store,
       model,
       agents: declared.agents,
       fromFile: Option.isSome(choices.agents),
       mcpServers: declared.mcpServers,
-      workspace: { workspace: choices.workspace, workspacePerSession: choices.workspacePerSession }
+      workspace: { workspace: choices.workspace, workspacePerSession: choices.workspacePerSession, env: choices.env, agentEnv: declared.env }
     }
   })
 

@@ -7,8 +7,8 @@
  *
  * @since 0.3.0
  */
-import { Options } from "@effect/cli"
-import { Layer, Option } from "effect"
+import { HelpDoc, Options, ValidationError } from "@effect/cli"
+import { Effect, HashMap, Layer, Option } from "effect"
 import { resolve as resolvePath } from "node:path"
 import * as LocalWorkspace from "../layers/LocalWorkspace.js"
 import type { Agent } from "../schema/Agent.js"
@@ -27,11 +27,38 @@ export const perSession = Options.boolean("workspace-per-session").pipe(
   Options.withDescription("One directory per session tree under --workspace (named by the root session's id); children share it.")
 )
 
-/** What the command line chose. */
+/** `--env NAME=VALUE` (repeatable). */
+export const env: Options.Options<Option.Option<HashMap.HashMap<string, string>>> = Options.text("env").pipe(
+  Options.withPseudoName("NAME=VALUE"),
+  Options.withDescription("A variable for the built-in bash and process.start (repeatable); the daemon's own environment is never passed."),
+  Options.repeated,
+  Options.mapEffect((pairs) => {
+    const out: Array<readonly [string, string]> = []
+    for (const pair of pairs) {
+      const at = pair.indexOf("=")
+      const name = at < 0 ? "" : pair.slice(0, at)
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+        return Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--env ${JSON.stringify(pair)}: expected NAME=VALUE, NAME of letters, digits and _`)))
+      }
+      out.push([name, pair.slice(at + 1)])
+    }
+    return Effect.succeed(out.length === 0 ? Option.none() : Option.some(HashMap.fromIterable(out)))
+  })
+)
+
+/** What the command line (and the agents file) chose. */
 export interface Choice {
   readonly workspace?: Option.Option<string> | undefined
   readonly workspacePerSession?: boolean | undefined
+  /** `--env`: variables for every built-in command. */
+  readonly env?: Option.Option<HashMap.HashMap<string, string>> | undefined
+  /** The agents file's `env`, by agent name: variables for that agent's built-in commands. */
+  readonly agentEnv?: Readonly<Record<string, Readonly<Record<string, string>>>> | undefined
 }
+
+/** `--env`'s variables as a record. */
+const envOf = (choice: Choice): Record<string, string> | undefined =>
+  Option.match(choice.env ?? Option.none(), { onNone: () => undefined, onSome: (map) => Object.fromEntries(HashMap.toEntries(map)) })
 
 /** Whether any agent runs a built-in here (a server tool of a built-in's name). */
 export const usesBuiltins = (agents: ReadonlyArray<Agent>): boolean =>
@@ -52,6 +79,6 @@ export const toolkit = (
 ): Layer.Layer<Toolkit.Toolkit> | undefined =>
   !usesBuiltins(agents) && Option.isNone(choice.workspace ?? Option.none())
     ? tools
-    : Builtins.layerWith({ tools }).pipe(
+    : Builtins.layerWith({ tools, env: envOf(choice), agentEnv: choice.agentEnv }).pipe(
       Layer.provide(LocalWorkspace.layerWith({ root: rootOf(choice), perRoot: choice.workspacePerSession === true }))
     )

@@ -7,7 +7,7 @@
  * daemon's own front door is test/cli/AgentsTree.test.ts's file).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, HashMap, Option } from "effect"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -15,6 +15,8 @@ import * as AgentsFile from "../../src/cli/AgentsFile.js"
 import * as WorkspaceOption from "../../src/cli/WorkspaceOption.js"
 import { Principal } from "../../src/schema/Principal.js"
 import { Sessions } from "../../src/services/Sessions.js"
+import * as Toolkit from "../../src/services/Toolkit.js"
+import { context } from "../tools/harness.js"
 import * as Troupe from "../../src/Troupe.js"
 
 const file = (builtins: unknown, tools?: unknown) =>
@@ -45,6 +47,32 @@ describe("agents file: builtins", () => {
       assert.isTrue(unknown.problems.some((p) => p.startsWith("agents.0.builtins.1: expected")), unknown.problems.join(" | "))
       const twice = yield* Effect.flip(AgentsFile.parse("a.json", file(["files"], [{ name: "write_file" }])))
       assert.deepStrictEqual(twice.problems, ["agents.0.tools.0.name: write_file is one of its builtins: leave one out"])
+    }))
+
+  it.live("an agent's env and --env reach its bash, the agent's over --env; a bad variable name says where", () =>
+    Effect.gen(function*() {
+      const text = JSON.stringify({
+        agents: [
+          { name: "coder", instructions: "Code.", builtins: ["bash"], env: { STAGE: "agent", ONLY: "coder" } },
+          { name: "other", instructions: "Other.", builtins: ["bash"] }
+        ]
+      })
+      const declared = yield* AgentsFile.parseDeclared("a.json", text)
+      assert.deepStrictEqual(declared.env, { coder: { STAGE: "agent", ONLY: "coder" } })
+      const root = mkdtempSync(join(tmpdir(), "troupe-env-"))
+      const tools = WorkspaceOption.toolkit(
+        { workspace: Option.some(root), env: Option.some(HashMap.make(["STAGE", "run"], ["RUN", "yes"])), agentEnv: declared.env },
+        declared.agents,
+        undefined
+      )!
+      const echo = (agent: string) =>
+        Effect.flatMap(Toolkit.Toolkit, (toolkit) =>
+          toolkit.get("bash")!.run(JSON.stringify({ command: "echo \"$STAGE $RUN $ONLY\"" }), { ...context(), agentPath: ["lead", agent] }))
+      const [coder, other] = yield* Effect.all([echo("coder"), echo("other")]).pipe(Effect.provide(tools))
+      assert.strictEqual((coder!.output as { output: string }).output.trim(), "agent yes coder")
+      assert.strictEqual((other!.output as { output: string }).output.trim(), "run yes")
+      const bad = yield* Effect.flip(AgentsFile.parse("a.json", JSON.stringify({ agents: [{ name: "x", instructions: "X.", env: { "NOT-A-NAME": "1" } }] })))
+      assert.isTrue(bad.problems.some((p) => p.startsWith("agents.0.env") && p.includes("variable name")), bad.problems.join(" | "))
     }))
 
   it.live("the host's toolkit runs them in --workspace, and leaves the tools alone without builtins", () =>

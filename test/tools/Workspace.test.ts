@@ -182,6 +182,25 @@ describe("the walk's scan limit", () => {
 })
 
 describe("bash", () => {
+  it.live("bash's environment: the run's env, then its agent's over it, and nothing else of the host's", () => {
+    const root = dir()
+    process.env.SECRET_TOKEN = "daemon-secret"
+    const tools = Builtins.layerWith({
+      env: { A: "run", B: "run" },
+      agentEnv: { root: { B: "agent", C: "agent" }, other: { A: "other" } },
+      ask: false
+    }).pipe(Layer.provide(LocalWorkspace.layerWith({ root })))
+    return Effect.gen(function*() {
+      const ran = (yield* call("bash", { command: "echo \"$A-$B-$C-$SECRET_TOKEN\"" })).output as any
+      assert.strictEqual(ran.output.trim(), "run-agent-agent-")
+    }).pipe(
+      Effect.provide(tools),
+      Effect.ensuring(Effect.sync(() => {
+        delete process.env.SECRET_TOKEN
+        rmSync(root, { recursive: true })
+      }))
+    )
+  })
   it.live("a timeout kills the whole process group; long output is cut and read back whole", () => {
     const root = dir()
     return Effect.gen(function*() {

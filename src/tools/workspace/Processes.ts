@@ -47,7 +47,7 @@ export const start = (options: Shell.Options = {}) =>
     metadata: { sideEffect: "execute", idempotency: "unsupported", capabilities: ["process.execute"] },
     needsApproval: () => options.ask ?? true,
     handler: (args, context) =>
-      Effect.flatMap(ProcessTable, (table) => table.start(context, { command: args.command, cwd: args.cwd, env: Shell.environment(options.env) }))
+      Effect.flatMap(ProcessTable, (table) => table.start(context, { command: args.command, cwd: args.cwd, env: Shell.environmentFor(options, context) }))
   })
 
 /** `process.list`: the session's processes. */

@@ -24,8 +24,13 @@ export const PASSED_ENV: ReadonlyArray<string> = ["PATH", "HOME", "LANG", "LC_AL
 
 /** How `bash` runs. */
 export interface Options {
-  /** Variables set for every command (the agent's and run's configuration). */
+  /** Variables set for every command (the run's configuration: `--env K=V`, `Builtins.layerWith({ env })`). */
   readonly env?: Readonly<Record<string, string>> | undefined
+  /**
+   * Variables by agent name (an agents file's `env`), set for the commands of
+   * that agent's sessions over `env`. Host configuration: never stored in a session.
+   */
+  readonly agentEnv?: Readonly<Record<string, Readonly<Record<string, string>>>> | undefined
   /** Default timeout in seconds (default 120). */
   readonly timeoutSeconds?: number | undefined
   /** Ask before every call (default true). */
@@ -40,6 +45,13 @@ export const environment = (env: Readonly<Record<string, string>> = {}): Record<
     if (value !== undefined) out[key] = value
   }
   return { ...out, ...env }
+}
+
+/** The environment of a command of the call in `context`: the passed host variables, the run's `env`, then its agent's. */
+export const environmentFor = (options: Options, context: { readonly agentPath: ReadonlyArray<string> }): Record<string, string> => {
+  const agent = context.agentPath.at(-1)
+  const own = agent === undefined || options.agentEnv === undefined || !Object.hasOwn(options.agentEnv, agent) ? undefined : options.agentEnv[agent]
+  return environment(own === undefined ? options.env : { ...options.env, ...own })
 }
 
 const BashResult = Schema.Struct({
@@ -72,7 +84,7 @@ export const bash = (options: Options = {}) =>
         const chunks: Array<Uint8Array> = []
         let bytes = 0
         const run = Effect.scoped(Effect.gen(function*() {
-          const child = yield* handle.spawn({ command: args.command, cwd: args.cwd, env: environment(options.env) })
+          const child = yield* handle.spawn({ command: args.command, cwd: args.cwd, env: environmentFor(options, context) })
           yield* Stream.runForEach(child.output, (out) =>
             Effect.sync(() => {
               if (bytes < ARTIFACT_LIMIT) chunks.push(out.data)
