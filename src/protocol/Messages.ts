@@ -16,6 +16,7 @@ import { SessionEvent, Snapshot } from "../schema/Event.js"
 import { CallbackId, InputId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
 import { Principal } from "../schema/Principal.js"
 import { Session } from "../schema/Session.js"
+import { ToolsetBinding } from "../schema/Toolset.js"
 
 /**
  * Whether a value survives the store's JSON unchanged: CBOR also carries byte
@@ -79,7 +80,9 @@ export const SessionCreate = Schema.Struct({
   title: Schema.optional(Schema.String),
   idempotencyKey: Schema.optional(Schema.String),
   budgets: Schema.optional(Budgets),
-  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: JsonData }))
+  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: JsonData })),
+  /** Toolsets bound to the session beside its agent's, by name or id (decision 0048). */
+  toolsets: Schema.optional(Schema.Array(ToolsetBinding).pipe(Schema.maxItems(32)))
 })
 
 /** `session.created`. */

@@ -21,6 +21,15 @@ export class ToolsetRef extends Schema.Class<ToolsetRef>("troupe/ToolsetRef")(
   }).pipe(Schema.filter((ref) => ref.name !== undefined || ref.id !== undefined || "a toolset is named by name or id"))
 ) {}
 
+/** A `ToolsetRef` as a plain value, as `session.create` and `POST /v1/sessions` carry it (`toolsets`). */
+export const ToolsetBinding = Schema.encodedSchema(ToolsetRef)
+/** @since 0.1.0 */
+export type ToolsetBinding = typeof ToolsetBinding.Type
+
+/** The `ToolsetRef`s of a create request's bindings (already decoded, so already checked). */
+export const refsOf = (bindings: ReadonlyArray<ToolsetBinding> | undefined): ReadonlyArray<ToolsetRef> | undefined =>
+  bindings?.map((binding) => new ToolsetRef(binding))
+
 /** How long one call may take, and connecting, in milliseconds (both optional). */
 const timeouts = {
   /** A call not answered by then is a tool error (default 60 000). */

@@ -8,6 +8,7 @@
  * @since 0.3.0
  */
 import { HttpApiBuilder } from "@effect/platform"
+import { refsOf } from "../schema/Toolset.js"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { Api, Authorization, CurrentPrincipal, openApi } from "../http/Api.js"
 import type * as Http from "../http/Api.js"
@@ -137,7 +138,8 @@ export const layer = (deps: Deps, streams: Streams, readiness: Effect.Effect<boo
             title: payload.title,
             idempotencyKey: headers["idempotency-key"] ?? payload.idempotencyKey,
             budgets: payload.budgets,
-            metadata: payload.metadata
+            metadata: payload.metadata,
+            toolsets: refsOf(payload.toolsets)
           }))
           return { session }
         }))

@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import { Chunk, Deferred, Effect, Either, Fiber, Layer, Option, ParseResult, Queue, Schema, Stream } from "effect"
+import { refsOf } from "../schema/Toolset.js"
 import * as Cbor from "../protocol/Cbor.js"
 import { MAX_BODY_SIZE } from "../protocol/Frame.js"
 import * as Messages from "../protocol/Messages.js"
@@ -282,7 +283,8 @@ const createSession: Act<typeof Messages.SessionCreate.Type> = ({ catalog, sessi
       title: request.title,
       idempotencyKey: request.idempotencyKey,
       budgets: request.budgets,
-      metadata: request.metadata
+      metadata: request.metadata,
+      toolsets: refsOf(request.toolsets)
     })
     return yield* created({ session })
   })

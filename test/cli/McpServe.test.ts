@@ -68,7 +68,9 @@ const agentsFile = (log: string, hold: string) => ({
       permissions: { capabilities: { destructive: "ask" } }
     },
     { name: "reader", instructions: "You are reader.", model: "gpt-test", toolsets: [{ name: "kit", tools: ["echo"] }] },
-    { name: "recorder", instructions: "You are recorder.", model: "gpt-test", toolsets: ["kit"] }
+    { name: "recorder", instructions: "You are recorder.", model: "gpt-test", toolsets: ["kit"] },
+    // Declares no toolset: what it gets is what its session's create binds (decision 0048).
+    { name: "plain", instructions: "You are reader, bound at create.", model: "gpt-test" }
   ]
 })
 
@@ -173,6 +175,26 @@ describe("MCP toolsets through troupe serve --agents and troupe run --agents", (
       const readerTools = (yield* model.requests).filter((r) => ((r.body as { messages: ReadonlyArray<Message> }).messages[0]?.content ?? "") === "You are reader.")
       assert.deepStrictEqual((readerTools[0]!.body as { tools: ReadonlyArray<{ function: { name: string } }> }).tools.map((t) => t.function.name).filter((n) => n.startsWith("kit_")), ["kit_echo"])
 
+      // Bound at create (decision 0048): `plain` declares no toolset, and a binding gives it kit's echo, on both doors.
+      const bound = yield* client.create({ agent: "plain", toolsets: [{ name: "kit", tools: ["echo"] }] })
+      yield* client.send(bound.id, { text: "bound" })
+      const boundEnded = yield* turnEnded(client, bound.id)
+      assert.deepStrictEqual([boundEnded.outcome, boundEnded.output], ["completed", "reader: bound"])
+      const { session: boundRemote } = yield* post("/v1/sessions", { agent: "plain", toolsets: [{ name: "kit", tools: ["echo"] }] })
+      const { turnId: boundTurn } = yield* post(`/v1/sessions/${boundRemote.id}/messages`, { text: "bound over http" })
+      const { turn: boundOver } = yield* Effect.promise(() => fetch(`${http}/v1/sessions/${boundRemote.id}/turns/${boundTurn}?wait=60`).then((r) => r.json() as Promise<any>))
+      assert.deepStrictEqual([boundOver.outcome, boundOver.output], ["completed", "reader: bound over http"])
+      // A toolset the daemon does not serve is refused on both doors, naming it, and makes no session.
+      const before = (yield* client.list({ scope: "roots", limit: 100 })).items.length
+      const refused = yield* Effect.flip(client.create({ agent: "plain", toolsets: [{ name: "nope" }] }))
+      assert.strictEqual(refused._tag, "ServerError")
+      assert.deepStrictEqual([(refused as { kind?: string }).kind, /nope/.test(refused.message)], ["invalid_payload", true])
+      const problem = yield* Effect.promise(() =>
+        fetch(`${http}/v1/sessions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ agent: "plain", toolsets: [{ name: "nope" }] }) })
+          .then(async (r) => ({ status: r.status, body: await r.json() as any })))
+      assert.deepStrictEqual([problem.status, problem.body.kind, /nope/.test(problem.body.message)], [400, "invalid_payload", true])
+      assert.strictEqual((yield* client.list({ scope: "roots", limit: 100 })).items.length, before)
+
       const ran = yield* run.await.pipe(Effect.flatten)
       assert.strictEqual(ran.code, 0, ran.stderr)
       assert.strictEqual(ran.stdout, "reader: from run\n")
@@ -182,6 +204,8 @@ describe("MCP toolsets through troupe serve --agents and troupe run --agents", (
       assert.deepStrictEqual(called().map(([, tool, args]) => `${tool} ${args}`).sort(), [
         "add {\"a\":2,\"b\":3}",
         "delete_all {}",
+        "echo {\"text\":\"bound over http\"}",
+        "echo {\"text\":\"bound\"}",
         "echo {\"text\":\"from run\"}",
         "echo {\"text\":\"hi\"}",
         "echo {\"text\":\"over http\"}",

@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import type { Effect, Option, Stream } from "effect"
+import type { ToolsetBinding } from "../../schema/Toolset.js"
 import type * as Messages from "../../protocol/Messages.js"
 import type { Budgets } from "../../schema/Budget.js"
 import type { CallbackKind, PendingCallback } from "../../schema/Callback.js"
@@ -28,6 +29,8 @@ export interface CreateOptions {
   readonly idempotencyKey?: string | undefined
   readonly budgets?: Budgets | undefined
   readonly metadata?: Readonly<Record<string, unknown>> | undefined
+  /** Toolsets bound to the session beside its agent's, by name or id (only with `tools`, those of them). */
+  readonly toolsets?: ReadonlyArray<ToolsetBinding> | undefined
 }
 
 /** Which sessions to list. */
