@@ -38,11 +38,13 @@ export const fromProblem = (problem: Problem.Problem): ServerError =>
 const reasonOf = (cause: unknown): string => {
   let at: unknown = cause
   for (let depth = 0; depth < 4 && typeof at === "object" && at !== null; depth++) {
-    const code = (at as { readonly code?: unknown }).code
+    const { code, cause: next, errors } = at as { readonly code?: unknown; readonly cause?: unknown; readonly errors?: unknown }
     if (typeof code === "string") return code
-    at = (at as { readonly cause?: unknown }).cause
+    // Happy eyeballs tries each address: its AggregateError holds one error per address.
+    at = next ?? (Array.isArray(errors) ? errors[0] : undefined)
   }
-  return cause instanceof Error ? cause.message : String(cause)
+  const innermost = (cause as { readonly cause?: unknown } | undefined)?.cause
+  return innermost instanceof Error ? innermost.message : cause instanceof Error ? cause.message : String(cause)
 }
 
 /** Any failure of a request to `address` (for `request`, the endpoint's name) as this client's error. */
