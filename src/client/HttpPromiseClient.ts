@@ -12,14 +12,14 @@
  *
  * @since 0.3.0
  */
-import { Cause, Effect, ExecutionStrategy, Exit, Scope, Stream } from "effect"
-import type { PendingCallback } from "../schema/Callback.js"
+import { Cause, Effect, ExecutionStrategy, Exit, Option, Scope, Stream } from "effect"
+import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import type { Snapshot } from "../schema/Event.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { Session } from "../schema/Session.js"
 import type { HttpSessionClientError } from "./http/Errors.js"
 import * as HttpSessionClient from "./HttpSessionClient.js"
-import { EventIterator } from "./PromiseClient.js"
+import { CallbackProvider, EventIterator, type PromiseHandler } from "./PromiseClient.js"
 import type {
   Accepted,
   AgentInfo,
@@ -45,7 +45,7 @@ const runPromise = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
 /**
  * The Promise API of the HTTP client: the same operations as
  * `PromiseClient` where both have them, and `update`, `awaitTurn` and
- * `callbacks`. `disconnect()` ends every open event iterator.
+ * `callbacks`. `disconnect()` ends every open event iterator and provider.
  */
 export class HttpPromiseClient {
   private constructor(
@@ -150,7 +150,16 @@ export class HttpPromiseClient {
     }))
   }
 
-  /** Ends every event iterator of this client. Idempotent. */
+  /** Serves callbacks of `kinds` in the session's tree with `handler` until `stop()`. */
+  provideCallbacks(sessionId: SessionId, kinds: ReadonlyArray<CallbackKind>, handler: PromiseHandler): CallbackProvider {
+    const provider = this.client.provideCallbacks(sessionId, kinds, (callback) =>
+      Effect.tryPromise({ try: async () => handler(callback), catch: (error) => error }).pipe(
+        Effect.map((result) => (result === undefined ? Option.none() : Option.some(result)))
+      ))
+    return new CallbackProvider(Effect.runSync(Effect.forkIn(provider, this.scope)))
+  }
+
+  /** Ends every event iterator and callback provider of this client. Idempotent. */
   disconnect(): Promise<void> {
     return runPromise(Scope.close(this.scope, Exit.void))
   }

@@ -8,8 +8,9 @@
  * the same error kinds (`SessionsApi`: `create`, `list`, `get`, `send`,
  * `interrupt`, `rename`, `archive`, `close`, `children`, `tree`, `snapshot`,
  * `events`, `answerCallback`, `agents`), and what only HTTP has: `update`
- * (title and archived at once), `awaitTurn` (a bounded long-poll) and
- * `callbacks` (a session's pending callbacks).
+ * (title and archived at once), `awaitTurn` (a bounded long-poll),
+ * `callbacks` (a session's pending callbacks) and `provideCallbacks` (the
+ * provider stream, as the socket client's).
  *
  * - Errors: a problem+json answer is a `ServerError` of its `kind`, as a
  *   `core.error` is on the socket; a daemon that cannot be reached is a
@@ -32,12 +33,13 @@ import { Effect } from "effect"
 import { Api } from "../http/Api.js"
 import type * as Http from "../http/Api.js"
 import type * as Messages from "../protocol/Messages.js"
-import type { PendingCallback } from "../schema/Callback.js"
+import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { ListScope, Session } from "../schema/Session.js"
-import { type HttpSessionClientError, toClientError } from "./http/Errors.js"
+import { type ApiFailure, type HttpSessionClientError, toClientError } from "./http/Errors.js"
+import * as Callbacks from "./http/Callbacks.js"
 import * as EventStream from "./http/EventStream.js"
-import type { ListOptions, SessionsApi } from "./session/Api.js"
+import type { Handler, ListOptions, SessionsApi } from "./session/Api.js"
 import { type ReconnectOptions, reconnectSchedule } from "./session/Reconnect.js"
 
 export { type HttpSessionClientError } from "./http/Errors.js"
@@ -75,6 +77,12 @@ export interface HttpSessionClient extends SessionsApi<HttpSessionClientError> {
   ) => Effect.Effect<TurnAnswer, HttpSessionClientError>
   /** The session's pending callbacks. */
   readonly callbacks: (sessionId: SessionId) => Effect.Effect<ReadonlyArray<PendingCallback>, HttpSessionClientError>
+  /** Serves callbacks of `kinds` in the session's tree until interrupted, or until the server ends it (`callbacks/stream`). */
+  readonly provideCallbacks: <E>(
+    sessionId: SessionId,
+    kinds: ReadonlyArray<CallbackKind>,
+    handler: Handler<E>
+  ) => Effect.Effect<void, E | HttpSessionClientError>
 }
 
 /** A list scope as the query string writes it. */
@@ -102,9 +110,9 @@ export const make = (url: string, options: HttpOptions = {}): Effect.Effect<Http
     const api = yield* HttpApiClient.makeWith(Api, { httpClient: http })
     const reconnect = options.reconnect === false ? undefined : reconnectSchedule(options.reconnect)
     /** A call of endpoint `name`, its failures as this client's errors. */
-    const call = <A, E>(name: string, effect: Effect.Effect<A, E>) =>
-      Effect.mapError(effect, (error) => toClientError(base, name)(error as Parameters<ReturnType<typeof toClientError>>[0]))
-    const session = <E>(name: string, effect: Effect.Effect<{ readonly session: Session }, E>) =>
+    const call = <A>(name: string, effect: Effect.Effect<A, ApiFailure>) =>
+      Effect.mapError(effect, toClientError(base, name))
+    const session = (name: string, effect: Effect.Effect<{ readonly session: Session }, ApiFailure>) =>
       Effect.map(call(name, effect), (answer) => answer.session)
     const update = (sessionId: SessionId, payload: UpdateOptions) =>
       session("update", api.sessions.update({ path: { id: sessionId }, payload }))
@@ -153,7 +161,9 @@ export const make = (url: string, options: HttpOptions = {}): Effect.Effect<Http
           path: { id: sessionId, callbackId: answer.callbackId },
           payload: { result: answer.result as typeof Messages.JsonData.Type, turnId: answer.turnId, operationId: answer.operationId }
         }))),
-      events: (sessionId, o = {}) => EventStream.events(http, base, sessionId, o, reconnect)
+      events: (sessionId, o = {}) => EventStream.events(http, base, sessionId, o, reconnect),
+      provideCallbacks: (sessionId, kinds, handler) =>
+        Callbacks.provide(http, base, sessionId, kinds, handler, client.answerCallback, reconnect)
     }
     return client
   }).pipe(Effect.provide(FetchHttpClient.layer))

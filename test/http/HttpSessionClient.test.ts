@@ -1,13 +1,14 @@
 /**
  * The typed HTTP client (`HttpSessionClient`, `HttpPromiseClient`) against
- * an in-process daemon on memory: every endpoint through the client, with
+ * an in-process daemon on memory: every endpoint through the client (the
+ * callback provider stream too), with
  * problem answers as `ServerError`s of the socket's kinds; an event stream
  * whose connection is cut mid-event resumes by `Last-Event-ID` and delivers
  * every event exactly once; a record kind and a field this client does not
  * know pass through.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Stream } from "effect"
+import { Chunk, Deferred, Effect, Fiber, Option, Stream } from "effect"
 import { type AddressInfo, createServer } from "node:net"
 import * as ForwardCompatible from "../../src/client/ForwardCompatible.js"
 import * as HttpPromiseClient from "../../src/client/HttpPromiseClient.js"
@@ -52,11 +53,19 @@ describe("HttpSessionClient", () => {
       assert.strictEqual(pending.length, 1)
       const running = yield* client.awaitTurn(session.id, sent.turnId!)
       assert.deepStrictEqual(running, { status: "running" })
-      yield* client.answerCallback(session.id, { callbackId: pending[0]!.callbackId, result: { decision: "approve" } })
-      const stale = yield* Effect.flip(client.answerCallback(session.id, { callbackId: pending[0]!.callbackId, result: { decision: "deny" } }))
-      assert.strictEqual(kindOf(stale), "stale_callback")
+      // A provider on the callback stream is offered the open approval and approves it.
+      const offered: Array<string> = []
+      const provider = yield* client.provideCallbacks(session.id, ["approval"], (callback) =>
+        Effect.sync(() => {
+          offered.push(callback.callbackId)
+          return Option.some({ decision: "approve" })
+        })).pipe(Effect.fork)
       const ended = yield* client.awaitTurn(session.id, sent.turnId!, { wait: 10 })
       assert.isTrue("turn" in ended && ended.turn.outcome === "completed" && ended.turn.output === "done")
+      yield* Fiber.interrupt(provider)
+      assert.deepStrictEqual(offered, [pending[0]!.callbackId])
+      const stale = yield* Effect.flip(client.answerCallback(session.id, { callbackId: pending[0]!.callbackId, result: { decision: "deny" } }))
+      assert.strictEqual(kindOf(stale), "stale_callback")
 
       const snapshot = yield* client.snapshot(session.id)
       const replay = yield* Stream.runCollect(client.events(session.id, { follow: false }))

@@ -12,7 +12,7 @@
  *
  * @since 0.3.0
  */
-import type { HttpClientError } from "@effect/platform"
+import type { HttpApiError, HttpClientError } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
 import * as Problem from "../../http/Problem.js"
 import { ErrorKind } from "../../protocol/ProtocolError.js"
@@ -47,10 +47,13 @@ const reasonOf = (cause: unknown): string => {
   return innermost instanceof Error ? innermost.message : cause instanceof Error ? cause.message : String(cause)
 }
 
+/** What a call of the API's client fails with before it is this client's error. */
+export type ApiFailure = Problem.Problem | HttpApiError.HttpApiDecodeError | HttpClientError.HttpClientError | ParseResult.ParseError
+
 /** Any failure of a request to `address` (for `request`, the endpoint's name) as this client's error. */
 export const toClientError = (address: string, request: string) =>
 (
-  error: Problem.Problem | HttpClientError.HttpClientError | ParseResult.ParseError | HttpSessionClientError
+  error: ApiFailure | HttpSessionClientError
 ): HttpSessionClientError => {
   if (Problem.isProblem(error)) return fromProblem(error)
   if (ParseResult.isParseError(error)) return new UnexpectedAnswer({ request, reason: error.message })
@@ -64,6 +67,9 @@ export const toClientError = (address: string, request: string) =>
       return error.reason === "Decode" && error.response.status < 300
         ? new Closed({ reason: reasonOf(error.cause) })
         : new UnexpectedAnswer({ request, reason: `status ${error.response.status}: ${error.message}` })
+    case "HttpApiDecodeError":
+      // The API's own answer to a request it could not decode (the daemon answers a problem instead; a plain HttpApi server may not).
+      return new ServerError({ kind: "invalid_payload", message: error.message })
     default:
       return error
   }

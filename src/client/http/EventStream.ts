@@ -29,7 +29,7 @@ import { UnexpectedAnswer } from "../session/Errors.js"
 import { fromProblem, type HttpSessionClientError, toClientError } from "./Errors.js"
 
 /** A failure after which the stream is asked for again (a drop, a drain, a slow consumer); `error` if it may not be. */
-class Dropped {
+export class Dropped {
   readonly _tag = "Dropped"
   constructor(readonly error: HttpSessionClientError) {}
 }
@@ -81,12 +81,8 @@ const skip: Step = { _tag: "skip" }
 
 /** One SSE event as a step. */
 const stepOf = (event: Sse.Event): Either.Either<Step, HttpSessionClientError> => {
-  if (event.event === "end") {
-    const end = decodeEnd(event.data)
-    const reason = Either.isRight(end) ? end.right.reason : "closed"
-    // slow_consumer: it could not keep up; shutdown: the daemon drains (another may take over the store).
-    return Either.right({ _tag: "end", resume: reason === "slow_consumer" || reason === "shutdown" })
-  }
+  // slow_consumer: it could not keep up; shutdown: the daemon drains (another may take over the store).
+  if (event.event === "end") return Either.right({ _tag: "end", resume: endOf(event).resume })
   const data = parseJson(event.data)
   if (Either.isLeft(data)) return Either.left(new UnexpectedAnswer({ request: "events", reason: `event ${event.event}: ${data.left}` }))
   if (event.event === "error") {
@@ -99,6 +95,63 @@ const stepOf = (event: Sse.Event): Either.Either<Step, HttpSessionClientError> =
   return Either.isRight(frame)
     ? Either.right({ _tag: "frame", frame: frame.right })
     : Either.left(new UnexpectedAnswer({ request: "events", reason: `event ${event.event}: ${frame.left.message}` }))
+}
+
+/**
+ * One Server-Sent Events request: its events, failing `Dropped` (worth
+ * another request) when the daemon cannot be reached, is draining (503) or
+ * cuts the answer off; another problem answer fails with its `ServerError`.
+ */
+export const open = (
+  http: HttpClient.HttpClient,
+  address: string,
+  name: string,
+  request: HttpClientRequest.HttpClientRequest
+): Stream.Stream<Sse.Event, HttpSessionClientError | Dropped> =>
+  Stream.unwrap(Effect.gen(function*() {
+    const toError = toClientError(address, name)
+    const response = yield* http.execute(HttpClientRequest.setHeader(request, "accept", "text/event-stream")).pipe(
+      Effect.mapError((error): HttpSessionClientError | Dropped => {
+        const failure = toError(error)
+        return failure._tag === "ConnectError" ? new Dropped(failure) : failure
+      })
+    )
+    if (response.status !== 200) {
+      return yield* problemAnswer(address, name, response).pipe(
+        Effect.mapError((error): HttpSessionClientError | Dropped =>
+          error._tag === "ServerError" && response.status === 503 ? new Dropped(error) : error
+        )
+      )
+    }
+    // One parser per answer: a reconnect starts clean, whatever partial event the drop left behind.
+    const parser = new Sse.Parser()
+    return response.stream.pipe(
+      Stream.decodeText(),
+      Stream.mapConcat((text) => parser.push(text)),
+      Stream.mapError((error): HttpSessionClientError | Dropped => new Dropped(toError(error)))
+    )
+  }))
+
+/** The reason of an `event: end`, and whether to ask again after it (`slow_consumer`, `shutdown`). */
+export const endOf = (event: Sse.Event): { readonly reason: string; readonly resume: boolean } => {
+  const end = decodeEnd(event.data)
+  const reason = Either.isRight(end) ? end.right.reason : "closed"
+  return { reason, resume: reason === "slow_consumer" || reason === "shutdown" }
+}
+
+/** The failure after a stream that ended without its final `end` (`ended` undefined) or with one to resume after. */
+export const notFinal = (ended: boolean | undefined) =>
+  new Dropped(new Closed({ reason: ended === undefined ? "the stream was cut off" : "the server ended the stream; resuming" }))
+
+/** `stream`, asked for again after each `Dropped` as `reconnect` allows (`undefined`: never); the last drop's error at the end. */
+export const retrying = <A, E>(
+  stream: Stream.Stream<A, E | Dropped>,
+  reconnect: Schedule.Schedule<unknown> | undefined
+): Stream.Stream<A, E | HttpSessionClientError> => {
+  const retried = reconnect === undefined
+    ? stream
+    : Stream.retry(stream, Schedule.intersect(Schedule.recurWhile((error: E | Dropped) => error instanceof Dropped), reconnect))
+  return Stream.mapError(retried, (error): E | HttpSessionClientError => (error instanceof Dropped ? error.error : error as E))
 }
 
 /**
@@ -116,44 +169,25 @@ export const events = (
   Stream.suspend(() => {
     let last = options.after ?? 0
     let resuming = false
-    const toError = toClientError(address, "events")
 
     /** One request: its frames, then a failure `Dropped` unless the server ended it for good. */
-    const once: Stream.Stream<EventFrame, HttpSessionClientError | Dropped> = Stream.unwrap(Effect.gen(function*() {
+    const once = Stream.suspend(() => {
       let request = HttpClientRequest.get(eventsPath.replace(":id", encodeURIComponent(sessionId))).pipe(
         HttpClientRequest.setUrlParams({
           after: String(last),
           volatile: String(options.volatile ?? false),
           follow: String(options.follow ?? true)
-        }),
-        HttpClientRequest.setHeader("accept", "text/event-stream")
+        })
       )
       // What a reconnecting EventSource sends: it wins over `after` on the server.
       if (resuming) request = HttpClientRequest.setHeader(request, "last-event-id", String(last))
       resuming = true
-      const response = yield* http.execute(request).pipe(
-        Effect.mapError((error): HttpSessionClientError | Dropped => {
-          const failure = toError(error)
-          return failure._tag === "ConnectError" ? new Dropped(failure) : failure
-        })
-      )
-      if (response.status !== 200) {
-        return yield* problemAnswer(address, "events", response).pipe(
-          Effect.mapError((error): HttpSessionClientError | Dropped =>
-            error._tag === "ServerError" && response.status === 503 ? new Dropped(error) : error
-          )
-        )
-      }
-      const parser = new Sse.Parser()
-      let ended: Step | undefined
-      const frames = response.stream.pipe(
-        Stream.decodeText(),
-        Stream.mapConcat((text) => parser.push(text)),
-        Stream.mapError((error): HttpSessionClientError | Dropped => new Dropped(toError(error))),
+      let resume: boolean | undefined
+      const frames = open(http, address, "events", request).pipe(
         Stream.mapEffect((event) => stepOf(event)),
         Stream.takeUntil((step) => step._tag === "end"),
         Stream.filterMap((step) => {
-          if (step._tag === "end") ended = step
+          if (step._tag === "end") resume = step.resume
           if (step._tag !== "frame") return Option.none()
           const cursor = step.frame.cursor
           if (cursor !== undefined) {
@@ -163,18 +197,7 @@ export const events = (
           return Option.some(step.frame)
         })
       )
-      return Stream.concat(
-        frames,
-        Stream.suspend(() =>
-          ended !== undefined && ended._tag === "end" && !ended.resume
-            ? Stream.empty
-            : Stream.fail(new Dropped(new Closed({ reason: ended === undefined ? "the event stream was cut off" : "the server ended the stream; resuming" })))
-        )
-      )
-    }))
-
-    const retried = reconnect === undefined
-      ? once
-      : Stream.retry(once, Schedule.intersect(Schedule.recurWhile((error: HttpSessionClientError | Dropped) => error instanceof Dropped), reconnect))
-    return Stream.mapError(retried, (error) => (error instanceof Dropped ? error.error : error))
+      return Stream.concat(frames, Stream.suspend(() => (resume === false ? Stream.empty : Stream.fail(notFinal(resume)))))
+    })
+    return retrying(once, reconnect)
   })
