@@ -5,10 +5,12 @@
  * over HTTP, with `--token` (or `TROUPE_TOKEN`) when the listener is not
  * trusted-local. This is the one place the transport is chosen: the
  * commands see a `SessionsApi`, which the socket client and the HTTP client
- * both are, failing with the same error kinds. A client run with `TROUPE_TELEMETRY_ENABLED=false`
- * asks the daemon to keep the events it causes out of analytics. A dropped
- * connection is opened again, so `sessions events --follow` survives a
- * daemon restart and resumes after the last event it printed.
+ * both are, failing with the same error kinds. A socket client run with
+ * `TROUPE_TELEMETRY_ENABLED=false` asks the daemon to keep the events it
+ * causes out of analytics. A dropped connection is opened again (an HTTP
+ * event stream is asked for again with `Last-Event-ID`), so `sessions
+ * events --follow` survives a daemon restart and resumes after the last
+ * event it printed.
  *
  * Failures become exit codes: a daemon that cannot be reached is 3, a
  * request it refuses (`core.error`) is 4.
