@@ -46,6 +46,10 @@ export * as Frame from "./protocol/Frame.js"
 export * as Guardrails from "./services/Guardrails.js"
 /** The connection handshake: the id range preamble and `core.ready`. */
 export * as Handshake from "./protocol/Handshake.js"
+/** The Promise API of `HttpSessionClient`, for plain TypeScript (`await HttpPromiseClient.connect(url)`). */
+export * as HttpPromiseClient from "./client/HttpPromiseClient.js"
+/** The typed HTTP client: the `Sessions` API of a remote daemon over HTTP, from the same `HttpApi` it serves (Effect API). */
+export * as HttpSessionClient from "./client/HttpSessionClient.js"
 /** Branded identifiers, `<prefix>_<ulid>`. */
 export * as Ids from "./schema/Ids.js"
 /** Commands admitted durably through a session's inbox before they are acted on. */

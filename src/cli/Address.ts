@@ -2,7 +2,7 @@
  * Where a daemon listens, as the command line says it: `--name NAME` (the
  * socket `Naming.socketPath(NAME)` under `$TROUPE_HOME`), `--socket PATH`,
  * `--tcp HOST:PORT`. `troupe serve` listens there; the client commands
- * connect there. With none of them, both sides use the daemon named
+ * connect there, or to an HTTP listener with `--url http://HOST:PORT`. With none of them, both sides use the daemon named
  * `default`.
  *
  * @since 0.1.0
@@ -62,6 +62,31 @@ export const tcp: Options.Options<Option.Option<HostPort>> = Options.text("tcp")
   Options.withDescription("A TCP address (port 0 picks a free one when serving). TCP peers always need a token."),
   Options.mapEffect((text) =>
     Either.match(parseHostPort(text), { onLeft: (reason) => Effect.fail(invalid(`--tcp: ${reason}`)), onRight: Effect.succeed })
+  ),
+  Options.optional
+)
+
+/** Parses an `http://` or `https://` base URL. */
+export const parseUrl = (text: string): Either.Either<string, string> => {
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    return Either.left(`${JSON.stringify(text)}: expected http://HOST:PORT`)
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    return Either.left(`${JSON.stringify(text)}: expected an http:// or https:// URL`)
+  }
+  // The API lives under /v1 of the listener's root: a path given here would be a mistake, not a prefix.
+  return Either.right(url.origin)
+}
+
+/** `--url http://HOST:PORT`: a daemon's HTTP listener (`troupe serve --http`). */
+export const url: Options.Options<Option.Option<string>> = Options.text("url").pipe(
+  Options.withPseudoName("URL"),
+  Options.withDescription("A daemon's HTTP listener (troupe serve --http HOST:PORT), instead of its socket."),
+  Options.mapEffect((text) =>
+    Either.match(parseUrl(text), { onLeft: (reason) => Effect.fail(invalid(`--url: ${reason}`)), onRight: Effect.succeed })
   ),
   Options.optional
 )

@@ -1,11 +1,16 @@
 /**
  * How the client commands (`troupe sessions …`, `troupe agents`) reach a
  * running daemon: `--name NAME` (default `default`), `--socket PATH` or
- * `--tcp HOST:PORT`, with `--token` (or `TROUPE_TOKEN`) when the listener
- * is not trusted-local. A client run with `TROUPE_TELEMETRY_ENABLED=false`
- * asks the daemon to keep the events it causes out of analytics. A dropped
- * connection is opened again, so `sessions events --follow` survives a
- * daemon restart and resumes after the last event it printed.
+ * `--tcp HOST:PORT` over the socket protocol, or `--url http://HOST:PORT`
+ * over HTTP, with `--token` (or `TROUPE_TOKEN`) when the listener is not
+ * trusted-local. This is the one place the transport is chosen: the
+ * commands see a `SessionsApi`, which the socket client and the HTTP client
+ * both are, failing with the same error kinds. A socket client run with
+ * `TROUPE_TELEMETRY_ENABLED=false` asks the daemon to keep the events it
+ * causes out of analytics. A dropped connection is opened again (an HTTP
+ * event stream is asked for again with `Last-Event-ID`), so `sessions
+ * events --follow` survives a daemon restart and resumes after the last
+ * event it printed.
  *
  * Failures become exit codes: a daemon that cannot be reached is 3, a
  * request it refuses (`core.error`) is 4.
@@ -15,6 +20,7 @@
 import { Options } from "@effect/cli"
 import { Config, Effect, Option, Redacted, type Scope } from "effect"
 import type * as AgentClient from "../client/AgentClient.js"
+import * as HttpSessionClient from "../client/HttpSessionClient.js"
 import * as SessionClient from "../client/SessionClient.js"
 import * as Listener from "../server/Listener.js"
 import * as Address from "./Address.js"
@@ -25,6 +31,7 @@ export const options = {
   name: Address.name,
   socket: Address.socket,
   tcp: Address.tcp,
+  url: Address.url,
   token: Options.redacted("token").pipe(
     Options.withPseudoName("TOKEN"),
     Options.withDescription("The token to authenticate with (default: $TROUPE_TOKEN; none is needed on the local socket)."),
@@ -38,11 +45,18 @@ export interface ConnectOptions {
   readonly name: Option.Option<string>
   readonly socket: Option.Option<string>
   readonly tcp: Option.Option<Address.HostPort>
+  readonly url: Option.Option<string>
   readonly token: Option.Option<Redacted.Redacted>
 }
 
+/** What a call fails with, over either transport. */
+export type CallError = SessionClient.SessionClientError | HttpSessionClient.HttpSessionClientError
+
+/** The sessions API the commands use, whichever transport is under it. */
+export type Remote = SessionClient.SessionsApi<CallError>
+
 /** Anything connecting or calling can fail with. */
-export type ClientFailure = AgentClient.ConnectFailure | SessionClient.SessionClientError
+export type ClientFailure = AgentClient.ConnectFailure | CallError
 
 /** The exit a client error causes, with a one-line message. */
 export const failure = (error: ClientFailure, address: string, hasToken = false): ExitCode.CliFailure => {
@@ -50,7 +64,7 @@ export const failure = (error: ClientFailure, address: string, hasToken = false)
     case "ConnectError":
       return ExitCode.unreachable(
         error.reason === "ENOENT" || error.reason === "ECONNREFUSED"
-          ? `no daemon is listening on ${address} (${error.reason}); start one with \`troupe serve\``
+          ? `no daemon is listening on ${address} (${error.reason}); start one with \`troupe serve${address.startsWith("http") ? " --http HOST:PORT" : ""}\``
           : error.message
       )
     case "HandshakeError":
@@ -78,12 +92,12 @@ export const failure = (error: ClientFailure, address: string, hasToken = false)
 
 /** A connected client, and the address it reached (for messages). */
 export interface Connected {
-  readonly client: SessionClient.SessionClient
+  readonly client: Remote
   readonly address: string
   /** The connection options to repeat in a command this one suggests (`--tcp 127.0.0.1:7000 --token "$TROUPE_TOKEN"`; never the token itself). */
   readonly flags: string
   /** Maps a failure of a call on this client to its exit. */
-  readonly fail: (error: SessionClient.SessionClientError) => ExitCode.CliFailure
+  readonly fail: (error: CallError) => ExitCode.CliFailure
 }
 
 /** The connection options of `o`, as words to repeat in a suggested command (the token stays in its variable). */
@@ -92,6 +106,7 @@ export const flagsOf = (o: ConnectOptions): string =>
     ...Option.toArray(Option.map(o.name, (name) => `--name ${name}`)),
     ...Option.toArray(Option.map(o.socket, (path) => `--socket ${path}`)),
     ...Option.toArray(Option.map(o.tcp, ({ host, port }) => `--tcp ${host.includes(":") ? `[${host}]` : host}:${port}`)),
+    ...Option.toArray(Option.map(o.url, (url) => `--url ${url}`)),
     ...(Option.isSome(o.token) ? [`--token "$TROUPE_TOKEN"`] : [])
   ].join(" ")
 
@@ -99,10 +114,17 @@ export const flagsOf = (o: ConnectOptions): string =>
 export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.CliFailure, Scope.Scope> =>
   Effect.gen(function*() {
     const unix = yield* Address.unixPath(o)
-    if (Option.isSome(unix) && Option.isSome(o.tcp)) {
-      return yield* Effect.fail(ExitCode.usage("give one of --name, --socket and --tcp"))
+    if ([Option.isSome(unix), Option.isSome(o.tcp), Option.isSome(o.url)].filter(Boolean).length > 1) {
+      return yield* Effect.fail(ExitCode.usage("give one of --name, --socket, --tcp and --url"))
     }
     const token = Option.map(o.token, Redacted.value)
+    const hasToken = Option.isSome(token)
+    if (Option.isSome(o.url)) {
+      // HTTP holds no connection: the first call finds out whether the daemon is there.
+      const address = o.url.value
+      const client = yield* HttpSessionClient.make(address, Option.isSome(token) ? { token: token.value } : {})
+      return { client, address, flags: flagsOf(o), fail: (error: CallError) => failure(error, address, hasToken) }
+    }
     // SessionClient says hello with the token, and tells the daemon when this client's telemetry is
     // off; a dropped connection (a restarted daemon under `events --follow`) is opened again.
     const clientOptions: SessionClient.ConnectOptions = {
@@ -120,7 +142,6 @@ export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.Cl
       address = Listener.formatAddress({ _tag: "Unix", path })
       connecting = SessionClient.connect(path, clientOptions)
     }
-    const hasToken = Option.isSome(token)
     const client = yield* connecting.pipe(Effect.mapError((error) => failure(error, address, hasToken)))
     return { client, address, flags: flagsOf(o), fail: (error) => failure(error, address, hasToken) }
   })

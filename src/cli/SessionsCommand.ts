@@ -1,7 +1,8 @@
 /**
  * `troupe sessions …` and `troupe agents`: a client of a running daemon
- * (`SessionClient` over its socket; see `Connect` for `--name`, `--socket`,
- * `--tcp` and `--token`).
+ * (`SessionClient` over its socket, or `HttpSessionClient` over its HTTP
+ * listener; see `Connect` for `--name`, `--socket`, `--tcp`, `--url` and
+ * `--token`).
  *
  * | command | does |
  * | --- | --- |

@@ -53,14 +53,14 @@ export type PromiseHandler = (callback: PendingCallback) => unknown | Promise<un
  * that resumes by itself as `events` does. Leaving early (`break`, `close()`)
  * sends `session.events.cancel`.
  */
-export class EventIterator implements AsyncIterableIterator<EventFrame> {
+export class EventIterator<E = SessionClientError> implements AsyncIterableIterator<EventFrame> {
   private buffer: ReadonlyArray<EventFrame> = []
   private index = 0
   private finished = false
 
   /** @internal */
   constructor(
-    private readonly pull: Effect.Effect<Chunk.Chunk<EventFrame>, Option.Option<SessionClientError>>,
+    private readonly pull: Effect.Effect<Chunk.Chunk<EventFrame>, Option.Option<E>>,
     private readonly scope: Scope.CloseableScope
   ) {}
 

@@ -69,6 +69,7 @@ export type {
   SendOptions,
   SessionClient,
   SessionPage,
+  SessionsApi,
   SessionTree
 } from "./session/Api.js"
 export { make } from "./session/Client.js"

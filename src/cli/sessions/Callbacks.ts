@@ -11,7 +11,7 @@ import type { CallbackOpened } from "../../schema/Record.js"
 import * as EventFormat from "../EventFormat.js"
 
 /** The callbacks still open in a session's log (replayed: the wire has no list of them). */
-export const openCallbacks = (client: SessionClient.SessionClient, id: SessionId) =>
+export const openCallbacks = <E>(client: SessionClient.SessionsApi<E>, id: SessionId) =>
   client.events(id, { follow: false }).pipe(
     Stream.runFold(new Map<string, CallbackOpened>(), (open, frame) => {
       const event = frame.event

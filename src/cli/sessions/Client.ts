@@ -6,14 +6,13 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import type * as SessionClient from "../../client/SessionClient.js"
 import * as Connect from "../Connect.js"
 import type * as ExitCode from "../ExitCode.js"
 
 /** Runs a client command: connect, act, map errors to exits. */
 export const withClient = <A>(
   o: Connect.ConnectOptions,
-  body: (connected: Connect.Connected) => Effect.Effect<A, SessionClient.SessionClientError | ExitCode.CliFailure>
+  body: (connected: Connect.Connected) => Effect.Effect<A, Connect.CallError | ExitCode.CliFailure>
 ): Effect.Effect<A, ExitCode.CliFailure> =>
   Effect.scoped(Effect.gen(function*() {
     const connected = yield* Connect.connect(o)

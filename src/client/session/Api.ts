@@ -96,6 +96,35 @@ export interface ChildrenOptions {
 /** A provider's handler: `Some(result)` answers, `None` leaves the callback to others. */
 export type Handler<E = never> = (callback: PendingCallback) => Effect.Effect<Option.Option<unknown>, E>
 
+/**
+ * What every transport offers, whatever it fails with: the socket client
+ * (`SessionClient`) and the HTTP client (`HttpSessionClient`) both are one,
+ * so a caller that only reads and drives sessions (the CLI's `sessions`
+ * commands) takes this and leaves the choice of transport to one place.
+ */
+export interface SessionsApi<E> {
+  /** The agents the daemon serves. */
+  readonly agents: Effect.Effect<ReadonlyArray<AgentInfo>, E>
+  readonly create: (options: CreateOptions) => Effect.Effect<Session, E>
+  readonly get: (sessionId: SessionId) => Effect.Effect<Session, E>
+  readonly list: (options?: ListOptions) => Effect.Effect<SessionPage, E>
+  readonly send: (sessionId: SessionId, options: SendOptions) => Effect.Effect<Accepted, E>
+  /** Interrupts exactly `expectedTurnId`; another running turn is `turn_mismatch`. */
+  readonly interrupt: (sessionId: SessionId, expectedTurnId: TurnId, reason?: string) => Effect.Effect<Interrupted, E>
+  readonly rename: (sessionId: SessionId, title: string) => Effect.Effect<Session, E>
+  readonly archive: (sessionId: SessionId, archived: boolean) => Effect.Effect<Session, E>
+  readonly close: (sessionId: SessionId) => Effect.Effect<Session, E>
+  /** The session's direct children, newest first, archived included. */
+  readonly children: (sessionId: SessionId, options?: ChildrenOptions) => Effect.Effect<ChildrenPage, E>
+  /** The session and every session below it, at most 10,000. */
+  readonly tree: (sessionId: SessionId, options?: { readonly includeArchived?: boolean | undefined }) => Effect.Effect<SessionTree, E>
+  /** The session with its cursor and pending work. */
+  readonly snapshot: (sessionId: SessionId) => Effect.Effect<Snapshot, E>
+  /** The session's events after `after`, then live ones, resumed by itself after a drop. */
+  readonly events: (sessionId: SessionId, options?: EventOptions) => Stream.Stream<EventFrame, E>
+  readonly answerCallback: (sessionId: SessionId, answer: AnswerOptions) => Effect.Effect<void, E>
+}
+
 /** The typed API of one connection. */
 export interface SessionClient {
   /** The raw connection underneath. */
