@@ -29,7 +29,7 @@
  *     [--sync normal,full] [--pg-turns 300]
  */
 import Database from "better-sqlite3"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, RuntimeFlags, RuntimeFlagsPatch, Supervisor } from "effect"
 import { copyFileSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -48,7 +48,7 @@ const turns = Number(arg("turns", "1000"))
 const pgTurns = Number(arg("pg-turns", "300"))
 const warmup = Number(arg("warmup", "300"))
 const rounds = Number(arg("rounds", "3"))
-const only = new Set(arg("only", "sqlite,pg,memory").split(","))
+const only = new Set(arg("only", "steps,memory,sqlite,pg").split(","))
 const syncs = arg("sync", "normal,full").split(",") as Array<SqliteSessionStore.Synchronous>
 
 // ---- troupe's warm tool turn (bench/tools.ts's sequential turn) ---------------------------
@@ -330,12 +330,55 @@ const memory = async () => {
   return upperMedian(cpu)
 }
 
+// ---- Effect steps ---------------------------------------------------------------------------
+
+/** Counts every Effect step (op) run by a fiber that carries it, once op supervision is on. */
+class StepCounter extends Supervisor.AbstractSupervisor<number> {
+  steps = 0
+  get value() {
+    return Effect.sync(() => this.steps)
+  }
+  override onEffect() {
+    this.steps++
+  }
+}
+
+/**
+ * Effect steps per warm tool turn and per short session (create + one tool turn), on the memory
+ * store, counted by a `Supervisor` with op supervision over the runtime and everything it forks
+ * (caller, host, actor and turn fibers). A run of its own: counting slows every step.
+ */
+const steps = async () => {
+  const counter = new StepCounter()
+  const sessionsCount = 50
+  const counted = Effect.gen(function*() {
+    const sessions = yield* Sessions
+    const short = Effect.gen(function*() {
+      const session = yield* sessions.create(principal, { agent })
+      const accepted = yield* sessions.send(principal, session.id, { text: "hello" })
+      yield* sessions.awaitTurn(principal, session.id, accepted.turnId!, { after: accepted.cursor! - 1 })
+    })
+    for (let i = 0; i < 50; i++) yield* short
+    const s0 = counter.steps
+    for (let i = 0; i < sessionsCount; i++) yield* short
+    const perSession = (counter.steps - s0) / sessionsCount
+    let w0 = 0
+    yield* turnLoop(50, 200, { between: async () => void (w0 = counter.steps) })
+    return { perSession, perTurn: (counter.steps - w0) / 200 }
+  }).pipe(Effect.provide(Troupe.layer(MemorySessionStore.layer, runtimeOptions)))
+  const { perSession, perTurn } = await Effect.runPromise(
+    Effect.supervised(Effect.withRuntimeFlagsPatch(counted, RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)), counter)
+  )
+  console.log(`\nEffect steps (memory store): ${perTurn.toFixed(0)} per warm tool turn, ${perSession.toFixed(0)} per short session (create + 1 tool turn)`)
+}
+
 const main = async () => {
   console.log(`node ${process.version}, load average ${loadAverage()}`)
   const dir = mkdtempSync(join(tmpdir(), "troupe-floor-"))
   try {
     // A throw-away warm-up of the JIT on both paths before anything is measured.
     await runTurns(Troupe.layerSqlite({ filename: join(dir, "jit.db") }, runtimeOptions), 0, warmup)
+    if (only.has("steps")) await steps()
     const memoryCpu = only.has("memory") ? await memory() : undefined
     const bySync: Array<[string, Awaited<ReturnType<typeof sqlite>>]> = []
     if (only.has("sqlite")) for (const sync of syncs) bySync.push([sync, await sqlite(dir, sync)])
