@@ -26,7 +26,7 @@
  * Memory store: troupe's own CPU per warm turn with no SQL at all (aim ≤ 0.35 ms).
  *
  *   node bench/run.mjs floor [--turns 1000] [--warmup 300] [--rounds 3] [--only sqlite,pg,memory]
- *     [--sync normal,full] [--pg-turns 300]
+ *     [--sync normal,full] [--pg-turns 300] [--pg-connections 10]
  */
 import Database from "better-sqlite3"
 import { Effect, Layer, RuntimeFlags, RuntimeFlagsPatch, Supervisor } from "effect"
@@ -42,13 +42,14 @@ import type * as Model from "../src/services/Model.js"
 import { Sessions } from "../src/services/Sessions.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
-import { arg, benchPrincipal as principal, cpuMicros, echo, loadAverage, upperMedian, withPgSchema } from "./support.js"
+import { arg, benchPrincipal as principal, echo, loadAverage, upperMedian, withPgSchema } from "./support.js"
 
 const turns = Number(arg("turns", "1000"))
 const pgTurns = Number(arg("pg-turns", "300"))
 const warmup = Number(arg("warmup", "300"))
 const rounds = Number(arg("rounds", "3"))
 const only = new Set(arg("only", "steps,memory,sqlite,pg").split(","))
+const pgConnections = Number(arg("pg-connections", "10"))
 const syncs = arg("sync", "normal,full").split(",") as Array<SqliteSessionStore.Synchronous>
 
 // ---- troupe's warm tool turn (bench/tools.ts's sequential turn) ---------------------------
@@ -65,6 +66,19 @@ const runtimeOptions = {
   scripts: { fallback: decide },
   tools: Toolkit.layer([echo])
 } as const
+
+/** CPU (and its system part) and wall µs, per unit of work. */
+interface Cost {
+  readonly cpu: number
+  readonly system: number
+  readonly wall: number
+}
+
+/** What the process spent since `c0`/`t0`, divided by `count`. */
+const costSince = (c0: NodeJS.CpuUsage, t0: number, count: number): Cost => {
+  const { system, user } = process.cpuUsage(c0)
+  return { cpu: (user + system) / count, system: system / count, wall: ((performance.now() - t0) * 1000) / count }
+}
 
 /** Marks the points of a run: after the warm-up (`between`), before and after each measured turn. */
 interface Marks {
@@ -87,17 +101,17 @@ const turnLoop = (warm: number, count: number, marks: Marks = {}) =>
       })
     for (let i = 0; i < warm; i++) yield* turn(i)
     if (marks.between !== undefined) yield* Effect.promise(marks.between)
-    const c0 = cpuMicros()
+    const c0 = process.cpuUsage()
     const t0 = performance.now()
     for (let i = 0; i < count; i++) {
       marks.turnStarts?.()
       yield* turn(warm + i)
     }
-    return { cpu: (cpuMicros() - c0) / count, wall: ((performance.now() - t0) * 1000) / count }
+    return costSince(c0, t0, count)
   })
 
 const runTurns = (layer: Layer.Layer<Troupe.Services, unknown>, warm: number, count: number, marks?: Marks) =>
-  Effect.runPromise(turnLoop(warm, count, marks).pipe(Effect.provide(layer)) as Effect.Effect<{ cpu: number; wall: number }>)
+  Effect.runPromise(turnLoop(warm, count, marks).pipe(Effect.provide(layer)) as Effect.Effect<Cost>)
 
 // ---- SQLite: recording better-sqlite3's statements ---------------------------------------
 
@@ -139,7 +153,7 @@ const openLikeTheStore = (filename: string, sync: SqliteSessionStore.Synchronous
   return db
 }
 
-/** Replays `calls` on a copy of `snapshot` through better-sqlite3 alone; CPU and wall µs of the replay. */
+/** Replays `calls` on a copy of `snapshot` through better-sqlite3 alone; its cost per turn. */
 const replaySqlite = (snapshot: string, filename: string, sync: SqliteSessionStore.Synchronous, calls: ReadonlyArray<SqlCall>) => {
   copyFileSync(snapshot, filename)
   const db = openLikeTheStore(filename, sync)
@@ -147,14 +161,14 @@ const replaySqlite = (snapshot: string, filename: string, sync: SqliteSessionSto
     const prepared = new Map<string, Database.Statement>()
     // Prepared once, as the store's handle keeps them: the floor is the stepping, not the parsing.
     for (const { text } of calls) if (!prepared.has(text)) prepared.set(text, db.prepare(text))
-    const c0 = cpuMicros()
+    const c0 = process.cpuUsage()
     const t0 = performance.now()
     for (const { params, text } of calls) {
       const statement = prepared.get(text)!
       if (statement.reader) statement.all(...params)
       else statement.run(...params)
     }
-    return { cpu: cpuMicros() - c0, wall: (performance.now() - t0) * 1000 }
+    return costSince(c0, t0, turns)
   } finally {
     db.close()
   }
@@ -186,11 +200,10 @@ const sqlite = async (dir: string, sync: SqliteSessionStore.Synchronous) => {
   })
   console.log(`\nSQLite file, synchronous=${sync.toUpperCase()}: ${turns} warm tool turns after ${warmup}, ${rounds} rounds alternated`)
   console.log(`  ${describeSqlite(calls, turns)}`)
-  const floor: Array<{ cpu: number; wall: number }> = []
-  const troupe: Array<{ cpu: number; wall: number }> = []
+  const floor: Array<Cost> = []
+  const troupe: Array<Cost> = []
   for (let r = 0; r < rounds; r++) {
-    const replay = replaySqlite(snapshot, join(dir, `floor-${sync}-${r}.db`), sync, calls)
-    floor.push({ cpu: replay.cpu / turns, wall: replay.wall / turns })
+    floor.push(replaySqlite(snapshot, join(dir, `floor-${sync}-${r}.db`), sync, calls))
     troupe.push(await runTurns(Troupe.layerSqlite({ filename: join(dir, `troupe-${sync}-${r}.db`), synchronous: sync }, runtimeOptions), warmup, turns))
     console.log(
       `  round ${r + 1}: CPU per turn floor ${floor[r]!.cpu.toFixed(0)} µs, troupe ${troupe[r]!.cpu.toFixed(0)} µs (${
@@ -198,7 +211,7 @@ const sqlite = async (dir: string, sync: SqliteSessionStore.Synchronous) => {
       }×); wall floor ${floor[r]!.wall.toFixed(0)} µs, troupe ${troupe[r]!.wall.toFixed(0)} µs; load ${loadAverage()}`
     )
   }
-  const med = (xs: Array<{ cpu: number; wall: number }>, pick: "cpu" | "wall") => upperMedian(xs.map((x) => x[pick]))
+  const med = (xs: Array<Cost>, pick: keyof Cost) => upperMedian(xs.map((x) => x[pick]))
   const ratio = upperMedian(troupe.map((t, r) => t.cpu / floor[r]!.cpu))
   console.log(
     `  median: CPU per turn floor ${med(floor, "cpu").toFixed(0)} µs, troupe ${med(troupe, "cpu").toFixed(0)} µs, troupe ${
@@ -260,10 +273,10 @@ const replayPg = (before: ReadonlyArray<PgCall>, measured: ReadonlyArray<PgCall>
     await client.connect()
     try {
       const setupFailed = await sendAll(client, before)
-      const c0 = cpuMicros()
+      const c0 = process.cpuUsage()
       const t0 = performance.now()
       const failed = await sendAll(client, measured)
-      return { cpu: cpuMicros() - c0, wall: (performance.now() - t0) * 1000, failed, setupFailed }
+      return { cost: costSince(c0, t0, pgTurns), failed, setupFailed }
     } finally {
       await client.end()
     }
@@ -273,7 +286,7 @@ const postgres = async () => {
   const { before, measured: sent } = await recordingPg((all) =>
     withPgSchema("troupe_floor", async (url) => {
       let from = 0
-      await runTurns(Troupe.layerPg({ url }, runtimeOptions), warmup, pgTurns, { between: async () => void (from = all.length) })
+      await runTurns(Troupe.layerPg({ url, maxConnections: pgConnections }, runtimeOptions), warmup, pgTurns, { between: async () => void (from = all.length) })
       return { before: all.slice(0, from), measured: all.slice(from) }
     })
   )
@@ -295,24 +308,28 @@ const postgres = async () => {
   for (const [label, n] of [...byText.entries()].sort((a, b) => b[1] - a[1]).slice(0, 8)) {
     console.log(`    ${(n / pgTurns).toFixed(2).padStart(6)}  ${label}`)
   }
-  const floor: Array<{ cpu: number; wall: number }> = []
-  const troupe: Array<{ cpu: number; wall: number }> = []
+  const floor: Array<Cost> = []
+  const troupe: Array<Cost> = []
   for (let r = 0; r < rounds; r++) {
     const replay = await replayPg(before.filter((call) => !isAnnouncement(call)), measured)
     if (replay.failed > 0) console.log(`  (the replay's ${replay.failed} measured statements failed: read the floor with care)`)
-    floor.push({ cpu: replay.cpu / pgTurns, wall: replay.wall / pgTurns })
-    troupe.push(await withPgSchema("troupe_floor", (url) => runTurns(Troupe.layerPg({ url }, runtimeOptions), warmup, pgTurns)))
+    floor.push(replay.cost)
+    troupe.push(await withPgSchema("troupe_floor", (url) => runTurns(Troupe.layerPg({ url, maxConnections: pgConnections }, runtimeOptions), warmup, pgTurns)))
     console.log(
       `  round ${r + 1}: wall per turn floor ${floor[r]!.wall.toFixed(0)} µs, troupe ${troupe[r]!.wall.toFixed(0)} µs (${
         (troupe[r]!.wall / floor[r]!.wall).toFixed(2)
-      }×); client CPU floor ${floor[r]!.cpu.toFixed(0)} µs, troupe ${troupe[r]!.cpu.toFixed(0)} µs; load ${loadAverage()}`
+      }×); client CPU floor ${floor[r]!.cpu.toFixed(0)} µs (system ${floor[r]!.system.toFixed(0)}), troupe ${troupe[r]!.cpu.toFixed(0)} µs (system ${
+        troupe[r]!.system.toFixed(0)
+      }); load ${loadAverage()}`
     )
   }
-  const med = (xs: Array<{ cpu: number; wall: number }>, pick: "cpu" | "wall") => upperMedian(xs.map((x) => x[pick]))
+  const med = (xs: Array<Cost>, pick: keyof Cost) => upperMedian(xs.map((x) => x[pick]))
   console.log(
     `  median: wall per turn floor ${med(floor, "wall").toFixed(0)} µs, troupe ${med(troupe, "wall").toFixed(0)} µs (${
       upperMedian(troupe.map((t, r) => t.wall / floor[r]!.wall)).toFixed(2)
-    }×); client CPU floor ${med(floor, "cpu").toFixed(0)} µs, troupe ${med(troupe, "cpu").toFixed(0)} µs`
+    }×); client CPU floor ${med(floor, "cpu").toFixed(0)} µs (system ${med(floor, "system").toFixed(0)}), troupe ${
+      med(troupe, "cpu").toFixed(0)
+    } µs (system ${med(troupe, "system").toFixed(0)})`
   )
   return med(troupe, "cpu")
 }
