@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, type Fiber, HashMap, HashSet, Queue, type Scope } from "effect"
+import { Clock, Deferred, Effect, Fiber, HashMap, HashSet, Queue, type Scope } from "effect"
 import type { Agent, ModelSettings } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
@@ -40,6 +40,8 @@ export interface RunningTurn {
   readonly waitingForUser: () => boolean
   /** Tells the turn a steer or a child result was delivered. */
   readonly steered: Effect.Effect<void>
+  /** Interrupts the turn for `reason`, which the agent-tool children it waits on are interrupted with too. */
+  readonly interrupt: (reason: string) => Effect.Effect<void>
 }
 
 /** What the actor gives the turns it starts. */
@@ -78,7 +80,7 @@ export interface Host {
   /** Ends the actor on a defect of a turn. */
   readonly die: (defect: unknown) => Effect.Effect<void>
   /** What the `agents.*` tools run on, beside the state and the slot. */
-  readonly subagents: Omit<SubagentTools.Env, "session" | "turnId" | "state" | "awaitResult">
+  readonly subagents: Omit<SubagentTools.Env, "session" | "turnId" | "state" | "awaitResult" | "interruptReason">
 }
 
 /** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers and child results. */
@@ -115,6 +117,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     // Signalled when a steer or a child result for the turn is committed.
     const inputs = yield* Queue.sliding<void>(1)
     let waitingForUser = false
+    // Set only when the actor decided to end the turn: a host that stops interrupts it with none (it resumes elsewhere).
+    let interruptedFor: string | undefined
 
     const expiry = (callbackId: CallbackId, operationId: OperationId, expiresAt: number | undefined) =>
       expiresAt === undefined
@@ -178,6 +182,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       turnId,
       state: host.state,
       awaitResult: slot.park(Queue.take(inputs)),
+      interruptReason: () => interruptedFor,
       get childRun() {
         return childRun
       }
@@ -241,6 +246,11 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       fiber,
       meter,
       waitingForUser: () => waitingForUser,
-      steered: Effect.asVoid(Queue.offer(inputs, undefined))
+      steered: Effect.asVoid(Queue.offer(inputs, undefined)),
+      interrupt: (reason) =>
+        Effect.suspend(() => {
+          interruptedFor = reason
+          return Fiber.interrupt(fiber)
+        })
     } satisfies RunningTurn
   })

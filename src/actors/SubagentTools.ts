@@ -104,6 +104,8 @@ export interface Env {
   ) => Effect.Effect<Spawned, SpawnRefused | Conflict>
   /** Parks the turn (its busy slot goes to others) until a child result may have arrived. */
   readonly awaitResult: Effect.Effect<void>
+  /** Why the actor interrupted this turn, once it did (an agent tool's child is interrupted for the same reason). */
+  readonly interruptReason?: (() => string | undefined) | undefined
   /** The run options of the messages sent to children: the parent turn's permission layers bind them (`ToolPolicy.childRun`). */
   readonly childRun?: RunOptions | undefined
 }
