@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Either, Stream } from "effect"
+import type { Agent } from "../schema/Agent.js"
 import { ContextCompacted } from "../schema/Compaction.js"
 import type { ModelError } from "../schema/Errors.js"
 import { makeOperationId } from "../schema/Ids.js"
@@ -33,6 +34,7 @@ import * as ContextEstimate from "./ContextEstimate.js"
 import * as SessionState from "./SessionState.js"
 import * as Transcript from "./Transcript.js"
 import type * as TurnMeter from "./TurnMeter.js"
+import type { TurnPlan } from "./TurnPlan.js"
 import type { Pending, TurnContext } from "./TurnContext.js"
 
 /** What compaction shares with the rest of its turn. */
@@ -41,6 +43,8 @@ export interface Deps {
   readonly pending: Pending
   readonly meter: TurnMeter.TurnMeter
   readonly spanIds: { readonly sessionId: string; readonly turnId: string; readonly epoch: number }
+  /** The agent in charge and its plan, now: a handoff changes them, and its settings then apply (default: the turn's first). */
+  readonly inCharge?: (() => { readonly agent: Agent; readonly plan: TurnPlan }) | undefined
 }
 
 /** A turn's compaction. */
@@ -78,9 +82,20 @@ export const make = (ctx: TurnContext, deps: Deps) =>
     const telemetry = Context.get(services, Telemetry.Telemetry)
     const costs = Context.get(services, CostMeter)
     const { meter, model, pending, spanIds } = deps
-    const { agent, plan, sessionId, turnId } = ctx
-    const settings = plan.compaction
-    const fixed = ContextEstimate.fixedChars(agent.instructions, Compaction.offered(plan.tools, settings, 1))
+    const { sessionId, turnId } = ctx
+    // The agent in charge, its plan and what its request holds besides messages; read again after a handoff.
+    let agent = ctx.agent
+    let plan = ctx.plan
+    let settings = plan.compaction
+    let fixed = ContextEstimate.fixedChars(agent.instructions, Compaction.offered(plan.tools, settings, 1))
+    const follow = () => {
+      const now = deps.inCharge?.()
+      if (now === undefined || now.plan === plan) return
+      agent = now.agent
+      plan = now.plan
+      settings = plan.compaction
+      fixed = ContextEstimate.fixedChars(agent.instructions, Compaction.offered(plan.tools, settings, 1))
+    }
     const countUsage = (output: SummaryOutput) => {
       const inputTokens = output.inputTokens ?? 0
       const outputTokens = output.outputTokens ?? 0
@@ -200,6 +215,7 @@ export const make = (ctx: TurnContext, deps: Deps) =>
       })
 
     const beforeModelCall = Effect.suspend(() => {
+      follow()
       if (!settings.enabled) return Effect.void
       const view = ctx.view(pending.peek())
       const waiting = SessionState.waitingMessages(view)
@@ -211,6 +227,7 @@ export const make = (ctx: TurnContext, deps: Deps) =>
     return {
       beforeModelCall,
       toolkit: (inner) => {
+        follow()
         if (!settings.enabled) return inner
         // The host's own read_artifact (workspace artifacts) answers the ids compaction did not archive.
         const runnable = ArtifactTool.make(store, sessionId, artifacts, inner.get(Compaction.READ_ARTIFACT))
