@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Clock, Deferred, Effect, Fiber, HashMap, HashSet, Queue, type Scope } from "effect"
-import type { Agent, ModelSettings } from "../schema/Agent.js"
+import type { Agent, ModelSettings, ToolSpec } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
 import type { AssistantDelta } from "../schema/Event.js"
@@ -80,7 +80,7 @@ export interface Host {
   /** Ends the actor on a defect of a turn. */
   readonly die: (defect: unknown) => Effect.Effect<void>
   /** What the `agents.*` tools run on, beside the state and the slot. */
-  readonly subagents: Omit<SubagentTools.Env, "session" | "turnId" | "state" | "awaitResult" | "interruptReason">
+  readonly subagents: Omit<SubagentTools.Env, "session" | "turnId" | "state" | "awaitResult" | "interruptReason" | "commit">
 }
 
 /** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers and child results. */
@@ -99,6 +99,17 @@ const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<Recor
 /** `state` with `pending` (records not committed yet) folded on. */
 const viewOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): SessionState.SessionState =>
   pending.length === 0 ? state : SessionState.applyCommit(state, state.head + 1, 0, pending)
+
+/** The plan of `started` under an agent: the session's, or one the turn was handed to (`offered`: the built-in and toolset tools). */
+const planner = (host: Host, started: TurnStarted, offered: ReadonlyArray<ToolSpec>) => (agent: Agent) =>
+  TurnPlan.resolve({
+    agent,
+    run: started.run,
+    sessionBudgets: host.sessionBudgets,
+    hostSettings: host.hostSettings,
+    builtins: agent.handoffs.length === 0 ? offered : [...offered, ...Handoffs.specsFor(agent)],
+    hostPolicy: host.toolPolicy
+  })
 
 /** Starts `started` as a turn of the actor (`resumed`: a turn a previous owner left active). */
 export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
@@ -164,15 +175,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     // The toolsets' tools as listed now: a list that changes is read again at the next turn.
     const listed = host.toolsets === undefined ? [] : yield* host.toolsets.specs
     const offered = listed.length === 0 ? builtins : [...builtins, ...listed]
-    const planFor = (agent: Agent) =>
-      TurnPlan.resolve({
-        agent,
-        run: started.run,
-        sessionBudgets: host.sessionBudgets,
-        hostSettings: host.hostSettings,
-        builtins: agent.handoffs.length === 0 ? offered : [...offered, ...Handoffs.specsFor(agent)],
-        hostPolicy: host.toolPolicy
-      })
+    const planFor = planner(host, started, offered)
     const plan = planFor(host.agent)
     // The layers children inherit are those of the agent in charge: a handoff changes them (`planFor` below).
     let childRun = ToolPolicy.childRun(plan.layers, started.run)
@@ -183,6 +186,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       state: host.state,
       awaitResult: slot.park(Queue.take(inputs)),
       interruptReason: () => interruptedFor,
+      commit: (records) => Effect.asVoid(host.commit(records)),
       get childRun() {
         return childRun
       }
