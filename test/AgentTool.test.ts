@@ -149,6 +149,37 @@ describe("agent as tool", () => {
     }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer })))
   })
 
+  it.effect("interrupting the parent's turn interrupts the child turn it waits on, with the same reason", () => {
+    // The child asks its client before answering, so it is still working when the parent is interrupted.
+    const ask = Tool.make({ name: "ask", description: "Asks the user.", parameters: Schema.Struct({}), success: Schema.String })
+    const asking = new Agent({ ...researcher, tools: [ask.spec] }, true)
+    const agent = new Agent({ ...lead, tools: [asTool(asking, { name: "research", description: "Researches." })] }, true)
+    const model = recording({ agents: { lead: [calls(call("c1", "research", { input: "x" }))], researcher: [calls(call("a1", "ask"))] } })
+    return Effect.gen(function*() {
+      const sessions = yield* Sessions
+      const who = principal()
+      const session = yield* sessions.create(who, { agent })
+      const turnId = yield* start(who, session.id, "go")
+      yield* eventually(Effect.map(sessions.children(who, session.id), (page) => page.items.length === 1), "the child")
+      const childId = (yield* sessions.children(who, session.id)).items[0]!.session.id
+      yield* eventually(Effect.map(sessions.callbacks(who, childId), (open) => open.length === 1), "the child's question")
+      const childTurn = recordsOf(yield* logOf(childId), "turn_started")[0]!.turnId
+
+      const outcome = yield* sessions.interrupt(who, session.id, turnId, "the user changed their mind")
+      assert.strictEqual(outcome.outcome, "interrupted")
+      const childEnd = yield* ended(childId, childTurn)
+      assert.strictEqual(childEnd.outcome, "interrupted")
+      assert.strictEqual(childEnd.reason, "the user changed their mind")
+      const applied = recordsOf(yield* logOf(childId), "input_applied").filter((a) => a.kind === "interrupt")
+      assert.deepStrictEqual(applied.map((a) => a.detail), [{ outcome: "interrupted" }])
+      // The child's interrupted result reaches the parent, whose next turn reads it.
+      yield* eventually(
+        Effect.map(logOf(session.id), (log) => recordsOf(log, "child_result").some((r) => r.reason === "the user changed their mind")),
+        "the child's result at the parent"
+      )
+    }).pipe(Effect.provide(Troupe.layerTest({ model: model.layer })))
+  })
+
   it.effect("a call resumed on a fresh host waits for the child it spawned instead of spawning another", () =>
     Effect.gen(function*() {
       // The child asks its client before answering, so it is still working when the first host goes away.

@@ -18,7 +18,8 @@ import * as MemorySessionStore from "../src/layers/MemorySessionStore.js"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import * as ScriptedModel from "../src/layers/ScriptedModel.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
-import type { ContextCompacted } from "../src/schema/Compaction.js"
+import { Agent } from "../src/schema/Agent.js"
+import { CompactionSettings, type ContextCompacted } from "../src/schema/Compaction.js"
 import type { LogRecord, OperationCompleted } from "../src/schema/Record.js"
 import type { ProductEvent } from "../src/schema/ProductEvent.js"
 import * as Model from "../src/services/Model.js"
@@ -31,7 +32,7 @@ import * as Script from "./support/compactionScript.js"
 import { logOf } from "./support/actors.js"
 import { principal } from "./support/fixtures.js"
 import { availability, freshSchema } from "./support/postgres.js"
-import { recording } from "./support/agentLoop.js"
+import { call, calls, recording } from "./support/agentLoop.js"
 
 const pg = await availability()
 const pgSchema = pg.run ? await freshSchema() : undefined
@@ -318,6 +319,37 @@ describe("context compaction", () => {
       assert.isAbove(after.length, 0, "the second turn compacts too (its first request is over the threshold)")
       for (const [, isExcluded] of after) assert.isFalse(isExcluded)
     }).pipe(Effect.provide(layer))
+  }, 30_000)
+
+  it.live("after a handoff, the compaction settings are those of the agent the turn was handed to", () => {
+    // Handed to an agent whose window is tight, a turn begun by one that never compacts is compacted.
+    const archivist = new Agent({ ...Script.agent, name: "archivist", instructions: "Answer." }, true)
+    const front = new Agent({
+      ...Script.agent,
+      name: "front",
+      compaction: new CompactionSettings({ ...Script.settings, enabled: false }),
+      handoffs: [archivist]
+    }, true)
+    const { layer: model, requests } = recording({
+      agents: {
+        front: [calls(call("f1", "fetch", { page: "a" })), calls(call("f2", "fetch", { page: "b" })), calls(call("t1", "transfer_to_archivist"))],
+        archivist: ["done"]
+      }
+    })
+    return Effect.gen(function*() {
+      const sessions = yield* Sessions
+      const who = principal()
+      const session = yield* sessions.create(who, { agent: front })
+      const accepted = yield* sessions.send(who, session.id, { text: "read a and b" })
+      const result = yield* sessions.awaitTurn(who, session.id, accepted.turnId!)
+      assert.strictEqual(result.output, "done")
+      assert.deepStrictEqual(compactions(yield* logOf(session.id)).map((r) => r.mode), ["micro"])
+      const handedTo = requests.filter((r) => r.agentName === "archivist")
+      assert.lengthOf(handedTo, 1)
+      assert.notStrictEqual(toolResult(handedTo[0]!, "f1"), Script.page("a"), "page a was archived before archivist's call")
+      // front's own calls went out whole: its settings turn compaction off.
+      assert.strictEqual(toolResult(requests.filter((r) => r.agentName === "front").at(-1)!, "f1"), Script.page("a"))
+    }).pipe(Effect.provide(Troupe.layer(MemorySessionStore.layer, { model, tools: Toolkit.layer([Script.fetchTool]) })))
   }, 30_000)
 
   it.live("a turn under its threshold is never compacted, and compaction can be turned off per run", () => {

@@ -26,6 +26,7 @@ import { SessionStore } from "../src/services/SessionStore.js"
 import * as Tool from "../src/services/Tool.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
+import * as LogProjection from "../src/internal/LogProjection.js"
 import { principal } from "./support/fixtures.js"
 import { availability, freshSchema } from "./support/postgres.js"
 
@@ -257,6 +258,82 @@ describe("subagents", () => {
         }
       }
     }))))
+
+  /** A parent parked in agents.wait for a picker that waits on its client: its status, then its log's parks. */
+  const parkedParent = Effect.gen(function*() {
+    const sessions = yield* Sessions
+    const me = principal()
+    const root = yield* sessions.create(me, { agent: leadWithPicker })
+    const accepted = yield* sessions.send(me, root.id, { text: "delegate" })
+    yield* eventually(Effect.map(logOf(root.id), (log) => Option.fromNullable(log.find((r) => r.body._tag === "children_awaited") ?? null)))
+    // Read from the store's row, as a listing in another process reads it.
+    assert.strictEqual((yield* sessions.get(me, root.id)).status, "waiting")
+    const listed = yield* sessions.list(me, { limit: 10 })
+    assert.strictEqual(listed.items.find((s) => s.id === root.id)?.status, "waiting")
+    const childId = (toolOutputs(yield* logOf(root.id), "agents.spawn")[0]!.output as { sessionId: SessionId }).sessionId
+    const open = yield* eventually(Effect.map(sessions.callbacks(me, childId), (cbs) => Option.fromNullable(cbs[0])))
+    return { childId, me, open, root, sessions, turnId: accepted.turnId! }
+  })
+  const parks = (log: ReadonlyArray<LogRecord>) => log.flatMap((r) => (r.body._tag === "children_awaited" ? [r.body.parked] : []))
+  const waitingRuntime = <E, R>(store: Layer.Layer<SessionStore, E, R>) =>
+    Troupe.layer(store, {
+      agents: [picker],
+      scripts: {
+        agents: {
+          lead: [calls(call("s1", "agents.spawn", { agent: "picker", message: "pick a file" })), calls(call("w1", "agents.wait", {})), "got it"],
+          picker: [calls(call("p1", "pick", {})), "picked"]
+        }
+      }
+    })
+
+  // Each store keeps the status in its own way (the memory map, SQLite's statements, PostgreSQL's head patch).
+  const parkingStores: ReadonlyArray<readonly [string, () => Layer.Layer<SessionStore, unknown>]> = [
+    ["memory", () => MemorySessionStore.layer],
+    ["SQLite", () =>
+      Layer.unwrapScoped(Effect.map(
+        Effect.acquireRelease(
+          Effect.sync(() => mkdtempSync(join(tmpdir(), "troupe-parked-"))),
+          (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+        ),
+        (dir) => SqliteSessionStore.layer({ filename: join(dir, "t.db") })
+      ))],
+    ...(pg.run
+      ? [["PostgreSQL", () =>
+        Layer.unwrapScoped(Effect.map(
+          Effect.acquireRelease(Effect.promise(freshSchema), (schema) => Effect.promise(schema.drop)),
+          (schema) => PgSessionStore.layer({ url: schema.url })
+        ))] as const]
+      : [])
+  ]
+  for (const [name, store] of parkingStores) {
+    it.scopedLive(`agents.wait leaves the parent waiting, not running, until it returns (${name})`, () =>
+      Effect.gen(function*() {
+        const { childId, me, open, root, sessions, turnId } = yield* parkedParent
+        yield* sessions.answerCallback(me, childId, { callbackId: open.callbackId, result: { output: "a.txt" } })
+        const result = yield* sessions.awaitTurn(me, root.id, turnId)
+        assert.strictEqual(result.output, "got it")
+        const log = yield* logOf(root.id)
+        assert.deepStrictEqual(parks(log), [true, false])
+        // Cleared before the wait's receipt: the model's next call runs with the session running.
+        const cleared = log.findIndex((r) => r.body._tag === "children_awaited" && !r.body.parked)
+        const receipt = log.findIndex((r) => r.body._tag === "operation_completed" && r.body.operationId === toolOutputs(log, "agents.wait")[0]!.operationId)
+        assert.isBelow(cleared, receipt)
+      }).pipe(Effect.provide(waitingRuntime(store()))))
+  }
+
+  it.scopedLive("a parent interrupted while parked in agents.wait stops waiting in the interrupt's commit", () =>
+    Effect.gen(function*() {
+      const { me, root, sessions, turnId } = yield* parkedParent
+      yield* sessions.interrupt(me, root.id, turnId, "enough")
+      const log = yield* logOf(root.id)
+      assert.deepStrictEqual(parks(log), [true, false])
+      const ended = log.findIndex((r) => r.body._tag === "turn_ended")
+      assert.strictEqual(log[ended - 1]!.body._tag, "children_awaited")
+      // The log's projection holds nothing open: the next turn of the session is running, not waiting.
+      const head = LogProjection.project(root.id, { headSeq: 0, activeTurnId: null, openCallbacks: 0, title: null, archived: false, closed: false }, log.map((r) => r.body), 0).head
+      assert.strictEqual(head.openCallbacks, 0)
+      assert.strictEqual((yield* sessions.get(me, root.id)).status, "idle")
+    }).pipe(Effect.provide(waitingRuntime(MemorySessionStore.layer))))
 
   it.scopedLive("a child whose parent closed still completes; nothing is delivered, and the child's callback is answered by hand", () =>
     Effect.gen(function*() {

@@ -303,6 +303,7 @@ describe("record JSON", () => {
         new Record.CallbackResolved({ callbackId, turnId, resolution: "answered", result: { approved: true } }),
         new Record.ChildSpawned({ childSessionId: sessionId, agentName: "b", alias: null }),
         new Record.ChildResultRecorded({ childSessionId: sessionId, turnId, outcome: "completed", output: "done" }),
+        new Record.ChildrenAwaited({ turnId, parked: true }),
         new Record.Renamed({ title: "new" }),
         new Record.Archived({ archived: true }),
         new Record.Closed({}),

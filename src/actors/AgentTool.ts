@@ -11,12 +11,16 @@
  * spawned rather than spawning another: the tool declares idempotency
  * `supported`.
  *
+ * Interrupting the parent's turn while it waits interrupts the child's turn
+ * too, with the same public reason; a host that stops (its turn resumes
+ * elsewhere) leaves the child running.
+ *
  * @since 0.1.0
  */
 import { Effect, HashMap, Schema } from "effect"
 import type { Agent, ToolSpec } from "../schema/Agent.js"
 import { type InputId, makeSessionId, type OperationId, type SessionId } from "../schema/Ids.js"
-import { Message } from "../schema/Inbox.js"
+import { Interrupt, Message } from "../schema/Inbox.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import type * as Model from "../services/Model.js"
 import { errorOutcome, type ToolOutcome } from "../services/Tool.js"
@@ -44,6 +48,31 @@ const outcomeOf = (env: Env, childId: SessionId, agent: Agent): ToolOutcome | un
   )
 }
 
+/**
+ * Interrupts the running turn of `childId` with the reason the actor
+ * interrupted the parent's turn for. Without one the host is stopping and
+ * the parent's turn resumes elsewhere, still waiting on the child: nothing
+ * to do. A child whose turn ended meanwhile is left as it is.
+ */
+const cascade = (env: Env, childId: SessionId, operationId: OperationId): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const reason = env.interruptReason?.()
+    if (reason === undefined) return Effect.void
+    return env.store.get(childId).pipe(
+      Effect.flatMap((child) =>
+        child.activeTurnId === null ? Effect.void : Effect.zipRight(
+          env.store.push(
+            childId,
+            // One interrupt per call, whoever sends it again.
+            new Interrupt({ inputId: `cascade:${operationId}` as InputId, expectedTurnId: child.activeTurnId, reason }, true)
+          ),
+          env.wake(childId)
+        )
+      ),
+      Effect.ignore
+    )
+  })
+
 const run = (env: Env, spec: ToolSpec, agent: Agent, call: Model.ToolCall, operationId: OperationId) =>
   Effect.gen(function*() {
     let childId = childOf(env, operationId)
@@ -70,11 +99,14 @@ const run = (env: Env, spec: ToolSpec, agent: Agent, call: Model.ToolCall, opera
       yield* env.wake(sessionId)
       childId = sessionId
     }
-    for (;;) {
-      const outcome = outcomeOf(env, childId, agent)
-      if (outcome !== undefined) return outcome
-      yield* env.awaitResult
-    }
+    const waited = childId
+    return yield* Effect.gen(function*() {
+      for (;;) {
+        const outcome = outcomeOf(env, waited, agent)
+        if (outcome !== undefined) return outcome
+        yield* env.awaitResult
+      }
+    }).pipe(Effect.onInterrupt(() => cascade(env, waited, operationId)))
   }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
 
 /** The agent tools of one turn, over the subagent tools' environment. */

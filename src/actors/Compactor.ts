@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Either, Stream } from "effect"
+import type { Agent } from "../schema/Agent.js"
 import { ContextCompacted } from "../schema/Compaction.js"
 import type { ModelError } from "../schema/Errors.js"
 import { makeOperationId } from "../schema/Ids.js"
@@ -33,6 +34,7 @@ import * as ContextEstimate from "./ContextEstimate.js"
 import * as SessionState from "./SessionState.js"
 import * as Transcript from "./Transcript.js"
 import type * as TurnMeter from "./TurnMeter.js"
+import type { TurnPlan } from "./TurnPlan.js"
 import type { Pending, TurnContext } from "./TurnContext.js"
 
 /** What compaction shares with the rest of its turn. */
@@ -41,6 +43,8 @@ export interface Deps {
   readonly pending: Pending
   readonly meter: TurnMeter.TurnMeter
   readonly spanIds: { readonly sessionId: string; readonly turnId: string; readonly epoch: number }
+  /** The agent in charge and its plan, now: a handoff changes them, and its settings then apply (default: the turn's first). */
+  readonly inCharge?: (() => { readonly agent: Agent; readonly plan: TurnPlan }) | undefined
 }
 
 /** A turn's compaction. */
@@ -70,6 +74,31 @@ interface SummaryOutput {
   readonly outputTokens?: number
 }
 
+/** What compaction reads of the agent in charge: its plan's settings, and what its requests hold besides messages. */
+interface Charge {
+  readonly agent: Agent
+  readonly plan: TurnPlan
+  readonly settings: Compaction.Settings
+  readonly fixed: number
+}
+
+const chargeWith = (agent: Agent, plan: TurnPlan): Charge => ({
+  agent,
+  plan,
+  settings: plan.compaction,
+  fixed: ContextEstimate.fixedChars(agent.instructions, Compaction.offered(plan.tools, plan.compaction, 1))
+})
+
+/** The agent in charge of the turn, now: read again after a handoff, whose target's settings then apply. */
+const chargeOf = (ctx: TurnContext, deps: Deps): () => Charge => {
+  let current = chargeWith(ctx.agent, ctx.plan)
+  return () => {
+    const now = deps.inCharge?.()
+    if (now !== undefined && now.plan !== current.plan) current = chargeWith(now.agent, now.plan)
+    return current
+  }
+}
+
 /** The compaction of the turn `ctx`. */
 export const make = (ctx: TurnContext, deps: Deps) =>
   Effect.gen(function*() {
@@ -78,13 +107,12 @@ export const make = (ctx: TurnContext, deps: Deps) =>
     const telemetry = Context.get(services, Telemetry.Telemetry)
     const costs = Context.get(services, CostMeter)
     const { meter, model, pending, spanIds } = deps
-    const { agent, plan, sessionId, turnId } = ctx
-    const settings = plan.compaction
-    const fixed = ContextEstimate.fixedChars(agent.instructions, Compaction.offered(plan.tools, settings, 1))
+    const { sessionId, turnId } = ctx
+    const charge = chargeOf(ctx, deps)
     const countUsage = (output: SummaryOutput) => {
       const inputTokens = output.inputTokens ?? 0
       const outputTokens = output.outputTokens ?? 0
-      meter.addModelCall(inputTokens, outputTokens, costs.cost(agent.model.name, inputTokens, outputTokens))
+      meter.addModelCall(inputTokens, outputTokens, costs.cost(charge().agent.model.name, inputTokens, outputTokens))
     }
     // A summary that failed or did not shrink the request is not tried again in this turn.
     let summaryRefused = false
@@ -97,10 +125,11 @@ export const make = (ctx: TurnContext, deps: Deps) =>
     }
 
     const requestTokens = (messages: ReadonlyArray<Model.Message>, waiting: ReadonlyArray<Model.Message>) =>
-      ContextEstimate.estimateAll(messages, fixed) + ContextEstimate.estimateAll(waiting, 0)
+      ContextEstimate.estimateAll(messages, charge().fixed) + ContextEstimate.estimateAll(waiting, 0)
 
     const summarize = (current: ReadonlyArray<Model.Message>, waiting: ReadonlyArray<Model.Message>, cut: number, tokens: number) =>
       Effect.gen(function*() {
+        const { agent, plan, settings } = charge()
         yield* telemetry.emit(ProductEvent.compactionStarted("summary", tokens))
         const operationId = yield* makeOperationId
         const request: Model.Request = {
@@ -167,6 +196,7 @@ export const make = (ctx: TurnContext, deps: Deps) =>
 
     const compact = (view: SessionState.SessionState, waiting: ReadonlyArray<Model.Message>, before: number) =>
       Effect.gen(function*() {
+        const { plan, settings } = charge()
         const messages = Transcript.toArray(view.transcript)
         let current: ReadonlyArray<Model.Message> = messages
         let tokens = before
@@ -200,6 +230,7 @@ export const make = (ctx: TurnContext, deps: Deps) =>
       })
 
     const beforeModelCall = Effect.suspend(() => {
+      const { fixed, settings } = charge()
       if (!settings.enabled) return Effect.void
       const view = ctx.view(pending.peek())
       const waiting = SessionState.waitingMessages(view)
@@ -211,7 +242,7 @@ export const make = (ctx: TurnContext, deps: Deps) =>
     return {
       beforeModelCall,
       toolkit: (inner) => {
-        if (!settings.enabled) return inner
+        if (!charge().settings.enabled) return inner
         // The host's own read_artifact (workspace artifacts) answers the ids compaction did not archive.
         const runnable = ArtifactTool.make(store, sessionId, artifacts, inner.get(Compaction.READ_ARTIFACT))
         return Toolkit.of({ ...inner, get: (name) => (name === Compaction.READ_ARTIFACT ? runnable : inner.get(name)) })

@@ -17,6 +17,7 @@ import {
   Archived,
   CallbackResolved,
   ChildResultRecorded,
+  ChildrenAwaited,
   Closed,
   InputApplied,
   type RecordBody,
@@ -290,5 +291,7 @@ export const interruptRecords = (
   ...SessionState.openCallbacksOf(state, turnId).map((entry) =>
     new CallbackResolved({ callbackId: entry.opened.callbackId, turnId, resolution: "cancelled" }, true)
   ),
+  // A turn parked in `agents.wait` stops waiting: the session is `waiting` no more.
+  ...(state.active?.started.turnId === turnId && state.active.waitParked ? [new ChildrenAwaited({ turnId, parked: false }, true)] : []),
   Trusted.make(TurnEnded, { turnId, outcome: "interrupted", reason, usage })
 ]

@@ -6,8 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, type Fiber, HashMap, HashSet, Queue, type Scope } from "effect"
-import type { Agent, ModelSettings } from "../schema/Agent.js"
+import { Clock, Deferred, Effect, Fiber, HashMap, HashSet, Queue, type Scope } from "effect"
+import type { Agent, ModelSettings, ToolSpec } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
 import type { AssistantDelta } from "../schema/Event.js"
@@ -40,6 +40,8 @@ export interface RunningTurn {
   readonly waitingForUser: () => boolean
   /** Tells the turn a steer or a child result was delivered. */
   readonly steered: Effect.Effect<void>
+  /** Interrupts the turn for `reason`, which the agent-tool children it waits on are interrupted with too. */
+  readonly interrupt: (reason: string) => Effect.Effect<void>
 }
 
 /** What the actor gives the turns it starts. */
@@ -78,7 +80,7 @@ export interface Host {
   /** Ends the actor on a defect of a turn. */
   readonly die: (defect: unknown) => Effect.Effect<void>
   /** What the `agents.*` tools run on, beside the state and the slot. */
-  readonly subagents: Omit<SubagentTools.Env, "session" | "turnId" | "state" | "awaitResult">
+  readonly subagents: Omit<SubagentTools.Env, "session" | "turnId" | "state" | "awaitResult" | "interruptReason" | "commit">
 }
 
 /** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers and child results. */
@@ -98,6 +100,17 @@ const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<Recor
 const viewOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): SessionState.SessionState =>
   pending.length === 0 ? state : SessionState.applyCommit(state, state.head + 1, 0, pending)
 
+/** The plan of `started` under an agent: the session's, or one the turn was handed to (`offered`: the built-in and toolset tools). */
+const planner = (host: Host, started: TurnStarted, offered: ReadonlyArray<ToolSpec>) => (agent: Agent) =>
+  TurnPlan.resolve({
+    agent,
+    run: started.run,
+    sessionBudgets: host.sessionBudgets,
+    hostSettings: host.hostSettings,
+    builtins: agent.handoffs.length === 0 ? offered : [...offered, ...Handoffs.specsFor(agent)],
+    hostPolicy: host.toolPolicy
+  })
+
 /** Starts `started` as a turn of the actor (`resumed`: a turn a previous owner left active). */
 export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
   Effect.gen(function*() {
@@ -115,6 +128,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     // Signalled when a steer or a child result for the turn is committed.
     const inputs = yield* Queue.sliding<void>(1)
     let waitingForUser = false
+    // Set only when the actor decided to end the turn: a host that stops interrupts it with none (it resumes elsewhere).
+    let interruptedFor: string | undefined
 
     const expiry = (callbackId: CallbackId, operationId: OperationId, expiresAt: number | undefined) =>
       expiresAt === undefined
@@ -160,15 +175,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
     // The toolsets' tools as listed now: a list that changes is read again at the next turn.
     const listed = host.toolsets === undefined ? [] : yield* host.toolsets.specs
     const offered = listed.length === 0 ? builtins : [...builtins, ...listed]
-    const planFor = (agent: Agent) =>
-      TurnPlan.resolve({
-        agent,
-        run: started.run,
-        sessionBudgets: host.sessionBudgets,
-        hostSettings: host.hostSettings,
-        builtins: agent.handoffs.length === 0 ? offered : [...offered, ...Handoffs.specsFor(agent)],
-        hostPolicy: host.toolPolicy
-      })
+    const planFor = planner(host, started, offered)
     const plan = planFor(host.agent)
     // The layers children inherit are those of the agent in charge: a handoff changes them (`planFor` below).
     let childRun = ToolPolicy.childRun(plan.layers, started.run)
@@ -178,6 +185,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       turnId,
       state: host.state,
       awaitResult: slot.park(Queue.take(inputs)),
+      interruptReason: () => interruptedFor,
+      commit: (records) => Effect.asVoid(host.commit(records)),
       get childRun() {
         return childRun
       }
@@ -241,6 +250,11 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       fiber,
       meter,
       waitingForUser: () => waitingForUser,
-      steered: Effect.asVoid(Queue.offer(inputs, undefined))
+      steered: Effect.asVoid(Queue.offer(inputs, undefined)),
+      interrupt: (reason) =>
+        Effect.suspend(() => {
+          interruptedFor = reason
+          return Fiber.interrupt(fiber)
+        })
     } satisfies RunningTurn
   })

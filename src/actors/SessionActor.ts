@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Option, Ref, Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, FiberId, HashMap, Option, Ref, Scope } from "effect"
 import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"
@@ -570,7 +570,7 @@ const runOutcome = (
     let records = outcome.records
     if (outcome.interrupt !== undefined) {
       const turn = actor.running
-      if (turn !== undefined) yield* Fiber.interrupt(turn.fiber)
+      if (turn !== undefined) yield* turn.interrupt(outcome.interrupt.reason)
       const usage = turn === undefined ? undefined : turn.meter.usage(yield* Clock.currentTimeMillis)
       records = [
         ...Decisions.interruptRecords(actor.state, outcome.interrupt.turnId, outcome.interrupt.reason, usage ?? Usage.zero),

@@ -26,7 +26,7 @@ import type { CallbackResolution } from "../schema/Callback.js"
 import { OpenCallback } from "../schema/Callback.js"
 import type { ArchivedResult } from "../schema/Compaction.js"
 import type { CallbackId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
-import type { ChildResultRecorded } from "../schema/Record.js"
+import type { ChildResultRecorded, ChildrenAwaited } from "../schema/Record.js"
 import { type OperationKind, OperationReceipt } from "../schema/Operation.js"
 import type { LogRecord, ModelCallInput, RecordBody, ToolCallInput, TurnEnded, TurnStarted } from "../schema/Record.js"
 import * as Trusted from "../schema/Trusted.js"
@@ -76,6 +76,8 @@ export interface ActiveTurn {
   readonly results: ReadonlyArray<ChildResultRecorded>
   /** Tool calls of its latest model reply that have no result yet. */
   readonly unanswered: ReadonlyArray<Model.ToolCall>
+  /** True while it is parked in `agents.wait` (a `children_awaited` record): the session is `waiting`. */
+  readonly waitParked: boolean
 }
 
 /** A session's state as its log tells it. */
@@ -268,8 +270,9 @@ const activeWith = (
   operations: ReadonlyArray<OperationEntry>,
   steers: ReadonlyArray<string>,
   unanswered: ReadonlyArray<Model.ToolCall>,
-  results: ReadonlyArray<ChildResultRecorded> = active.results
-): ActiveTurn => ({ started: active.started, startedSeq: active.startedSeq, operations, steers, results, unanswered })
+  results: ReadonlyArray<ChildResultRecorded> = active.results,
+  waitParked: boolean = active.waitParked
+): ActiveTurn => ({ started: active.started, startedSeq: active.startedSeq, operations, steers, results, unanswered, waitParked })
 
 const spawnerOf = (state: SessionState, childSessionId: SessionId): OperationId | undefined => {
   const child = HashMap.get(state.children, childSessionId)
@@ -311,11 +314,18 @@ const pastTurn = (state: SessionState, turnId: TurnId): Pick<Change, "callbacks"
   return callbacks === state.callbacks ? {} : { callbacks, pastCallbacks: { answered, cancelled } }
 }
 
+/** A `children_awaited` record: the active turn parks in `agents.wait`, or stops waiting there. */
+const applyChildrenAwaited = (state: SessionState, body: ChildrenAwaited, seq: number): SessionState => {
+  const active = state.active
+  if (active === undefined || body.turnId !== active.started.turnId) return next(state, seq, active)
+  return next(state, seq, activeWith(active, active.operations, active.steers, active.unanswered, active.results, body.parked))
+}
+
 /** Folds one record, stored at `seq` by a commit at `at`, onto `state`. */
 export const apply = (state: SessionState, body: RecordBody, seq: number, at: number): SessionState => {
   switch (body._tag) {
     case "turn_started":
-      return next(state, seq, { started: body, startedSeq: seq, operations: [], steers: [], results: [], unanswered: [] }, {
+      return next(state, seq, { started: body, startedSeq: seq, operations: [], steers: [], results: [], unanswered: [], waitParked: false }, {
         transcript: Transcript.append(state.transcript, { role: "user", content: body.text })
       })
     case "input_applied": {
@@ -424,6 +434,8 @@ export const apply = (state: SessionState, body: RecordBody, seq: number, at: nu
         ...(callbacks === undefined ? {} : { callbacks, pastCallbacks })
       })
     }
+    case "children_awaited":
+      return applyChildrenAwaited(state, body, seq)
     case "child_spawned":
       return next(state, seq, state.active, {
         children: HashMap.set(state.children, body.childSessionId, {

@@ -19,7 +19,7 @@ import { Agent, ToolSpec } from "../schema/Agent.js"
 import type { Conflict, SpawnRefused } from "../schema/Errors.js"
 import { type InputId, makeInputId, makeSessionId, type OperationId, type SessionId, TurnId } from "../schema/Ids.js"
 import { Interrupt, Message } from "../schema/Inbox.js"
-import type { ChildResultRecorded, RecordBody } from "../schema/Record.js"
+import { type ChildResultRecorded, ChildrenAwaited, type RecordBody } from "../schema/Record.js"
 import type { RunOptions } from "../schema/Run.js"
 import type { Session } from "../schema/Session.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
@@ -102,8 +102,12 @@ export interface Env {
     spawn: Omit<SpawnChild, "principal" | "commit">,
     records: ReadonlyArray<RecordBody>
   ) => Effect.Effect<Spawned, SpawnRefused | Conflict>
+  /** The actor's write path for this turn's records (`agents.wait` marks the turn parked there and back). */
+  readonly commit: (records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
   /** Parks the turn (its busy slot goes to others) until a child result may have arrived. */
   readonly awaitResult: Effect.Effect<void>
+  /** Why the actor interrupted this turn, once it did (an agent tool's child is interrupted for the same reason). */
+  readonly interruptReason?: (() => string | undefined) | undefined
   /** The run options of the messages sent to children: the parent turn's permission layers bind them (`ToolPolicy.childRun`). */
   readonly childRun?: RunOptions | undefined
 }
@@ -228,6 +232,31 @@ export const make = (env: Env) => {
       return ok({ outcome: decision?._tag === "Interrupted" ? decision.outcome : "requested" })
     }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
 
+  // Whether the log says the turn is parked in `agents.wait` (a resumed turn may find it so), and how many
+  // calls wait now: the first to wait marks it, the last to return clears it, one at a time.
+  let parked = env.state().active?.waitParked === true
+  let waiting = 0
+  const marking = Effect.unsafeMakeSemaphore(1)
+  const mark = (to: boolean) => env.commit([new ChildrenAwaited({ turnId: env.turnId, parked: to }, true)])
+  const park = marking.withPermits(1)(Effect.suspend(() => {
+    waiting++
+    if (parked) return Effect.void
+    parked = true
+    return mark(true)
+  }))
+  const unpark = marking.withPermits(1)(Effect.suspend(() => {
+    waiting--
+    if (waiting > 0 || !parked) return Effect.void
+    parked = false
+    return mark(false)
+  }))
+  /**
+   * `effect` with the turn marked parked in `agents.wait` around it, so the session shows `waiting` meanwhile.
+   * Not cleared when interrupted: the actor's interrupt records clear it, and a stopping host leaves it for the
+   * turn resumed elsewhere.
+   */
+  const parkedIn = <A>(effect: Effect.Effect<A>) => Effect.zipRight(park, Effect.tap(effect, () => unpark))
+
   const wait = (call: Model.ToolCall) =>
     Effect.gen(function*() {
       const { sessions, timeoutMs } = yield* args(WaitArgs, call.arguments)
@@ -243,7 +272,9 @@ export const make = (env: Env) => {
       const waitForOne = Effect.gen(function*() {
         while (arrived().length === 0) yield* env.awaitResult
       })
-      const timedOut = Option.isNone(yield* Effect.timeoutOption(waitForOne, Duration.millis(timeoutMs ?? 300_000)))
+      const timedOut = arrived().length > 0
+        ? false
+        : Option.isNone(yield* parkedIn(Effect.timeoutOption(waitForOne, Duration.millis(timeoutMs ?? 300_000))))
       const aliases = env.state().children
       return ok({
         results: arrived().map((result) =>

@@ -196,7 +196,7 @@ export const run = (ctx: TurnContext) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => meter.addParked(now - from)))
         ))
 
-    const compactor = yield* Compactor.make(ctx, { model, pending, meter, spanIds })
+    const compactor = yield* Compactor.make(ctx, { model, pending, meter, spanIds, inCharge: () => ({ agent, plan }) })
     const toolsOf = (plan: TurnPlan) =>
       ToolCalls.make(plan === ctx.plan ? ctx : { ...ctx, plan }, { toolkit: compactor.toolkit(toolkit), pending, parked, spanIds })
     let tools = toolsOf(plan)

@@ -114,6 +114,8 @@ const describe = (record: RecordBody): string => {
       return `${record.childSessionId} agent=${record.agentName}${record.alias === null ? "" : ` alias=${record.alias}`}`
     case "child_result":
       return `${record.childSessionId} ${record.turnId} ${record.outcome}`
+    case "children_awaited":
+      return record.parked ? "waiting for subagents" : "done waiting"
     case "renamed":
       return JSON.stringify(clip(record.title, 100))
     case "archived":

@@ -15,6 +15,7 @@ import type { SessionStatus } from "../schema/Session.js"
 export interface Head {
   readonly headSeq: number
   readonly activeTurnId: TurnId | null
+  /** What the active turn waits on: its open callbacks, plus one while it is parked in `agents.wait` (`children_awaited`). */
   readonly openCallbacks: number
   readonly title: string | null
   readonly archived: boolean
@@ -113,6 +114,11 @@ export const project = (
       case "callback_resolved":
         if (opened.delete(record.callbackId)) openCallbacks--
         else closedCallbacks.push(record.callbackId)
+        break
+      case "children_awaited":
+        // Counted with the open callbacks: both make the session `waiting`. Every park is ended by one record
+        // (the wait's return, or the interrupt's), so the count is exact without knowing the turn here.
+        openCallbacks += record.parked ? 1 : -1
         break
       case "renamed":
         title = record.title

@@ -48,6 +48,8 @@ interface Entry {
   readonly fingerprint: string
   readonly path: ReadonlyArray<SessionId>
   openCallbacks: Map<CallbackId, OpenCallback>
+  /** Parks in `agents.wait` not ended yet (`children_awaited`): they count with the open callbacks in the status. */
+  waits: number
   /** Open callbacks an answer was admitted to (at most one each: `admitAnswer`). */
   readonly answered: Set<CallbackId>
   readonly inbox: Array<{ item: InboxItem; fingerprint: string; consumed: boolean }>
@@ -123,6 +125,7 @@ export const make = Effect.sync(() => {
       fingerprint: print,
       path: [...(parent?.path ?? []), id],
       openCallbacks: new Map(),
+      waits: 0,
       answered: new Set(),
       inbox: [],
       ready: 0,
@@ -239,10 +242,11 @@ export const make = Effect.sync(() => {
     return Either.right(() => {
       // Projected when applied: a metadata write between preparing and applying is kept.
       const current = entry.session
+      const before = entry.openCallbacks.size
       const projection = project(commit.sessionId, {
         headSeq: current.headSeq,
         activeTurnId: current.activeTurnId,
-        openCallbacks: entry.openCallbacks.size,
+        openCallbacks: entry.openCallbacks.size + entry.waits,
         title: current.title,
         archived: current.archived,
         closed: current.status === "closed"
@@ -279,7 +283,9 @@ export const make = Effect.sync(() => {
         entry.openCallbacks.delete(callbackId)
         entry.answered.delete(callbackId)
       }
-      const head = { ...projection.head, openCallbacks: entry.openCallbacks.size }
+      // The projection counts the callbacks the batch opened (net) and its parks; the rest are the parks.
+      entry.waits = projection.head.openCallbacks - (before + projection.callbacksOpened.length)
+      const head = { ...projection.head, openCallbacks: entry.openCallbacks.size + entry.waits }
       entry.session = Trusted.make(Session, {
         ...current,
         headSeq: head.headSeq,

@@ -222,6 +222,20 @@ export class ChildResultRecorded extends Schema.TaggedClass<ChildResultRecorded>
   }
 ) {}
 
+/**
+ * The turn parked in `agents.wait` for its children's results (`parked:
+ * true`), or stopped waiting there (`parked: false`: the wait returned, or the
+ * turn was interrupted while parked). While parked, the session's status is
+ * `waiting`, as while a callback is open.
+ */
+export class ChildrenAwaited extends Schema.TaggedClass<ChildrenAwaited>("troupe/Record/ChildrenAwaited")(
+  "children_awaited",
+  {
+    turnId: TurnId,
+    parked: Schema.Boolean
+  }
+) {}
+
 /** The session was renamed. */
 export class Renamed extends Schema.TaggedClass<Renamed>("troupe/Record/Renamed")("renamed", {
   title: Schema.String
@@ -250,6 +264,7 @@ export const RecordBody = Schema.Union(
   CallbackResolved,
   ChildSpawned,
   ChildResultRecorded,
+  ChildrenAwaited,
   Renamed,
   Archived,
   Closed,
@@ -307,6 +322,7 @@ const revivers: { readonly [K in RecordBody["_tag"]]: (json: any) => RecordBody 
   child_spawned: (json) => new ChildSpawned(json, true),
   child_result: (json) =>
     new ChildResultRecorded(json.usage === undefined ? json : { ...json, usage: Trusted.make(Usage, json.usage) }, true),
+  children_awaited: (json) => new ChildrenAwaited(json, true),
   renamed: (json) => new Renamed(json, true),
   archived: (json) => new Archived(json, true),
   closed: (json) => new Closed(json, true),

@@ -3,7 +3,9 @@
  * OpenAI-compatible test server (streamed text on stdout, the outcome and
  * usage on stderr, exit 0), a failing model (exit 1), approvals answered by
  * `--approve none` for an agent from an agents file, and the offline demo
- * with `--json` (JSON lines, and nothing else, on stdout).
+ * with `--json` (JSON lines, and nothing else, on stdout); a whole agents
+ * file (subagents, an agent tool, tool metadata, a handoff) drives a tree
+ * from `run`.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -23,6 +25,48 @@ const AGENTS = {
     tools: [{ name: "delete_file", description: "Deletes a file.", parameters: { type: "object", properties: { path: { type: "string" } } } }],
     permissions: { rules: { delete_file: "ask" } }
   }]
+}
+
+/** A file that declares whole agents: subagents, an agent tool, a client tool's metadata and a handoff. */
+const TREE = {
+  agents: [
+    {
+      name: "lead",
+      instructions: "You are lead.",
+      model: "gpt-test",
+      subagents: [{ name: "worker", description: "Does the work." }],
+      tools: [
+        { name: "research", description: "Researches.", agent: "researcher" },
+        { name: "lookup", description: "Looks up.", sideEffect: "read", idempotency: "supported", needsApproval: true }
+      ],
+      handoffs: ["closer"]
+    },
+    { name: "worker", instructions: "You are worker.", model: "gpt-test" },
+    { name: "researcher", instructions: "You are researcher.", model: "gpt-test" },
+    { name: "closer", instructions: "You are closer.", model: "gpt-test" }
+  ]
+}
+
+type WireMessage = { readonly role: string; readonly content?: string | null }
+const replyText = (words: string) => sse([chunk.role(), chunk.text(words), chunk.finish("stop"), chunk.usage(5, 1)])
+const replyCall = (name: string, args: unknown) =>
+  sse([chunk.role(), chunk.toolCall(0, { id: `call_${name}`, name, arguments: JSON.stringify(args) }), chunk.finish("tool_calls"), chunk.usage(5, 1)])
+
+/** Each agent by its instructions (children call concurrently with their parent); lead by the tool results it has. */
+const treeReply = (body: unknown): OpenAiServer.Reply => {
+  const messages = (body as { messages: ReadonlyArray<WireMessage> }).messages
+  const system = messages[0]?.content ?? ""
+  if (system.includes("You are worker.")) return replyText("worked")
+  if (system.includes("You are researcher.")) return replyText("researched")
+  if (system.includes("You are closer.")) return replyText("closed")
+  const steps = [
+    replyCall("agents_spawn", { agent: "worker", message: "work" }),
+    replyCall("agents_wait", {}),
+    replyCall("research", { input: "what?" }),
+    replyCall("lookup", {}),
+    replyCall("transfer_to_closer", {})
+  ]
+  return steps[messages.filter((m) => m.role === "tool").length] ?? replyText("lead again")
 }
 
 describe("troupe run", () => {
@@ -88,6 +132,34 @@ describe("troupe run", () => {
       const last = events.at(-1)!
       assert.deepStrictEqual([last.record?._tag, last.record?.output], ["turn_ended", "You said: count my words (3 words)"])
     }), 60_000)
+
+  it.scopedLive("--agents takes a whole file: a spawn, an agent tool, a tool's needsApproval and a handoff, in one run", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir
+      const tree = yield* OpenAiServer.make
+      yield* tree.respondWith(treeReply)
+      const treeFile = join(home, "tree.json")
+      writeFileSync(treeFile, JSON.stringify(TREE))
+      const env = envFor(home, { TROUPE_MODEL_BASE_URL: tree.baseUrl, TROUPE_MODEL: "gpt-test", TROUPE_MODEL_API_KEY: "k" })
+      const wholeFile = yield* troupe(["run", "--store", `sqlite:${join(home, "t.db")}`, "--agents", treeFile, "--approve", "none", "go"], env, {
+        timeout: "60 seconds"
+      })
+      assert.strictEqual(wholeFile.code, 0, wholeFile.stderr)
+      assert.strictEqual(wholeFile.stdout, "closed\n")
+      const bodies = (yield* tree.requests).map((r) =>
+        r.body as { messages: ReadonlyArray<WireMessage>; tools?: ReadonlyArray<{ function: { name: string } }> }
+      )
+      const lead = bodies.filter((b) => b.messages[0]?.content?.includes("You are lead."))
+      assert.includeMembers((lead[0]!.tools ?? []).map((t) => t.function.name), ["agents_spawn", "agents_wait", "research", "lookup", "transfer_to_closer"])
+      // The spawned worker's result came back through agents.wait, the researcher's as the agent tool's result.
+      const results = lead.at(-1)!.messages.filter((m) => m.role === "tool").map((m) => m.content ?? "")
+      assert.lengthOf(results, 4)
+      assert.include(results[1], "worked")
+      assert.strictEqual(results[2], "researched")
+      // needsApproval made the client tool ask, and --approve none denied it.
+      assert.include(results[3], "denied by --approve none")
+      assert.lengthOf(bodies.filter((b) => b.messages[0]?.content?.includes("You are closer.")), 1)
+    }), 90_000)
 
   it.scopedLive.skipIf(!hasTerminal)("on a terminal, approvals are asked: 'a' approves the tool for the rest of the session", () =>
     Effect.gen(function*() {

@@ -15,7 +15,9 @@ import * as PromiseClient from "../../src/client/PromiseClient.js"
 import * as SessionClient from "../../src/client/SessionClient.js"
 import type { Session } from "../../src/schema/Session.js"
 import type * as ScriptedModel from "../../src/layers/ScriptedModel.js"
+import { Agent } from "../../src/schema/Agent.js"
 import { makeSessionId, makeTurnId } from "../../src/schema/Ids.js"
+import { ApprovalSettings } from "../../src/schema/Policy.js"
 import * as AgentCatalog from "../../src/services/AgentCatalog.js"
 import * as Authenticator from "../../src/server/Authenticator.js"
 import * as Server from "../../src/server/Server.js"
@@ -33,9 +35,13 @@ const LONG = Array.from({ length: 6000 }, (_, i) => `word${i}`).join(" ")
 const SCRIPTS: ScriptedModel.Scripts = {
   agents: {
     worker: [deployCall("c1"), "done"],
+    timed: [deployCall("c1"), "done"],
     talker: [LONG]
   }
 }
+
+/** A worker whose approvals expire after a minute: the callbacks it opens say when. */
+const timed = new Agent({ ...deployingAgent("timed", "Deploys, with a deadline."), approvals: new ApprovalSettings({ timeoutMs: 60_000 }) }, true)
 
 const isTurnEnd = (event: SessionClient.EventFrame["event"]) => event._tag === "durable" && event.record._tag === "turn_ended"
 
@@ -57,7 +63,7 @@ const daemon = (runs: Ref.Ref<number>, eventBuffer?: number) =>
     const observed = yield* H.observedSessionRoutes({ eventBuffer })
     const ends = observed.ends
     const routes = observed.routes.pipe(
-      Layer.provide(AgentCatalog.layer([deployingAgent("worker", "Deploys."), deployingAgent("talker", "Talks a lot.")]))
+      Layer.provide(AgentCatalog.layer([deployingAgent("worker", "Deploys."), deployingAgent("talker", "Talks a lot."), timed]))
     )
     const app = Layer.provideMerge(
       Layer.mergeAll(routes, Authenticator.layerStatic({ [TOKEN_A]: a, [TOKEN_B]: b })),
@@ -150,7 +156,7 @@ describe("SessionClient", () => {
       const client = yield* connect(path, TOKEN_A)
       assert.deepStrictEqual(yield* client.hello({ token: TOKEN_A }), a)
       yield* client.ping
-      assert.deepStrictEqual((yield* client.agents).map((agent) => agent.name), ["worker", "talker"])
+      assert.deepStrictEqual((yield* client.agents).map((agent) => agent.name), ["worker", "talker", "timed"])
 
       const session = yield* client.create({ agent: "worker", title: "deploys", metadata: { ticket: 7 } })
       assert.strictEqual(session.agent.name, "worker")
@@ -224,14 +230,21 @@ describe("SessionClient", () => {
       const runs = yield* Ref.make(0)
       const { a, path, sessions } = yield* daemon(runs)
       const client = yield* connect(path, TOKEN_A)
-      const session = yield* client.create({ agent: "worker" })
-      const asked = yield* Deferred.make<string>()
+      const session = yield* client.create({ agent: "timed" })
+      const asked = yield* Deferred.make<readonly [string, number | undefined, number]>()
       const provider = yield* Effect.fork(
         client.provideCallbacks(session.id, ["approval"], (callback) =>
-          Effect.as(Deferred.succeed(asked, callback.request.toolName), Option.some({ decision: "approve" })))
+          Effect.as(
+            Deferred.succeed(asked, [callback.request.toolName, callback.expiresAt, callback.openedAt] as const),
+            Option.some({ decision: "approve" })
+          ))
       )
+      // The agent's approval timeout: the callback the provider is offered says when it expires.
       const accepted = yield* client.send(session.id, { text: "ship it" })
-      assert.strictEqual(yield* Deferred.await(asked), "deploy")
+      const [toolName, expiresAt, openedAt] = yield* Deferred.await(asked)
+      assert.strictEqual(toolName, "deploy")
+      // Set by the turn just before its commit stamps openedAt: a minute on, give or take the commit.
+      assert.approximately(expiresAt! - openedAt, 60_000, 1_000)
       const result = yield* sessions.awaitTurn(a, session.id, accepted.turnId!)
       assert.strictEqual(result.output, "done")
       assert.strictEqual(yield* Ref.get(runs), 1)
@@ -378,11 +391,13 @@ describe("SessionClient", () => {
         const result = yield* Effect.promise(async () => {
           await client.ping()
           const agents = await client.agents()
-          const session = await client.create({ agent: "worker", title: "deploys" })
+          const session = await client.create({ agent: "timed", title: "deploys" })
           const refused = await client.create({ agent: "nobody" }).then(() => undefined, (error: unknown) => error)
           const asked: Array<string> = []
+          const expiries: Array<number | undefined> = []
           const provider = client.provideCallbacks(session.id, ["approval"], async (callback) => {
             asked.push(callback.request.toolName)
+            expiries.push(callback.expiresAt === undefined ? undefined : callback.expiresAt - callback.openedAt)
             return { decision: "approve" }
           })
           const events = await client.events(session.id)
@@ -396,12 +411,14 @@ describe("SessionClient", () => {
           await provider.done
           const renamed = await client.rename(session.id, "renamed")
           const page = await client.list()
-          return { accepted, agents, asked, kinds, page, refused, renamed, session }
+          return { accepted, agents, asked, expiries, kinds, page, refused, renamed, session }
         })
-        assert.deepStrictEqual(result.agents.map((agent) => agent.name), ["worker", "talker"])
+        assert.deepStrictEqual(result.agents.map((agent) => agent.name), ["worker", "talker", "timed"])
         assert.instanceOf(result.refused, SessionClient.ServerError)
         assert.strictEqual((result.refused as SessionClient.ServerError).kind, "not_found")
         assert.deepStrictEqual(result.asked, ["deploy"])
+        assert.lengthOf(result.expiries, 1)
+        assert.approximately(result.expiries[0]!, 60_000, 1_000, "the PendingCallback carries expiresAt")
         assert.includeMembers(result.kinds, ["turn_started", "callback_opened", "callback_resolved", "turn_ended"])
         assert.strictEqual(result.renamed.title, "renamed")
         assert.deepStrictEqual(result.page.items.map((s) => s.id), [result.session.id])
