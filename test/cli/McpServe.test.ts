@@ -70,7 +70,7 @@ const agentsFile = (log: string, hold: string) => ({
     { name: "reader", instructions: "You are reader.", model: "gpt-test", toolsets: [{ name: "kit", tools: ["echo"] }] },
     { name: "recorder", instructions: "You are recorder.", model: "gpt-test", toolsets: ["kit"] },
     // Declares no toolset: what it gets is what its session's create binds (decision 0048).
-    { name: "plain", instructions: "You are reader, bound at create.", model: "gpt-test" }
+    { name: "plain", instructions: "You are reader. Bound at create.", model: "gpt-test" }
   ]
 })
 
