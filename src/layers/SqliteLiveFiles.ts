@@ -24,6 +24,7 @@
  * @since 0.1.0
  */
 import {
+  appendFileSync,
   closeSync,
   fstatSync,
   mkdirSync,
@@ -33,8 +34,7 @@ import {
   statSync,
   unlinkSync,
   utimesSync,
-  writeFileSync,
-  appendFileSync
+  writeFileSync
 } from "node:fs"
 import { join } from "node:path"
 import { AssistantDelta } from "../schema/Event.js"
@@ -50,7 +50,7 @@ const followTtl = 3000
 const lookEvery = 250
 
 /** A deltas file past this size is replaced by a new one. */
-const rotateAt = 1024 * 1024
+const rotateAtDefault = 1024 * 1024
 
 /** Sessions a writer remembers the markers of before it forgets them all. */
 const rememberAtMost = 4096
@@ -65,6 +65,9 @@ export interface Paths {
 export const pathsOf = (filename: string): Paths => ({ hint: `${filename}-pool`, live: `${filename}-live` })
 
 const statOf = (path: string): Stats | undefined => statSync(path, { throwIfNoEntry: false })
+
+/** The inode of the file at `path`, if there is one (a new file has a new one). */
+export const inodeOf = (path: string): number | undefined => statOf(path)?.ino
 
 /** What a file looks like now, as a key that changes with each rewrite ("" when absent). */
 const versionOf = (path: string): string => {
@@ -125,8 +128,9 @@ export const decode = (line: string, sessionId: SessionId, origin: string): Read
   }
 }
 
-/** The writing side: appends a turn's deltas for the sessions someone follows. */
-export const writer = (paths: Paths, origin: string) => {
+/** The writing side: appends a turn's deltas for the sessions someone follows (a new file past `rotateAt` bytes). */
+export const writer = (paths: Paths, origin: string, options: { readonly rotateAt?: number } = {}) => {
+  const rotateAt = options.rotateAt ?? rotateAtDefault
   const looked = new Map<SessionId, { readonly until: number; readonly followed: boolean }>()
   const written = new Map<SessionId, number>()
   const followed = (sessionId: SessionId, now: number): boolean => {
