@@ -14,8 +14,8 @@
  * (`LISTEN/NOTIFY`: inbox pushes by a trigger from the committing transaction,
  * log appends, volatile deltas and the pool's hint by the committing process
  * just after) and `SqliteStoreSignals.layer` (a cheap `PRAGMA data_version`
- * check at a short interval while anything is watched; any other
- * connection's commit stands for the pool's hint, at most every 250 ms)
+ * check at a short interval while anything is watched; the pool's hint and
+ * volatile deltas through side files beside the database, decision 0047)
  * beside the stores. Shaped like cluster's `MessageStorage`: a
  * later `@effect/cluster` host can take its wake-ups from the same port.
  *
