@@ -120,18 +120,35 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
     let hintedAt = 0
     let movedAt: number | undefined
 
+    // The first failure of the side files, logged once by the loop (`undefined`: none, or logged).
+    let sideFilesFailed: { readonly cause: unknown } | undefined
+    let sideFilesLogged = false
+    /**
+     * The side files' part of a check: the followed sessions' deltas handed to their watchers;
+     * whether the pool's hint file changed. Best effort: a directory it cannot write (or read)
+     * costs the hint and the deltas, never the store's signals.
+     */
+    const sideFiles = (): boolean => {
+      try {
+        for (const [sessionId, events] of deltas.poll(hub.followed())) hub.emit(Signal.Deltas({ sessionId, events }))
+        return hint.changed()
+      } catch (cause) {
+        if (!sideFilesLogged) sideFilesFailed ??= { cause }
+        return false
+      }
+    }
+
     /** One check: did anyone else commit, and if so which watched sessions grew. */
     const check = () => {
       const db = reader.db()
       const now = db.pragma("data_version", { simple: true }) as number
       // An explicit hint (a release) at once; a commit (perhaps a push) a little later.
-      if (hint.changed() && hub.claimWatched()) {
+      if (sideFiles() && hub.claimWatched()) {
         hinted = now
         hintedAt = Date.now()
         movedAt = undefined
         hub.claimable()
       }
-      for (const [sessionId, events] of deltas.poll(hub.followed())) hub.emit(Signal.Deltas({ sessionId, events }))
       if (hub.claimWatched() && now !== hinted) {
         const at = Date.now()
         movedAt ??= at
@@ -172,6 +189,14 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
       }
     }
 
+    const logSideFiles = Effect.suspend(() => {
+      const failed = sideFilesFailed
+      if (failed === undefined) return Effect.void
+      sideFilesFailed = undefined
+      sideFilesLogged = true
+      return Effect.logDebug("store side files unusable: no pool hint or deltas through them", failed.cause)
+    })
+
     const tick = Effect.suspend(() =>
       hub.sessions().length === 0 && !hub.claimWatched()
         ? Queue.take(nudges)
@@ -188,7 +213,7 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
               )
             )
           ),
-          Effect.sleep(hub.sessions().length > 0 ? interval : Duration.millis(claimPoll))
+          Effect.zipRight(logSideFiles, Effect.sleep(hub.sessions().length > 0 ? interval : Duration.millis(claimPoll)))
         )
     )
     yield* Effect.forkScoped(Effect.forever(tick))
