@@ -1,11 +1,11 @@
 /**
  * SQLite's side files (src/layers/SqliteLiveFiles.ts, decision 0047): a
- * turn's deltas are written only for a session someone follows, reach the
- * follower in order, its own process's are skipped, and a follower goes on
- * across a new file (the writer's rotation).
+ * turn's deltas are written only for a session another process follows,
+ * reach the follower in order, and a follower goes on across a new file (the
+ * writer's rotation); a follower that stops takes its marker with it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { existsSync, mkdtempSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as SqliteLiveFiles from "../src/layers/SqliteLiveFiles.js"
@@ -20,13 +20,16 @@ describe("SqliteLiveFiles", () => {
     const dir = mkdtempSync(join(tmpdir(), "troupe-live-"))
     try {
       const paths = SqliteLiveFiles.pathsOf(join(dir, "store.db"))
-      const deltasFile = join(paths.live, `${session}.deltas`)
+      const deltasFile = join(paths.live, session, "deltas")
       // Nobody follows: nothing is written.
       SqliteLiveFiles.writer(paths, "a").forward(session, [delta("lost")])
       assert.isFalse(existsSync(deltasFile))
 
       const follower = SqliteLiveFiles.reader(paths, "b")
       assert.deepStrictEqual(follower.poll([session]), [])
+      // Followed only in the writer's own process: its followers have the deltas in-process, nothing is written.
+      SqliteLiveFiles.writer(paths, "b").forward(session, [delta("mine")])
+      assert.isFalse(existsSync(deltasFile))
       // A writer that looks now sees the marker the follower keeps; a new file past 60 bytes.
       const writer = SqliteLiveFiles.writer(paths, "a", { rotateAt: 60 })
       const texts = (polled: ReturnType<typeof follower.poll>) => polled.flatMap(([, events]) => events.map((e) => e.text))
@@ -40,11 +43,13 @@ describe("SqliteLiveFiles", () => {
       const got = follower.poll([session])
       assert.deepStrictEqual(texts(got), ["three", "four", "five"], "the old file to its end, then the new one")
       assert.deepStrictEqual(got.flatMap(([, events]) => events.map((e) => e.turnId)), ["trn_1", "trn_2", "trn_1"])
-      // The follower's own process wrote these: it has them in-process already.
-      SqliteLiveFiles.writer(paths, "b").forward(session, [delta("mine")])
       writer.forward(session, [delta("six")])
       assert.deepStrictEqual(texts(follower.poll([session])), ["six"])
+      // Done following: its marker goes, and a writer that looks again stops writing.
       follower.close()
+      assert.isFalse(existsSync(join(paths.live, session, "b.followed")))
+      SqliteLiveFiles.writer(paths, "c").forward(session, [delta("unread")])
+      assert.notInclude(readFileSync(deltasFile, "utf8"), "unread")
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }

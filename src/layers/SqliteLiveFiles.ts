@@ -8,14 +8,16 @@
  * - **The pool's hint** (`FILE-pool`): a draining host that released leases
  *   (or a claimer that left sessions to the others) rewrites the file; every
  *   process's change check stats it and tells its claim loops at once.
- * - **Volatile deltas** (`FILE-live/`): a process that follows a session
- *   with deltas keeps `SESSION.followed` fresh (its mtime, every second); a
- *   process running a turn of that session appends its deltas to
- *   `SESSION.deltas` only while that marker is fresh (a stat at most every
- *   250 ms per session: a session no one follows costs nothing more), and
- *   starts a new file (unlink, a new inode) past 1 MiB. A follower reads the
- *   lines appended after it began, through a descriptor it keeps open (an
- *   unlinked file stays readable), then moves to the new file.
+ * - **Volatile deltas** (`FILE-live/SESSION/`): a process that follows a
+ *   session with deltas keeps its own marker `ORIGIN.followed` there fresh
+ *   (its mtime, every second) and removes it when it stops following; a
+ *   process running a turn of that session appends its deltas to `deltas`
+ *   only while another process's marker is fresh (a look at the directory at
+ *   most every 250 ms per session: a session no one follows, or only this
+ *   process does, costs nothing more), and starts a new file (unlink, a new
+ *   inode) past 1 MiB. A follower reads the lines appended after it began,
+ *   through a descriptor it keeps open (an unlinked file stays readable),
+ *   then moves to the new file.
  *
  * A line is `ORIGIN TURN ["text", …]`; a process skips its own (it hands its
  * deltas to its followers in-process). Best effort, as on PostgreSQL: a
@@ -29,7 +31,9 @@ import {
   fstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readSync,
+  rmdirSync,
   type Stats,
   statSync,
   unlinkSync,
@@ -91,8 +95,37 @@ export const poolHint = (paths: Paths, origin: string) => {
   }
 }
 
-const markerOf = (paths: Paths, sessionId: SessionId) => join(paths.live, `${sessionId}.followed`)
-const deltasOf = (paths: Paths, sessionId: SessionId) => join(paths.live, `${sessionId}.deltas`)
+const dirOf = (paths: Paths, sessionId: SessionId) => join(paths.live, sessionId)
+const markerOf = (paths: Paths, sessionId: SessionId, origin: string) => join(dirOf(paths, sessionId), `${origin}.followed`)
+const deltasOf = (paths: Paths, sessionId: SessionId) => join(dirOf(paths, sessionId), "deltas")
+
+/** Removes a file that may be gone already. */
+const remove = (path: string) => {
+  try {
+    unlinkSync(path)
+  } catch {
+    // Gone already.
+  }
+}
+
+/** Whether a process other than `origin` follows the session now; stale markers (a follower that died) are removed. */
+const followedElsewhere = (paths: Paths, sessionId: SessionId, origin: string, now: number): boolean => {
+  const dir = dirOf(paths, sessionId)
+  let names: Array<string>
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return false
+  }
+  let followed = false
+  for (const name of names) {
+    if (!name.endsWith(".followed") || name === `${origin}.followed`) continue
+    const marker = statOf(join(dir, name))
+    if (marker !== undefined && marker.mtimeMs > now - followTtl) followed = true
+    else remove(join(dir, name))
+  }
+  return followed
+}
 
 /** One line per turn of `events` (in order). */
 export const encode = (origin: string, events: ReadonlyArray<AssistantDelta>): string => {
@@ -137,17 +170,12 @@ export const writer = (paths: Paths, origin: string, options: { readonly rotateA
     const last = looked.get(sessionId)
     if (last !== undefined && last.until > now) return last.followed
     if (looked.size >= rememberAtMost) looked.clear()
-    const marker = statOf(markerOf(paths, sessionId))
-    const fresh = marker !== undefined && marker.mtimeMs > now - followTtl
+    const fresh = followedElsewhere(paths, sessionId, origin, now)
     looked.set(sessionId, { until: now + lookEvery, followed: fresh })
     if (!fresh && written.has(sessionId)) {
       // Nobody follows any more: what this process wrote is nobody's to read.
       written.delete(sessionId)
-      try {
-        unlinkSync(deltasOf(paths, sessionId))
-      } catch {
-        // Gone already.
-      }
+      remove(deltasOf(paths, sessionId))
     }
     return fresh
   }
@@ -158,14 +186,8 @@ export const writer = (paths: Paths, origin: string, options: { readonly rotateA
       const text = encode(origin, events)
       const file = deltasOf(paths, sessionId)
       const size = (written.get(sessionId) ?? 0) + Buffer.byteLength(text)
-      if (size > rotateAt) {
-        // A new inode: followers finish the old one through their open descriptors, then move on.
-        try {
-          unlinkSync(file)
-        } catch {
-          // Gone already.
-        }
-      }
+      // A new inode: followers finish the old one through their open descriptors, then move on.
+      if (size > rotateAt) remove(file)
       appendFileSync(file, text)
       written.set(sessionId, size > rotateAt ? Buffer.byteLength(text) : size)
     }
@@ -184,19 +206,25 @@ interface Reading {
 /** The following side: for each followed session, its marker kept fresh and the deltas appended since. */
 export const reader = (paths: Paths, origin: string) => {
   const readings = new Map<SessionId, Reading>()
-  let dirMade = false
 
   const touch = (sessionId: SessionId, now: number) => {
-    if (!dirMade) {
-      mkdirSync(paths.live, { recursive: true })
-      dirMade = true
-    }
-    const marker = markerOf(paths, sessionId)
+    const marker = markerOf(paths, sessionId, origin)
     const at = new Date(now)
     try {
       utimesSync(marker, at, at)
     } catch {
+      mkdirSync(dirOf(paths, sessionId), { recursive: true })
       writeFileSync(marker, "")
+    }
+  }
+
+  /** Stops following: this process's marker goes, and the directory if nothing else is in it. */
+  const untouch = (sessionId: SessionId) => {
+    remove(markerOf(paths, sessionId, origin))
+    try {
+      rmdirSync(dirOf(paths, sessionId))
+    } catch {
+      // Another follower's marker, or deltas still there: a writer removes those it wrote once nobody follows.
     }
   }
 
@@ -241,6 +269,7 @@ export const reader = (paths: Paths, origin: string) => {
         if (wanted.has(sessionId)) continue
         close(reading)
         readings.delete(sessionId)
+        untouch(sessionId)
       }
       const out: Array<readonly [SessionId, ReadonlyArray<AssistantDelta>]> = []
       for (const sessionId of sessions) {
@@ -271,9 +300,12 @@ export const reader = (paths: Paths, origin: string) => {
       }
       return out
     },
-    /** Closes every open file. */
+    /** Closes every open file and removes this process's markers. */
     close: () => {
-      for (const reading of readings.values()) close(reading)
+      for (const [sessionId, reading] of readings) {
+        close(reading)
+        untouch(sessionId)
+      }
       readings.clear()
     }
   }
