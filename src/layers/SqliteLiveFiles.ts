@@ -12,9 +12,10 @@
  *   session with deltas keeps its own marker `ORIGIN.followed` there fresh
  *   (its mtime, every second) and removes it when it stops following; a
  *   process running a turn of that session appends its deltas to `deltas`
- *   only while another process's marker is fresh (a look at the directory at
- *   most every 250 ms per session: a session no one follows, or only this
- *   process does, costs nothing more), and starts a new file (unlink, a new
+ *   only while another process's marker is fresh (a listing of `FILE-live/`
+ *   at most every 250 ms per process, and of a listed session's directory at
+ *   most every 250 ms: a session no one follows, or only this process does,
+ *   costs nothing more), and starts a new file (unlink, a new
  *   inode) past 1 MiB. A follower reads the lines appended after it began,
  *   through a descriptor it keeps open (an unlinked file stays readable),
  *   then moves to the new file.
@@ -166,11 +167,26 @@ export const writer = (paths: Paths, origin: string, options: { readonly rotateA
   const rotateAt = options.rotateAt ?? rotateAtDefault
   const looked = new Map<SessionId, { readonly until: number; readonly followed: boolean }>()
   const written = new Map<SessionId, number>()
+  // The sessions with a directory (someone follows them, here or elsewhere), listed at most every `lookEvery`:
+  // a session without one costs a set lookup, however many sessions stream.
+  let listed: { readonly until: number; readonly sessions: ReadonlySet<string> } = { until: 0, sessions: new Set() }
+  const hasDirectory = (sessionId: SessionId, now: number) => {
+    if (listed.until <= now) {
+      let names: ReadonlyArray<string> = []
+      try {
+        names = readdirSync(paths.live)
+      } catch {
+        // No follower ever: no directory.
+      }
+      listed = { until: now + lookEvery, sessions: new Set(names) }
+    }
+    return listed.sessions.has(sessionId)
+  }
   const followed = (sessionId: SessionId, now: number): boolean => {
     const last = looked.get(sessionId)
     if (last !== undefined && last.until > now) return last.followed
     if (looked.size >= rememberAtMost) looked.clear()
-    const fresh = followedElsewhere(paths, sessionId, origin, now)
+    const fresh = hasDirectory(sessionId, now) && followedElsewhere(paths, sessionId, origin, now)
     looked.set(sessionId, { until: now + lookEvery, followed: fresh })
     if (!fresh && written.has(sessionId)) {
       // Nobody follows any more: what this process wrote is nobody's to read.
