@@ -50,6 +50,14 @@ describe("SqliteLiveFiles", () => {
       assert.isFalse(existsSync(join(paths.live, session, "b.followed")))
       SqliteLiveFiles.writer(paths, "c").forward(session, [delta("unread")])
       assert.notInclude(readFileSync(deltasFile, "utf8"), "unread")
+
+      // A follower that leaves nothing else behind leaves no directory beside the database.
+      const other = "ses_2" as SessionId
+      const lone = SqliteLiveFiles.reader(paths, "d")
+      lone.poll([other])
+      assert.isTrue(existsSync(join(paths.live, other, "d.followed")))
+      lone.poll([])
+      assert.isFalse(existsSync(join(paths.live, other)))
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }

@@ -239,8 +239,10 @@ export const reader = (paths: Paths, origin: string) => {
     remove(markerOf(paths, sessionId, origin))
     try {
       rmdirSync(dirOf(paths, sessionId))
+      // The last one leaves nothing beside the database file.
+      rmdirSync(paths.live)
     } catch {
-      // Another follower's marker, or deltas still there: a writer removes those it wrote once nobody follows.
+      // Another follower's marker, or deltas still there (a writer removes those it wrote once nobody follows), or another session's.
     }
   }
 
