@@ -9,7 +9,8 @@
  * turn's end), a callback answer applied, 20 racing answers through both hosts
  * of which exactly one is accepted, a provider on one host answering a callback
  * opened on the other, a child's result delivered across hosts; and a real
- * child process on a SQLite file driving a session this process commands.
+ * child process on a SQLite file driving a session this process commands and
+ * follows, its turn's volatile deltas included.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Context, Duration, Effect, Either, Layer, Option, type Scope, Stream } from "effect"
@@ -403,5 +404,25 @@ describe("a child process on one SQLite file", () => {
       assert.strictEqual(again.disposition, "started")
       const second = yield* sessions.awaitTurn(owner, sessionId, again.turnId!)
       assert.match(second.output, /^done after/)
+      // A follower here sees the reply stream of a turn the child runs (side files, decision 0047), in order.
+      const head = (yield* sessions.snapshot(owner, sessionId)).cursor
+      let ended = false
+      let text = ""
+      const stream = yield* sessions.events(owner, sessionId, { after: head, volatile: true }).pipe(
+        Stream.takeUntil((e) => {
+          if (e._tag === "durable" && e.record._tag === "turn_ended") ended = true
+          if (e._tag === "assistant_delta") text += e.text
+          return ended && text === "the end"
+        }),
+        Stream.runCollect,
+        Effect.timeout("10 seconds"),
+        Effect.fork
+      )
+      // The writer looks at a session's marker at most every 250 ms: a follower sees deltas from then on.
+      yield* Effect.sleep("400 millis")
+      const final = yield* sessions.send(owner, sessionId, { text: "final words" })
+      const deltas = Chunk.toReadonlyArray(yield* stream).flatMap((e) => (e._tag === "assistant_delta" ? [e] : []))
+      assert.strictEqual(deltas.map((d) => d.text).join(""), "the end")
+      assert.isTrue(deltas.every((d) => d.turnId === final.turnId))
     }), 40_000)
 })

@@ -4,7 +4,9 @@
  * store's own connection (`SqliteSessionStore.layerWithSignals`) a push
  * through that store is not signalled (the process announces its own commits
  * in-process), and a push through another connection is; on a connection of
- * its own (`SqliteStoreSignals.layer`) both are.
+ * its own (`SqliteStoreSignals.layer`) both are. The pool's hint is a commit
+ * elsewhere (after a while) or, at once, a release announced through the hint
+ * file (decision 0047).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Option, Queue } from "effect"
@@ -86,6 +88,23 @@ describe("SqliteStoreSignals", () => {
       yield* other.push(session.id, message("its own process starts this"))
       yield* Queue.take(hints).pipe(Effect.timeout("3 seconds"))
       assert.isAtLeast(Date.now() - pushedAt, 90, "the hint waited for the pushing process")
+    }))
+
+  it.scopedLive("a release announced through one connection is the pool's hint on every connection at once, with no commit", () =>
+    Effect.gen(function*() {
+      const filename = yield* fileIn
+      const here = Context.get(yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename })), StoreSignals)
+      const there = Context.get(yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename })), StoreSignals)
+      const hintsHere = yield* here.watchClaimable
+      const hintsThere = yield* there.watchClaimable
+      // Whatever the opening commits hinted has come and gone; both checks have looked at the hint file.
+      yield* Effect.sleep("500 millis")
+      yield* Queue.takeAll(hintsHere)
+      yield* Queue.takeAll(hintsThere)
+      yield* here.announceClaimable
+      // Not the commit hint: nothing was committed, and that one waits 100 ms after a commit anyway.
+      assert.isTrue(Option.isSome(yield* Queue.take(hintsThere).pipe(Effect.timeoutOption("3 seconds"))), "the other process hears it")
+      assert.isTrue(Option.isSome(yield* Queue.take(hintsHere).pipe(Effect.timeoutOption("3 seconds"))), "the sender's too")
     }))
 
   it.scopedLive("a private :memory: database has no other process: its signals are the no-op ones", () =>

@@ -9,15 +9,15 @@
  */
 import { Effect, Queue, Scope } from "effect"
 import type { SessionId } from "../schema/Ids.js"
-import { Signal } from "../services/StoreSignals.js"
+import { Signal, type WatchOptions } from "../services/StoreSignals.js"
 
 /** Hints a watcher may hold unread before the oldest slide out. */
 const depth = 64
 
 /** The watchers of one layer. */
 export interface SignalHub {
-  /** A watch of `sessionId` for the scope. */
-  readonly watch: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
+  /** A watch of `sessionId` for the scope (`deltas`: its watcher wants volatile deltas too). */
+  readonly watch: (sessionId: SessionId, options?: WatchOptions) => Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
   /** Calls `f` with the signals of `sessionId` for the scope. */
   readonly onSignal: (sessionId: SessionId, f: (signal: Signal) => void) => Effect.Effect<void, never, Scope.Scope>
   /** Hands a signal to the watchers of its session (none: dropped). */
@@ -26,6 +26,8 @@ export interface SignalHub {
   readonly missedAll: () => void
   /** The sessions watched now. */
   readonly sessions: () => ReadonlyArray<SessionId>
+  /** The sessions watched now by someone who wants their volatile deltas. */
+  readonly followed: () => ReadonlyArray<SessionId>
   /** Whether `sessionId` is watched now. */
   readonly has: (sessionId: SessionId) => boolean
   /** A watch of the pool's hint for the scope (a sliding queue of one). */
@@ -41,6 +43,13 @@ export const make = (onWatch: (sessionId: SessionId) => void = () => {}): Signal
   // Every watch is a sink: a queue's offer, or the caller's function.
   const watchers = new Map<SessionId, Set<(signal: Signal) => void>>()
   const pool = new Set<Queue.Queue<void>>()
+  // How many watches of each session want its deltas.
+  const deltaWatches = new Map<SessionId, number>()
+  const countDeltas = (sessionId: SessionId, by: 1 | -1) => {
+    const count = (deltaWatches.get(sessionId) ?? 0) + by
+    if (count > 0) deltaWatches.set(sessionId, count)
+    else deltaWatches.delete(sessionId)
+  }
   /** Adds `sink` for the scope (`Scope.addFinalizer`: removing it restores nothing of the fiber). */
   const subscribe = (sessionId: SessionId, sink: (signal: Signal) => void, closed: Effect.Effect<void> = Effect.void) =>
     Effect.uninterruptible(Effect.flatMap(Effect.scope, (scope) => {
@@ -63,9 +72,16 @@ export const make = (onWatch: (sessionId: SessionId) => void = () => {}): Signal
       )
     }))
   return {
-    watch: (sessionId) =>
-      Effect.flatMap(Queue.sliding<Signal>(depth), (queue) =>
-        Effect.as(subscribe(sessionId, (signal) => void Queue.unsafeOffer(queue, signal), Queue.shutdown(queue)), queue)),
+    watch: (sessionId, options) =>
+      Effect.flatMap(Queue.sliding<Signal>(depth), (queue) => {
+        const deltas = options?.deltas === true
+        const closed = deltas
+          ? Effect.zipRight(Effect.sync(() => countDeltas(sessionId, -1)), Queue.shutdown(queue))
+          : Queue.shutdown(queue)
+        const watched = subscribe(sessionId, (signal) => void Queue.unsafeOffer(queue, signal), closed)
+        // Counted and subscribed together, or neither: the count is undone by the subscription's finalizer.
+        return Effect.as(deltas ? Effect.uninterruptible(Effect.zipRight(Effect.sync(() => countDeltas(sessionId, 1)), watched)) : watched, queue)
+      }),
     onSignal: (sessionId, f) => subscribe(sessionId, f),
     emit: (signal) => {
       const set = watchers.get(signal.sessionId)
@@ -79,6 +95,7 @@ export const make = (onWatch: (sessionId: SessionId) => void = () => {}): Signal
       }
     },
     sessions: () => [...watchers.keys()],
+    followed: () => [...deltaWatches.keys()],
     has: (sessionId) => watchers.has(sessionId),
     watchClaimable: Effect.acquireRelease(
       Effect.tap(Queue.sliding<void>(1), (queue) => Effect.sync(() => pool.add(queue))),

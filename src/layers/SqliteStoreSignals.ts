@@ -4,13 +4,18 @@
  * milliseconds (a counter that moves when any other connection commits: one
  * page-cache check, no I/O); when it moved, one query reads the watched
  * sessions' heads (`head_seq`, `inbox_head`) and signals those that grew.
- * The pool's hint ("sessions became claimable") has no message of its own
- * here: any other connection's commit (a release is one) stands for it,
- * `hintAfter` after it was seen and at most every `claimEvery`, so a worker's
- * claim loop looks again soon after another process wrote, but not before
- * that process started the session it may just have pushed to; while only that hint is watched the check runs every
- * `claimEvery`. Nothing watched, nothing runs. Volatile deltas do not cross
- * processes here.
+ *
+ * The pool's hint ("sessions became claimable") and volatile deltas go
+ * through side files beside the database (`SqliteLiveFiles`, decision 0047):
+ * `announceClaimable` rewrites `FILE-pool`, which every process's check stats
+ * (every `claimPoll` while only the hint is watched) and hints at once; a
+ * session followed with deltas has its marker kept fresh, and the deltas
+ * another process appends for it are read at each check. Any other
+ * connection's commit still stands for the pool's hint too (a push through a
+ * process that does not run the session), `hintAfter` after it was seen and at
+ * most every `claimEvery`, so a worker's claim loop looks again soon after
+ * another process wrote, but not before that process started the session it
+ * may just have pushed to. Nothing watched, nothing runs.
  *
  * A session is signalled once (`Inbox` and `Log`) when it is first seen, so a
  * change between a watcher's subscription and the first check is not missed.
@@ -26,9 +31,10 @@
  */
 import Database from "better-sqlite3"
 import { Duration, Effect, Layer, Queue } from "effect"
-import type { SessionId } from "../schema/Ids.js"
+import { type SessionId, ulid } from "../schema/Ids.js"
 import { layerNoop, Signal, StoreSignals } from "../services/StoreSignals.js"
 import * as SignalHub from "./SignalHub.js"
+import * as SqliteLiveFiles from "./SqliteLiveFiles.js"
 
 /** Where the file is, and how often it is checked while watched. */
 export interface Options {
@@ -47,6 +53,9 @@ const claimEvery = 250
  */
 const hintAfter = 100
 
+/** How often the pool's hint file is looked at while only the hint is watched: an explicit hint is taken at once. */
+const claimPoll = 25
+
 interface Heads {
   head: number
   inbox: number
@@ -59,10 +68,11 @@ const chunk = 500
 export const layer = (options: Options): Layer.Layer<StoreSignals> =>
   options.filename === ":memory:" ? layerNoop : Layer.scoped(StoreSignals, make(options))
 
-/** Where the check reads: the connection, and what to do with it when a check fails. */
+/** Where the check reads: the connection, and what to do with it when a check fails; where the side files are. */
 interface Reader {
   readonly db: () => Database.Database
   readonly failed: () => void
+  readonly paths: SqliteLiveFiles.Paths
 }
 
 /** Builds the signals on a connection of their own (closed with the scope); the check runs in a fiber of the scope. */
@@ -77,7 +87,8 @@ export const make = (options: Options) =>
       failed: () => {
         db?.close()
         db = undefined
-      }
+      },
+      paths: SqliteLiveFiles.pathsOf(options.filename)
     })
   })
 
@@ -86,11 +97,16 @@ export const make = (options: Options) =>
  * closes it): only other connections' commits move its `data_version`.
  */
 export const makeOn = (db: Database.Database, options: Pick<Options, "interval"> = {}) =>
-  makeWith(options.interval, { db: () => db, failed: () => {} })
+  makeWith(options.interval, { db: () => db, failed: () => {}, paths: SqliteLiveFiles.pathsOf(db.name) })
 
 const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
   Effect.gen(function*() {
     const interval = Duration.decode(every ?? "5 millis")
+    const origin = yield* ulid
+    const hint = SqliteLiveFiles.poolHint(reader.paths, origin)
+    const deltas = SqliteLiveFiles.reader(reader.paths, origin)
+    const outgoing = SqliteLiveFiles.writer(reader.paths, origin)
+    yield* Effect.addFinalizer(() => Effect.sync(deltas.close))
     const nudges = yield* Queue.sliding<void>(1)
     const fresh = new Set<SessionId>()
     const hub = SignalHub.make((sessionId) => {
@@ -104,10 +120,35 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
     let hintedAt = 0
     let movedAt: number | undefined
 
+    // The first failure of the side files, logged once by the loop (`undefined`: none, or logged).
+    let sideFilesFailed: { readonly cause: unknown } | undefined
+    let sideFilesLogged = false
+    /**
+     * The side files' part of a check: the followed sessions' deltas handed to their watchers;
+     * whether the pool's hint file changed. Best effort: a directory it cannot write (or read)
+     * costs the hint and the deltas, never the store's signals.
+     */
+    const sideFiles = (): boolean => {
+      try {
+        for (const [sessionId, events] of deltas.poll(hub.followed())) hub.emit(Signal.Deltas({ sessionId, events }))
+        return hint.changed()
+      } catch (cause) {
+        if (!sideFilesLogged) sideFilesFailed ??= { cause }
+        return false
+      }
+    }
+
     /** One check: did anyone else commit, and if so which watched sessions grew. */
     const check = () => {
       const db = reader.db()
       const now = db.pragma("data_version", { simple: true }) as number
+      // An explicit hint (a release) at once; a commit (perhaps a push) a little later.
+      if (sideFiles() && hub.claimWatched()) {
+        hinted = now
+        hintedAt = Date.now()
+        movedAt = undefined
+        hub.claimable()
+      }
       if (hub.claimWatched() && now !== hinted) {
         const at = Date.now()
         movedAt ??= at
@@ -148,6 +189,14 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
       }
     }
 
+    const logSideFiles = Effect.suspend(() => {
+      const failed = sideFilesFailed
+      if (failed === undefined) return Effect.void
+      sideFilesFailed = undefined
+      sideFilesLogged = true
+      return Effect.logDebug("store side files unusable: no pool hint or deltas through them", failed.cause)
+    })
+
     const tick = Effect.suspend(() =>
       hub.sessions().length === 0 && !hub.claimWatched()
         ? Queue.take(nudges)
@@ -164,9 +213,7 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
               )
             )
           ),
-          Effect.sleep(
-            hub.sessions().length > 0 ? interval : Duration.millis(movedAt === undefined ? claimEvery : hintAfter)
-          )
+          Effect.zipRight(logSideFiles, Effect.sleep(hub.sessions().length > 0 ? interval : Duration.millis(claimPoll)))
         )
     )
     yield* Effect.forkScoped(Effect.forever(tick))
@@ -174,9 +221,14 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
       watch: hub.watch,
       onSignal: hub.onSignal,
       announce: () => Effect.void,
-      forward: () => Effect.void,
-      // The release this would announce is a commit: the change check hears it.
-      announceClaimable: Effect.void,
+      forward: (sessionId, events) =>
+        Effect.sync(() => outgoing.forward(sessionId, events)).pipe(
+          Effect.catchAllDefect((cause) => Effect.logDebug("deltas not forwarded", cause))
+        ),
+      // Written before the drain goes on: the process may exit right after.
+      announceClaimable: Effect.sync(hint.announce).pipe(
+        Effect.catchAllDefect((cause) => Effect.logDebug("pool hint not sent", cause))
+      ),
       watchClaimable: Effect.tap(hub.watchClaimable, () => Queue.offer(nudges, undefined)),
       shared: true
     })

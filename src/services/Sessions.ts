@@ -593,7 +593,8 @@ export const make = Effect.gen(function*() {
       yield* authorize(principal, sessionId)
       // Subscribe before reading the log, so nothing published meanwhile is missed: here, and by other processes.
       const live = yield* host.live(sessionId)
-      const changes = yield* signals.watch(sessionId)
+      // Deltas from other processes only for a follower that shows them (on SQLite the writer pays for each one).
+      const changes = yield* signals.watch(sessionId, { deltas: options.volatile === true && options.follow !== false })
       const follower = makeFollower(sessionId, options.after ?? 0)
       const replay = Stream.paginateChunkEffect(undefined, () =>
         Effect.map(store.readLog(sessionId, { after: follower.cursor(), limit: 500 }), (page) => {

@@ -14,8 +14,8 @@
  * (`LISTEN/NOTIFY`: inbox pushes by a trigger from the committing transaction,
  * log appends, volatile deltas and the pool's hint by the committing process
  * just after) and `SqliteStoreSignals.layer` (a cheap `PRAGMA data_version`
- * check at a short interval while anything is watched; any other
- * connection's commit stands for the pool's hint, at most every 250 ms)
+ * check at a short interval while anything is watched; the pool's hint and
+ * volatile deltas through side files beside the database, decision 0047)
  * beside the stores. Shaped like cluster's `MessageStorage`: a
  * later `@effect/cluster` host can take its wake-ups from the same port.
  *
@@ -40,6 +40,15 @@ export type Signal = Data.TaggedEnum<{
 /** Constructors for `Signal`. */
 export const Signal = Data.taggedEnum<Signal>()
 
+/** What a watcher wants beside the changes. */
+export interface WatchOptions {
+  /**
+   * The volatile deltas of turns other processes run (`Deltas`): a layer that
+   * must ask the writing process for them (SQLite) asks only for sessions watched so.
+   */
+  readonly deltas?: boolean | undefined
+}
+
 /** The port. */
 export class StoreSignals extends Context.Tag("troupe/StoreSignals")<
   StoreSignals,
@@ -49,7 +58,7 @@ export class StoreSignals extends Context.Tag("troupe/StoreSignals")<
      * reading the store, so a change in between is signalled. The queue slides:
      * a watcher that falls behind loses old hints, never the newest.
      */
-    readonly watch: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
+    readonly watch: (sessionId: SessionId, options?: WatchOptions) => Effect.Effect<Queue.Dequeue<Signal>, never, Scope.Scope>
     /**
      * `watch` without a queue or a fiber to take from it: `f` is called with
      * every signal for `sessionId` from now on, for the scope, as it arrives. It

@@ -1,5 +1,5 @@
 /**
- * One worker of a pool on PostgreSQL, run as a child process by
+ * One worker of a pool on PostgreSQL (or, given a file path instead of a URL, on a SQLite file), run as a child process by
  * test/WorkerPool.test.ts and bench/failover.ts: the runtime `troupe serve`
  * builds on a shared store (`Troupe.layerPg`, so `Troupe.sharedStoreHost`),
  * with a server tool and a slow scripted model that report to a side file,
@@ -7,7 +7,7 @@
  * (`SessionHost.drain`, handing its sessions over), closes the runtime and
  * exits 0.
  *
- *   poolWorker.ts URL OWNER SIDE_FILE
+ *   poolWorker.ts URL|FILE OWNER SIDE_FILE
  *
  * Environment (milliseconds): `POOL_TTL_MS` (lease TTL, default 2000),
  * `POOL_CLAIM_MS` (claim interval, default the shared-store default),
@@ -216,18 +216,22 @@ const main = () => {
   const model = stepModel(owner, side, modelMs)
 
   const pg = { url, maxConnections: Number(env["POOL_CONNECTIONS"] ?? "4") }
-  // `Troupe.layerPg`, its store able to pause the process for the tests of decision 0031.
-  const runtime = Troupe.layer(pausingStore(pg, side, owner), {
-    signals: PgStoreSignals.layer({ url }),
-    host: Troupe.sharedStoreHost({
-      owner,
-      leaseTtl: Duration.millis(Number(env["POOL_TTL_MS"] ?? "2000")),
-      ...(env["POOL_CLAIM_MS"] === undefined ? {} : { pollInterval: Duration.millis(Number(env["POOL_CLAIM_MS"])) }),
-      maxBusyActors: Number(env["POOL_MAX_BUSY"] ?? "64")
-    }),
-    tools: Toolkit.layer([step(owner, side)]),
-    model
-  })
+  const host = {
+    owner,
+    leaseTtl: Duration.millis(Number(env["POOL_TTL_MS"] ?? "2000")),
+    ...(env["POOL_CLAIM_MS"] === undefined ? {} : { pollInterval: Duration.millis(Number(env["POOL_CLAIM_MS"])) }),
+    maxBusyActors: Number(env["POOL_MAX_BUSY"] ?? "64")
+  }
+  const tools = Toolkit.layer([step(owner, side)])
+  // `Troupe.layerPg`, its store able to pause the process for the tests of decision 0031; or a SQLite file.
+  const runtime = url.startsWith("postgres")
+    ? Troupe.layer(pausingStore(pg, side, owner), {
+      signals: PgStoreSignals.layer({ url }),
+      host: Troupe.sharedStoreHost(host),
+      tools,
+      model
+    })
+    : Troupe.layerSqlite({ filename: url }, { host, tools, model })
 
   // The daemon's order (cli/Daemon.ts): listen for signals first, build the runtime, serve until a
   // signal, drain, then close the runtime (the remaining actors release their leases).
