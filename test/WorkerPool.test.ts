@@ -17,9 +17,6 @@
  *   worker continues it well before the TTL, and the drained worker exits 0;
  * - SIGSTOP of the last worker, longer than the TTL, in the middle of six
  *   turns: SIGCONT'd, it finishes them all, each step once.
- * And two worker processes on one SQLite file: SIGTERM of the owner inside a
- * turn, the other's claim tick an hour away: the release's hint (the pool's
- * hint file, decision 0047) moves the session at once.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Exit, Fiber, Layer, ManagedRuntime, Option, Schedule, Schema, Scope } from "effect"
@@ -29,7 +26,6 @@ import { join } from "node:path"
 import * as WorkerPool from "../src/actors/WorkerPool.js"
 import * as Lock from "../src/internal/Lock.js"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
-import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import { Agent, ModelRef, ToolSpec } from "../src/schema/Agent.js"
 import type { SessionId } from "../src/schema/Ids.js"
 import { LogRecord } from "../src/schema/Record.js"
@@ -202,68 +198,6 @@ describe("two hosts on one SQLite file", () => {
         "the parked turn went on on b with the answer"
       )
     }), 40_000)
-})
-
-describe("two worker processes on one SQLite file", () => {
-  it("a draining worker's release reaches the other at once: it goes on with the turn, its claim tick an hour away", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "troupe-pool-sqlite-proc-"))
-    const filename = join(dir, "shared.db")
-    const side = join(dir, "side")
-    const started: Array<WorkerProcess> = []
-    const store = ManagedRuntime.make(SqliteSessionStore.layer({ filename }))
-    try {
-      const agent = new Agent({ name: "stepper", instructions: "x", model: new ModelRef({ name: "scripted" }), tools: [step("spec", side).spec] })
-      // Runnable before the workers start: their first looks find it, and one of them takes its lease.
-      const sessionId = await store.runPromise(Effect.gen(function*() {
-        const sessions = yield* SessionStore
-        const session = yield* sessions.create({ principal: principal(), agent })
-        yield* sessions.push(session.id, message("steps 3"))
-        return session.id
-      }))
-      // Claim ticks an hour away and a lease far longer than the test: only the pool's hint moves the session.
-      for (const owner of ["s1", "s2"]) {
-        started.push(startWorker(filename, owner, side, {
-          POOL_TTL_MS: "60000",
-          POOL_CLAIM_MS: "3600000",
-          POOL_GRACE_MS: "20000",
-          POOL_MODEL_MS: "300"
-        }))
-      }
-      await Promise.all(started.map((w) => w.waitFor(`READY ${w.owner}`, 60_000)))
-      const lines = () => (existsSync(side) ? readSide(readFileSync(side, "utf8")) : []).filter((l) => l.sessionId === sessionId)
-      const until = async <A>(what: string, find: () => A | undefined): Promise<A> => {
-        const deadline = Date.now() + 30_000
-        for (;;) {
-          const found = find()
-          if (found !== undefined) return found
-          if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${started.map((w) => w.output()).join("\n")}`)
-          await new Promise((resolve) => setTimeout(resolve, 20))
-        }
-      }
-      // SIGTERM inside the second model call: the owner finishes that step, releases, and tells the pool.
-      const second = await until("model call 2", () => lines().find((l) => l.kind === "model" && l.n === 2))
-      const owner = started.find((w) => w.owner === second.owner)!
-      const heir = started.find((w) => w !== owner)!
-      owner.proc.kill("SIGTERM")
-      const third = await until("model call 3", () => lines().find((l) => l.kind === "model" && l.n === 3))
-      const lastStep = lines().filter((l) => l.kind === "tool" && l.owner === owner.owner).at(-1)!
-      console.log(`SQLite handover across processes: ${third.at - lastStep.at} ms from the drained worker's last step to the heir's call`)
-      assert.strictEqual(third.owner, heir.owner)
-      assert.strictEqual(await owner.exited, 0)
-      assert.include(owner.output(), "DRAINED true")
-      await until("model call 4", () => lines().find((l) => l.kind === "model" && l.n === 4))
-      assert.deepStrictEqual(
-        lines().map((l) => `${l.kind} ${l.n} ${l.owner === owner.owner ? "owner" : "heir"}`),
-        ["model 1 owner", "tool 1 owner", "model 2 owner", "tool 2 owner", "model 3 heir", "tool 3 heir", "model 4 heir"],
-        "handed over between steps, each step once"
-      )
-    } finally {
-      for (const w of started) if (w.proc.exitCode === null && w.proc.signalCode === null) w.proc.kill("SIGKILL")
-      await Promise.all(started.map((w) => w.exited))
-      await store.dispose()
-      rmSync(dir, { recursive: true, force: true })
-    }
-  }, 90_000)
 })
 
 const pg = await availability()
