@@ -82,7 +82,6 @@ const MAX_FUNCTION_LINES = 150
  * so the list only shrinks.
  */
 const knownLong = new Set([
-  "src/actors/SessionState.ts apply",
   "src/actors/SubagentTools.ts make"
 ])
 
