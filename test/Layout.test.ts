@@ -8,7 +8,7 @@
  *   types, the types live in a third (`ServeOptions`, `RunOptions`);
  * - no function in src/client, src/server or src/actors is over 150 lines
  *   (read with the TypeScript compiler, nested functions counted in their
- *   enclosing one), bar the listed exceptions in src/actors;
+ *   enclosing one);
  * - nothing below the layers imports them: src/schema, src/services and
  *   src/internal import no `src/layers/` module, and the SQL store
  *   (src/layers/sql) keeps every module within ~500 lines;
@@ -74,16 +74,6 @@ const graphOf = (files: ReadonlyArray<string>): ReadonlyMap<string, ReadonlyArra
 
 /** The longest a function may be, in lines from its first to its last (CONVENTIONS: no function over ~150 lines). */
 const MAX_FUNCTION_LINES = 150
-
-/**
- * Functions of src/actors already over the limit, by `file name`: the actors
- * are reshaped by their own work, not by the wire's split, so they are listed
- * here until then. An entry that is no longer over the limit fails the test,
- * so the list only shrinks.
- */
-const knownLong = new Set([
-  "src/actors/SubagentTools.ts make"
-])
 
 /** The name a function is known by: its own, or that of the declaration, property or method it is the value of. */
 const functionName = (node: ts.Node): string => {
@@ -276,19 +266,11 @@ describe("layout", () => {
     ])
   })
 
-  it("no function in src/client, src/server or src/actors is over 150 lines, bar the listed exceptions", () => {
+  it("no function in src/client, src/server or src/actors is over 150 lines", () => {
     const files = [...filesUnder("src/client"), ...filesUnder("src/server"), ...filesUnder("src/actors")]
     assert.includeMembers([...files], ["src/server/Connection.ts", "src/server/SessionRoutes.ts", "src/client/SessionClient.ts"])
-    const long = files.flatMap((file) =>
-      longFunctions(file, readFileSync(join(root, file), "utf8")).map((found) => ({
-        key: `${file} ${found.slice(0, found.indexOf(" ("))}`,
-        text: `${file}: ${found}`
-      }))
-    )
-    assert.deepStrictEqual(long.filter(({ key }) => !knownLong.has(key)).map(({ text }) => text), [])
-    const stillLong = new Set(long.map(({ key }) => key))
     assert.deepStrictEqual(
-      [...knownLong].filter((key) => !stillLong.has(key)).map((key) => `${key} is no longer over the limit: drop it from knownLong`),
+      files.flatMap((file) => longFunctions(file, readFileSync(join(root, file), "utf8")).map((found) => `${file}: ${found}`)),
       []
     )
   })
