@@ -21,12 +21,12 @@
  *
  * @since 0.1.0
  */
-import { HashMap, HashSet } from "effect"
+import { HashMap, HashSet, Option } from "effect"
 import type { CallbackResolution } from "../schema/Callback.js"
-import { OpenCallback } from "../schema/Callback.js"
+import { decodeApprovalResult, OpenCallback } from "../schema/Callback.js"
 import type { ArchivedResult } from "../schema/Compaction.js"
 import type { CallbackId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
-import { type OperationKind, OperationReceipt } from "../schema/Operation.js"
+import { decodeModelReply, decodeWait, type ModelReplyOutput, type OperationKind, OperationReceipt } from "../schema/Operation.js"
 import type {
   CallbackOpened,
   CallbackResolved,
@@ -179,8 +179,11 @@ export const empty = (sessionId: SessionId): SessionState => ({
   reported: null
 })
 
-const isSessionApproval = (result: unknown) =>
-  typeof result === "object" && result !== null && (result as { readonly decision?: unknown }).decision === "approve_session"
+/** Whether an approval's result approves its tool for the rest of the session. */
+const isSessionApproval = (result: unknown): boolean => {
+  const approval = decodeApprovalResult(result)
+  return Option.isSome(approval) && "decision" in approval.value && approval.value.decision === "approve_session"
+}
 
 const toolMessage = (toolCallId: string, output: unknown): Model.Message => ({
   role: "tool",
@@ -202,12 +205,8 @@ const appendResult = (transcript: Transcript.Transcript, message: Model.Message,
   return next
 }
 
-const reportOf = (entry: OperationEntry, output: unknown): Reported | undefined => {
-  const tokens = (output as { readonly inputTokens?: unknown } | undefined)?.inputTokens
-  return typeof tokens === "number" && tokens > 0 && "messages" in entry.input
-    ? { tokens, messages: entry.input.messages }
-    : undefined
-}
+const reportOf = (entry: OperationEntry, reply: ModelReplyOutput): Reported | undefined =>
+  reply.inputTokens > 0 && "messages" in entry.input ? { tokens: reply.inputTokens, messages: entry.input.messages } : undefined
 
 /** What a tool call with no result is given when its turn ends, so every call in the transcript has an answer. */
 const closingResult = (call: Model.ToolCall, end: TurnEnded): unknown =>
@@ -241,13 +240,11 @@ const withoutCall = (calls: ReadonlyArray<Model.ToolCall>, callId: string) => {
   return i < 0 ? calls : [...calls.slice(0, i), ...calls.slice(i + 1)]
 }
 
-const replyOf = (output: unknown): { readonly text: string; readonly toolCalls: ReadonlyArray<Model.ToolCall> } => {
-  const reply = output as { readonly text?: unknown; readonly toolCalls?: unknown } | undefined
-  return {
-    text: typeof reply?.text === "string" ? reply.text : "",
-    toolCalls: Array.isArray(reply?.toolCalls) ? reply.toolCalls as ReadonlyArray<Model.ToolCall> : []
-  }
-}
+/** What a model call's output that is no reply is read as: an empty one. */
+const noReply: ModelReplyOutput = { text: "", toolCalls: [], inputTokens: 0, outputTokens: 0 }
+
+/** A model call's output as its reply, decoded once. */
+const replyOf = (output: unknown): ModelReplyOutput => Option.getOrElse(decodeModelReply(output), () => noReply)
 
 // The fold builds every new state as a literal: an object spread with an override costs ~50× as much in V8.
 interface Change {
@@ -300,15 +297,8 @@ const aliasOf = (state: SessionState, childSessionId: SessionId): string | null 
 
 /** The child results an `agents.wait` call returned (its output's `results`, by turn id). */
 const waitedTurns = (output: unknown): ReadonlySet<string> => {
-  const results = (output as { readonly results?: unknown } | undefined)?.results
-  const turns = new Set<string>()
-  if (Array.isArray(results)) {
-    for (const result of results) {
-      const turnId = (result as { readonly turnId?: unknown } | undefined)?.turnId
-      if (typeof turnId === "string") turns.add(turnId)
-    }
-  }
-  return turns
+  const wait = decodeWait(output)
+  return new Set(Option.isSome(wait) ? wait.value.results.map((result) => result.turnId) : [])
 }
 
 /**
@@ -397,8 +387,8 @@ const operationEnded = (state: SessionState, body: OperationCompleted | Operatio
   let reported: Reported | undefined
   if (entry.kind === "model") {
     if (completed && !entry.isError) {
-      reported = reportOf(entry, entry.output)
       const reply = replyOf(entry.output)
+      reported = reportOf(entry, reply)
       transcript = Transcript.append(transcript, {
         role: "assistant",
         content: reply.text,

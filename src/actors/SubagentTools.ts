@@ -19,6 +19,7 @@ import { Agent, ToolSpec } from "../schema/Agent.js"
 import type { Conflict, SpawnRefused } from "../schema/Errors.js"
 import { type InputId, makeInputId, makeSessionId, type OperationId, type SessionId, TurnId } from "../schema/Ids.js"
 import { Interrupt, Message } from "../schema/Inbox.js"
+import type { ChildResultView, SpawnOutput, WaitOutput } from "../schema/Operation.js"
 import type { ChildResultRecorded, RecordBody } from "../schema/Record.js"
 import type { RunOptions } from "../schema/Run.js"
 import type { Session } from "../schema/Session.js"
@@ -133,7 +134,7 @@ export const refusalOutcome = (refusal: SpawnRefused): ToolOutcome => ({
   isError: true
 })
 
-const resultView = (result: ChildResultRecorded, alias: string | null) => ({
+const resultView = (result: ChildResultRecorded, alias: string | null): ChildResultView => ({
   sessionId: result.childSessionId,
   alias,
   turnId: result.turnId,
@@ -259,7 +260,7 @@ const wait: Run = (env, call) =>
         resultView(result, HashMap.get(aliases, result.childSessionId).pipe(Option.map((c) => c.alias), Option.getOrNull))
       ),
       ...(timedOut ? { timedOut: true } : {})
-    })
+    } satisfies WaitOutput)
   }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
 
 /**
@@ -287,7 +288,7 @@ const spawn = (
       : new Agent({ ...definition.value, tools: [...definition.value.tools, ...inherited] }, true)
     const sessionId = yield* makeSessionId
     const alias = `${name}-${HashMap.size(env.state().children) + 1}`
-    const outcome = ok({ sessionId, alias })
+    const outcome = ok({ sessionId, alias } satisfies SpawnOutput)
     const spawned = yield* env.commitSpawn({
       agent,
       message: new Message({ inputId: yield* makeInputId, text: parsed.message, run: env.childRun }, true),
