@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Schema, TestClock } from "effect"
+import { Arbitrary, Duration, Effect, FastCheck as fc, Option, Schema, TestClock } from "effect"
 import { randomUUID } from "node:crypto"
+import { readFileSync } from "node:fs"
 import { Agent, ModelRef, PermissionPolicy, ToolSpec } from "../src/schema/Agent.js"
 import {
   CallbackId,
@@ -21,7 +22,8 @@ import { Command, Message } from "../src/schema/Inbox.js"
 import { canonical } from "../src/schema/Json.js"
 import { decodePrincipal, Principal } from "../src/schema/Principal.js"
 import { Usage } from "../src/schema/Budget.js"
-import { ApprovalRequest } from "../src/schema/Callback.js"
+import { ApprovalRequest, decodeApprovalResult } from "../src/schema/Callback.js"
+import * as Operation from "../src/schema/Operation.js"
 import * as Record from "../src/schema/Record.js"
 import { RecordBody } from "../src/schema/Record.js"
 
@@ -340,4 +342,54 @@ describe("record JSON", () => {
         if (revived._tag === "turn_ended") assert.instanceOf(revived.usage, Usage)
       }
     }))
+})
+
+describe("operation outputs", () => {
+  const legacy: ReadonlyArray<{ readonly body: { readonly _tag: string; readonly output?: unknown; readonly result?: unknown } }> =
+    readFileSync(new URL("./fixtures/legacy-log-0.1.jsonl", import.meta.url), "utf8").trim().split("\n").map((line) => JSON.parse(line))
+
+  it("a model reply decodes by its schema, an older one's missing fields as empty, anything else as none", () => {
+    const replies = legacy.flatMap(({ body }) =>
+      body._tag === "operation_completed" && typeof body.output === "object" && body.output !== null && "toolCalls" in body.output
+        ? [body.output]
+        : []
+    )
+    assert.isAbove(replies.length, 5)
+    for (const reply of replies) assert.deepStrictEqual(Operation.decodeModelReply(reply), Option.some(reply as Operation.ModelReplyOutput))
+    assert.deepStrictEqual(
+      Operation.decodeModelReply({ text: "hi" }),
+      Option.some({ text: "hi", toolCalls: [], inputTokens: 0, outputTokens: 0 })
+    )
+    assert.deepStrictEqual(Operation.decodeModelReply({ toolCalls: [{ id: "c1", name: "x", arguments: "{}" }] }).pipe(Option.map((r) => r.toolCalls)), Option.some([{ id: "c1", name: "x", arguments: "{}" }]))
+    assert.isTrue(Option.isNone(Operation.decodeModelReply("record a ok")))
+    assert.isTrue(Option.isNone(Operation.decodeModelReply({ text: 1, toolCalls: [] })))
+    assert.isTrue(Option.isNone(Operation.decodeModelReply({ text: "", toolCalls: [{ id: "c1" }], inputTokens: 1, outputTokens: 0 })))
+  })
+
+  it("the hand check of a whole reply agrees with the schema, on any value the schema's arbitrary makes and on broken ones", () => {
+    const schemaSays = Schema.decodeUnknownOption(Operation.ModelReplyOutput)
+    const reply = Arbitrary.make(Schema.typeSchema(Operation.ModelReplyOutput))
+    const broken = fc.tuple(reply, fc.constantFrom("text", "toolCalls", "inputTokens", "outputTokens", "finishReason"), fc.anything())
+      .map(([value, key, junk]) => ({ ...value, [key]: junk }))
+    fc.assert(
+      fc.property(fc.oneof(reply, broken), (value) => {
+        assert.deepStrictEqual(Operation.decodeModelReply(value).pipe(Option.map((r) => ({ ...r }))), schemaSays(value))
+      }),
+      { numRuns: 300 }
+    )
+  })
+
+  it("an agents.wait result, a spawn and an approval decode by their schemas; a failure does not", () => {
+    const result = { sessionId: "ses_01M8RCWX0K3ZXD8YDE9TQE7GKH", alias: "w-1", turnId: "turn_01M8RCWX0G87NKM393EXAXJ56W", outcome: "completed", output: "done" }
+    assert.deepStrictEqual(Operation.decodeWait({ results: [result] }).pipe(Option.map((w) => w.results.map((r) => r.turnId))), Option.some([result.turnId]))
+    assert.isTrue(Option.isNone(Operation.decodeWait({ error: "you have no subagent x" })))
+    assert.deepStrictEqual(Operation.decodeSpawn({ sessionId: result.sessionId, alias: "w-1" }).pipe(Option.map((s) => s.alias)), Option.some("w-1"))
+    const approvals = legacy.flatMap(({ body }) => body._tag === "callback_resolved" && body.result !== undefined ? [body.result] : [])
+    assert.deepStrictEqual(
+      approvals.map((r) => Option.map(decodeApprovalResult(r), (a) => ("decision" in a ? a.decision : "expired"))),
+      [Option.some("approve_session"), Option.none()]
+    )
+    assert.deepStrictEqual(Option.map(decodeApprovalResult({ expired: true, expiresAt: 5 }), (a) => "expired" in a), Option.some(true))
+    assert.deepStrictEqual(Operation.decodeSummary({ summary: "s", inputTokens: 3, outputTokens: 1, rejected: true }).pipe(Option.map((s) => s.rejected)), Option.some(true))
+  })
 })

@@ -10,21 +10,18 @@
  *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, Schedule } from "effect"
+import { Clock, Duration, Effect, Schedule, Schema } from "effect"
+import { ExpiredApproval } from "../schema/Callback.js"
 import type { CallbackId, InputId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
 import { CallbackAnswer } from "../schema/Inbox.js"
 import type { SessionStore } from "../services/SessionStore.js"
 import type { ToolOutcome } from "../services/Tool.js"
 
 /** The result an expired approval resumes its turn with. */
-export interface Expired {
-  readonly expired: true
-  readonly expiresAt: number
-}
+export type Expired = ExpiredApproval
 
 /** True for the result of an expired approval (an answer a person gave is an `ApprovalAnswer`, which never has `expired`). */
-export const isExpired = (result: unknown): result is Expired =>
-  typeof result === "object" && result !== null && (result as { readonly expired?: unknown }).expired === true
+export const isExpired: (result: unknown) => result is Expired = Schema.is(ExpiredApproval)
 
 /** What the model sees for a call whose approval expired: a refusal; nothing ran. */
 export const expiredOutcome: ToolOutcome = {

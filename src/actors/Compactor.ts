@@ -16,11 +16,12 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Either, Stream } from "effect"
+import { Context, Effect, Either, Option, Stream } from "effect"
 import type { Agent } from "../schema/Agent.js"
 import { ContextCompacted } from "../schema/Compaction.js"
 import type { ModelError } from "../schema/Errors.js"
 import { makeOperationId } from "../schema/Ids.js"
+import { decodeSummary, type SummaryOutput } from "../schema/Operation.js"
 import { OperationCompleted, OperationStarted } from "../schema/Record.js"
 import * as ProductEvent from "../schema/ProductEvent.js"
 import { CostMeter } from "../services/CostMeter.js"
@@ -67,13 +68,6 @@ const summaryCall = (model: Model.Model["Type"], request: Model.Request): Effect
     : Effect.map(Stream.runCollect(model.stream(request)), gather)).pipe(Effect.either)
 }
 
-/** What a summary call's receipt holds. */
-interface SummaryOutput {
-  readonly summary?: string
-  readonly inputTokens?: number
-  readonly outputTokens?: number
-}
-
 /** What compaction reads of the agent in charge: its plan's settings, and what its requests hold besides messages. */
 interface Charge {
   readonly agent: Agent
@@ -110,18 +104,16 @@ export const make = (ctx: TurnContext, deps: Deps) =>
     const { sessionId, turnId } = ctx
     const charge = chargeOf(ctx, deps)
     const countUsage = (output: SummaryOutput) => {
-      const inputTokens = output.inputTokens ?? 0
-      const outputTokens = output.outputTokens ?? 0
-      meter.addModelCall(inputTokens, outputTokens, costs.cost(charge().agent.model.name, inputTokens, outputTokens))
+      meter.addModelCall(output.inputTokens, output.outputTokens, costs.cost(charge().agent.model.name, output.inputTokens, output.outputTokens))
     }
     // A summary that failed or did not shrink the request is not tried again in this turn.
     let summaryRefused = false
     // A resumed turn's summary calls were paid for: they count in its usage again, as its model calls do.
     for (const receipt of ctx.receipts) {
       if (receipt.kind !== "compaction" || receipt.status !== "completed") continue
-      const output = (receipt.output ?? {}) as SummaryOutput & { readonly rejected?: boolean }
-      if (receipt.isError || output.rejected === true) summaryRefused = true
-      if (!receipt.isError) countUsage(output)
+      const summary = receipt.isError ? Option.none() : decodeSummary(receipt.output)
+      if (receipt.isError || (Option.isSome(summary) && summary.value.rejected === true)) summaryRefused = true
+      if (Option.isSome(summary)) countUsage(summary.value)
     }
 
     const requestTokens = (messages: ReadonlyArray<Model.Message>, waiting: ReadonlyArray<Model.Message>) =>
@@ -161,7 +153,7 @@ export const make = (ctx: TurnContext, deps: Deps) =>
           return yield* telemetry.emit(ProductEvent.compactionCompleted("summary", "failed", unchanged))
         }
         const result = reply.right
-        const output = { summary: result.text, inputTokens: result.inputTokens, outputTokens: result.outputTokens }
+        const output: SummaryOutput = { summary: result.text, inputTokens: result.inputTokens, outputTokens: result.outputTokens }
         countUsage(output)
         const summary = Compaction.summaryMessage(result.text)
         const after = requestTokens([{ role: "user", content: summary }, ...current.slice(cut)], waiting)

@@ -21,14 +21,32 @@
  *
  * @since 0.1.0
  */
-import { HashMap, HashSet } from "effect"
+import { HashMap, HashSet, Option } from "effect"
 import type { CallbackResolution } from "../schema/Callback.js"
-import { OpenCallback } from "../schema/Callback.js"
+import { decodeApprovalResult, OpenCallback } from "../schema/Callback.js"
 import type { ArchivedResult } from "../schema/Compaction.js"
 import type { CallbackId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
-import type { ChildResultRecorded, ChildrenAwaited } from "../schema/Record.js"
-import { type OperationKind, OperationReceipt } from "../schema/Operation.js"
-import type { LogRecord, ModelCallInput, RecordBody, ToolCallInput, TurnEnded, TurnStarted } from "../schema/Record.js"
+import { decodeModelReply, decodeWait, type ModelReplyOutput, type OperationKind, OperationReceipt } from "../schema/Operation.js"
+import type {
+  CallbackOpened,
+  CallbackResolved,
+  ChildResultRecorded,
+  ChildrenAwaited,
+  ChildSpawned,
+  Closed,
+  ContextCompacted,
+  InputApplied,
+  LogRecord,
+  ModelCallInput,
+  OperationCompleted,
+  OperationStarted,
+  OperationUnknown,
+  OutputRejected,
+  RecordBody,
+  ToolCallInput,
+  TurnEnded,
+  TurnStarted
+} from "../schema/Record.js"
 import * as Trusted from "../schema/Trusted.js"
 import type * as Model from "../services/Model.js"
 import { errorOutcome } from "../services/Tool.js"
@@ -164,8 +182,11 @@ export const empty = (sessionId: SessionId): SessionState => ({
   reported: null
 })
 
-const isSessionApproval = (result: unknown) =>
-  typeof result === "object" && result !== null && (result as { readonly decision?: unknown }).decision === "approve_session"
+/** Whether an approval's result approves its tool for the rest of the session. */
+const isSessionApproval = (result: unknown): boolean => {
+  const approval = decodeApprovalResult(result)
+  return Option.isSome(approval) && "decision" in approval.value && approval.value.decision === "approve_session"
+}
 
 const toolMessage = (toolCallId: string, output: unknown): Model.Message => ({
   role: "tool",
@@ -187,12 +208,8 @@ const appendResult = (transcript: Transcript.Transcript, message: Model.Message,
   return next
 }
 
-const reportOf = (entry: OperationEntry, output: unknown): Reported | undefined => {
-  const tokens = (output as { readonly inputTokens?: unknown } | undefined)?.inputTokens
-  return typeof tokens === "number" && tokens > 0 && "messages" in entry.input
-    ? { tokens, messages: entry.input.messages }
-    : undefined
-}
+const reportOf = (entry: OperationEntry, reply: ModelReplyOutput): Reported | undefined =>
+  reply.inputTokens > 0 && "messages" in entry.input ? { tokens: reply.inputTokens, messages: entry.input.messages } : undefined
 
 /** What a tool call with no result is given when its turn ends, so every call in the transcript has an answer. */
 const closingResult = (call: Model.ToolCall, end: TurnEnded): unknown =>
@@ -226,13 +243,11 @@ const withoutCall = (calls: ReadonlyArray<Model.ToolCall>, callId: string) => {
   return i < 0 ? calls : [...calls.slice(0, i), ...calls.slice(i + 1)]
 }
 
-const replyOf = (output: unknown): { readonly text: string; readonly toolCalls: ReadonlyArray<Model.ToolCall> } => {
-  const reply = output as { readonly text?: unknown; readonly toolCalls?: unknown } | undefined
-  return {
-    text: typeof reply?.text === "string" ? reply.text : "",
-    toolCalls: Array.isArray(reply?.toolCalls) ? reply.toolCalls as ReadonlyArray<Model.ToolCall> : []
-  }
-}
+/** What a model call's output that is no reply is read as: an empty one. */
+const noReply: ModelReplyOutput = { text: "", toolCalls: [], inputTokens: 0, outputTokens: 0 }
+
+/** A model call's output as its reply, decoded once. */
+const replyOf = (output: unknown): ModelReplyOutput => Option.getOrElse(decodeModelReply(output), () => noReply)
 
 // The fold builds every new state as a literal: an object spread with an override costs ~50× as much in V8.
 interface Change {
@@ -286,15 +301,8 @@ const aliasOf = (state: SessionState, childSessionId: SessionId): string | null 
 
 /** The child results an `agents.wait` call returned (its output's `results`, by turn id). */
 const waitedTurns = (output: unknown): ReadonlySet<string> => {
-  const results = (output as { readonly results?: unknown } | undefined)?.results
-  const turns = new Set<string>()
-  if (Array.isArray(results)) {
-    for (const result of results) {
-      const turnId = (result as { readonly turnId?: unknown } | undefined)?.turnId
-      if (typeof turnId === "string") turns.add(turnId)
-    }
-  }
-  return turns
+  const wait = decodeWait(output)
+  return new Set(Option.isSome(wait) ? wait.value.results.map((result) => result.turnId) : [])
 }
 
 /**
@@ -315,214 +323,252 @@ const pastTurn = (state: SessionState, turnId: TurnId): Pick<Change, "callbacks"
 }
 
 /** A `children_awaited` record: the active turn parks in `agents.wait`, or stops waiting there. */
-const applyChildrenAwaited = (state: SessionState, body: ChildrenAwaited, seq: number): SessionState => {
+const childrenAwaited = (state: SessionState, body: ChildrenAwaited, seq: number): SessionState => {
   const active = state.active
   if (active === undefined || body.turnId !== active.started.turnId) return next(state, seq, active)
   return next(state, seq, activeWith(active, active.operations, active.steers, active.unanswered, active.results, body.parked))
 }
 
-/** Folds one record, stored at `seq` by a commit at `at`, onto `state`. */
-export const apply = (state: SessionState, body: RecordBody, seq: number, at: number): SessionState => {
-  switch (body._tag) {
-    case "turn_started":
-      return next(state, seq, { started: body, startedSeq: seq, operations: [], steers: [], results: [], unanswered: [], waitParked: false }, {
-        transcript: Transcript.append(state.transcript, { role: "user", content: body.text })
-      })
-    case "input_applied": {
-      const active = state.active
-      if (
-        body.kind !== "steer" || active === undefined || body.turnId !== active.started.turnId ||
-        body.detail === undefined || !("text" in body.detail)
-      ) {
-        return next(state, seq, active)
-      }
-      return next(state, seq, activeWith(active, active.operations, [...active.steers, body.detail.text], active.unanswered))
+/** A turn starts: the active turn, its message in the transcript. */
+const turnStarted = (state: SessionState, body: TurnStarted, seq: number): SessionState =>
+  next(state, seq, { started: body, startedSeq: seq, operations: [], steers: [], results: [], unanswered: [], waitParked: false }, {
+    transcript: Transcript.append(state.transcript, { role: "user", content: body.text })
+  })
+
+/** A steer waits for the running turn's next model call; other inputs change nothing here. */
+const inputApplied = (state: SessionState, body: InputApplied, seq: number): SessionState => {
+  const active = state.active
+  if (
+    body.kind !== "steer" || active === undefined || body.turnId !== active.started.turnId ||
+    body.detail === undefined || !("text" in body.detail)
+  ) {
+    return next(state, seq, active)
+  }
+  return next(state, seq, activeWith(active, active.operations, [...active.steers, body.detail.text], active.unanswered))
+}
+
+/** An operation of the active turn starts; a model call takes the steers and child results it was given. */
+const operationStarted = (state: SessionState, body: OperationStarted, seq: number): SessionState => {
+  const active = state.active
+  if (active === undefined || body.turnId !== active.started.turnId) return next(state, seq, active)
+  const entry: OperationEntry = {
+    operationId: body.operationId,
+    kind: body.kind,
+    name: body.name,
+    input: body.input,
+    status: "started",
+    isError: false,
+    startedSeq: seq
+  }
+  let { results, steers, transcript } = { results: active.results, steers: active.steers, transcript: state.transcript }
+  if (body.kind === "model" && "messages" in body.input) {
+    // The steers and child results this model call took go in just before its reply.
+    const taken = Math.min(body.input.steers ?? steers.length, steers.length)
+    for (let i = 0; i < taken; i++) transcript = Transcript.append(transcript, { role: "user", content: steers[i]! })
+    if (taken > 0) steers = steers.slice(taken)
+    const took = Math.min(body.input.results ?? results.length, results.length)
+    for (let i = 0; i < took; i++) {
+      const result = results[i]!
+      transcript = Transcript.append(transcript, { role: "user", content: childResultText(result, aliasOf(state, result.childSessionId)) })
     }
-    case "operation_started": {
-      const active = state.active
-      if (active === undefined || body.turnId !== active.started.turnId) return next(state, seq, active)
-      const entry: OperationEntry = {
+    if (took > 0) results = results.slice(took)
+  }
+  return next(state, seq, activeWith(active, [...active.operations, entry], steers, active.unanswered, results), { transcript })
+}
+
+/** An operation of the active turn ends (or its outcome is unknown): its reply or result joins the transcript. */
+const operationEnded = (state: SessionState, body: OperationCompleted | OperationUnknown, seq: number): SessionState => {
+  const active = state.active
+  if (active === undefined || body.turnId !== active.started.turnId) return next(state, seq, active)
+  const completed = body._tag === "operation_completed"
+  const { entry, operations } = replaceOperation(active.operations, body.operationId, (entry) => ({
+    operationId: entry.operationId,
+    kind: entry.kind,
+    name: entry.name,
+    input: entry.input,
+    status: completed ? "completed" : "unknown",
+    output: completed ? body.output : undefined,
+    isError: completed ? body.isError : false,
+    startedSeq: entry.startedSeq,
+    endedSeq: seq
+  }))
+  if (entry === undefined) return next(state, seq, active)
+  let transcript = state.transcript
+  let unanswered = active.unanswered
+  let reported: Reported | undefined
+  if (entry.kind === "model") {
+    if (completed && !entry.isError) {
+      const reply = replyOf(entry.output)
+      reported = reportOf(entry, reply)
+      transcript = Transcript.append(transcript, {
+        role: "assistant",
+        content: reply.text,
+        toolCalls: reply.toolCalls.length > 0 ? reply.toolCalls : undefined
+      })
+      unanswered = reply.toolCalls
+    }
+  } else if ("callId" in entry.input) {
+    transcript = appendResult(
+      transcript,
+      toolMessage(entry.input.callId, completed ? entry.output : unknownOutcome.output),
+      { operationId: entry.operationId, turnId: active.started.turnId, seq, toolName: entry.name }
+    )
+    unanswered = withoutCall(unanswered, entry.input.callId)
+  }
+  // What `agents.wait` returned is the tool's result: those child results are taken.
+  let results = active.results
+  if (entry.kind === "tool" && entry.name === WAIT_TOOL && completed && results.length > 0) {
+    const waited = waitedTurns(entry.output)
+    results = results.filter((result) => !waited.has(result.turnId))
+  } else if (entry.kind === "tool" && results.length > 0) {
+    // An agent tool's result is its child's: taken too.
+    results = results.filter((result) => spawnerOf(state, result.childSessionId) !== body.operationId)
+  }
+  return next(state, seq, activeWith(active, operations, active.steers, unanswered, results), { transcript, reported })
+}
+
+/** The active turn ends: every open tool call gets an answer, its callbacks become past ones. */
+const turnEnded = (state: SessionState, body: TurnEnded, seq: number): SessionState => {
+  const active = state.active
+  let transcript = state.transcript
+  if (active !== undefined && active.started.turnId === body.turnId) {
+    for (const call of active.unanswered) transcript = Transcript.append(transcript, toolMessage(call.id, closingResult(call, body)))
+    // Steers and child results no model call took still belong to the conversation.
+    for (const content of active.steers) transcript = Transcript.append(transcript, { role: "user", content })
+    for (const result of active.results) {
+      transcript = Transcript.append(transcript, { role: "user", content: childResultText(result, aliasOf(state, result.childSessionId)) })
+    }
+  }
+  const { callbacks, pastCallbacks } = pastTurn(state, body.turnId)
+  return next(state, seq, active?.started.turnId === body.turnId ? undefined : active, {
+    transcript,
+    ended: IdSet.add(state.ended, body.turnId),
+    lastEnd: body,
+    ...(callbacks === undefined ? {} : { callbacks, pastCallbacks })
+  })
+}
+
+/** A child is known by its id. */
+const childSpawned = (state: SessionState, body: ChildSpawned, seq: number): SessionState =>
+  next(state, seq, state.active, {
+    children: HashMap.set(state.children, body.childSessionId, {
+      childSessionId: body.childSessionId,
+      alias: body.alias,
+      agentName: body.agentName,
+      operationId: body.operationId,
+      last: undefined
+    })
+  })
+
+/** A child's result waits for the running turn, or joins an idle session's transcript. */
+const childResult = (state: SessionState, body: ChildResultRecorded, seq: number): SessionState => {
+  const known = HashMap.get(state.children, body.childSessionId)
+  const children = known._tag === "Some"
+    ? HashMap.set(state.children, body.childSessionId, { ...known.value, last: body })
+    : state.children
+  const active = state.active
+  // A running turn takes it at its next model call (or in `agents.wait`); an idle session's next turn reads it.
+  if (active !== undefined) {
+    return next(state, seq, activeWith(active, active.operations, active.steers, active.unanswered, [...active.results, body]), { children })
+  }
+  return next(state, seq, active, {
+    children,
+    transcript: Transcript.append(state.transcript, { role: "user", content: childResultText(body, aliasOf(state, body.childSessionId)) })
+  })
+}
+
+/** A callback opens. */
+const callbackOpened = (state: SessionState, body: CallbackOpened, seq: number, at: number): SessionState =>
+  next(state, seq, state.active, {
+    callbacks: HashMap.set(state.callbacks, body.callbackId, {
+      opened: new OpenCallback({
+        callbackId: body.callbackId,
+        sessionId: state.sessionId,
+        turnId: body.turnId,
         operationId: body.operationId,
         kind: body.kind,
-        name: body.name,
-        input: body.input,
-        status: "started",
-        isError: false,
-        startedSeq: seq
-      }
-      let { results, steers, transcript } = { results: active.results, steers: active.steers, transcript: state.transcript }
-      if (body.kind === "model" && "messages" in body.input) {
-        // The steers and child results this model call took go in just before its reply.
-        const taken = Math.min(body.input.steers ?? steers.length, steers.length)
-        for (let i = 0; i < taken; i++) transcript = Transcript.append(transcript, { role: "user", content: steers[i]! })
-        if (taken > 0) steers = steers.slice(taken)
-        const took = Math.min(body.input.results ?? results.length, results.length)
-        for (let i = 0; i < took; i++) {
-          const result = results[i]!
-          transcript = Transcript.append(transcript, { role: "user", content: childResultText(result, aliasOf(state, result.childSessionId)) })
-        }
-        if (took > 0) results = results.slice(took)
-      }
-      return next(state, seq, activeWith(active, [...active.operations, entry], steers, active.unanswered, results), { transcript })
-    }
+        request: body.request,
+        openedSeq: seq,
+        openedAt: at
+      }, true),
+      toolName: body.request.toolName,
+      status: "open",
+      expiresAt: body.expiresAt
+    })
+  })
+
+/** A callback of a running turn closes; an approval "for the session" approves its tool. */
+const callbackResolved = (state: SessionState, body: CallbackResolved, seq: number): SessionState => {
+  // Only a running turn's callbacks are resolved (an answer, or the turn's interrupt before its end).
+  const known = HashMap.get(state.callbacks, body.callbackId)
+  if (known._tag === "None") return next(state, seq, state.active)
+  const entry = known.value
+  return next(state, seq, state.active, {
+    callbacks: HashMap.set(state.callbacks, body.callbackId, {
+      opened: entry.opened,
+      toolName: entry.toolName,
+      status: body.resolution,
+      result: body.result,
+      expiresAt: entry.expiresAt
+    }),
+    approvals: entry.opened.kind === "approval" && body.resolution === "answered" && isSessionApproval(body.result)
+      ? HashSet.add(state.approvals, entry.toolName)
+      : state.approvals
+  })
+}
+
+/** The session closes. */
+const sessionClosed = (state: SessionState, _body: Closed, seq: number): SessionState =>
+  next(state, seq, state.active, { closed: true })
+
+/** The conversation is compacted, unless the plan was made on another one. */
+const contextCompacted = (state: SessionState, body: ContextCompacted, seq: number): SessionState => {
+  const transcript = Compaction.applyRecord(state.transcript, body)
+  // Planned on another conversation than this one: nothing of it applies.
+  if (transcript === state.transcript) return next(state, seq, state.active)
+  let artifacts = state.artifacts
+  for (const entry of body.archived ?? []) artifacts = HashMap.set(artifacts, entry.artifactId, entry)
+  return next(state, seq, state.active, { transcript, artifacts, reported: null })
+}
+
+/** A final output was rejected: the model is told why. */
+const outputRejected = (state: SessionState, body: OutputRejected, seq: number): SessionState => {
+  const active = state.active
+  if (active === undefined || body.turnId !== active.started.turnId) return next(state, seq, active)
+  // A rejected `finish` call is answered with the problems; a rejected text reply is followed by them.
+  let transcript = state.transcript
+  const text = StructuredOutput.rejectionText(body.problems)
+  const finish = active.unanswered.find((call) => call.name === FINISH)
+  for (const call of active.unanswered) {
+    const output = call === finish ? errorOutcome(text).output : errorOutcome("not run: the final output was rejected").output
+    transcript = Transcript.append(transcript, toolMessage(call.id, output))
+  }
+  if (finish === undefined) transcript = Transcript.append(transcript, { role: "user", content: text })
+  return next(state, seq, activeWith(active, active.operations, active.steers, [], active.results), { transcript })
+}
+
+/** Folds one record, stored at `seq` by a commit at `at`, onto `state`: one case per record kind. */
+export const apply = (state: SessionState, body: RecordBody, seq: number, at: number): SessionState => {
+  switch (body._tag) {
+    case "turn_started": return turnStarted(state, body, seq)
+    case "input_applied": return inputApplied(state, body, seq)
+    case "operation_started": return operationStarted(state, body, seq)
     case "operation_completed":
-    case "operation_unknown": {
-      const active = state.active
-      if (active === undefined || body.turnId !== active.started.turnId) return next(state, seq, active)
-      const completed = body._tag === "operation_completed"
-      const { entry, operations } = replaceOperation(active.operations, body.operationId, (entry) => ({
-        operationId: entry.operationId,
-        kind: entry.kind,
-        name: entry.name,
-        input: entry.input,
-        status: completed ? "completed" : "unknown",
-        output: completed ? body.output : undefined,
-        isError: completed ? body.isError : false,
-        startedSeq: entry.startedSeq,
-        endedSeq: seq
-      }))
-      if (entry === undefined) return next(state, seq, active)
-      let transcript = state.transcript
-      let unanswered = active.unanswered
-      let reported: Reported | undefined
-      if (entry.kind === "model") {
-        if (completed && !entry.isError) {
-          reported = reportOf(entry, entry.output)
-          const reply = replyOf(entry.output)
-          transcript = Transcript.append(transcript, {
-            role: "assistant",
-            content: reply.text,
-            toolCalls: reply.toolCalls.length > 0 ? reply.toolCalls : undefined
-          })
-          unanswered = reply.toolCalls
-        }
-      } else if ("callId" in entry.input) {
-        transcript = appendResult(
-          transcript,
-          toolMessage(entry.input.callId, completed ? entry.output : unknownOutcome.output),
-          { operationId: entry.operationId, turnId: active.started.turnId, seq, toolName: entry.name }
-        )
-        unanswered = withoutCall(unanswered, entry.input.callId)
-      }
-      // What `agents.wait` returned is the tool's result: those child results are taken.
-      let results = active.results
-      if (entry.kind === "tool" && entry.name === WAIT_TOOL && completed && results.length > 0) {
-        const waited = waitedTurns(entry.output)
-        results = results.filter((result) => !waited.has(result.turnId))
-      } else if (entry.kind === "tool" && results.length > 0) {
-        // An agent tool's result is its child's: taken too.
-        results = results.filter((result) => spawnerOf(state, result.childSessionId) !== body.operationId)
-      }
-      return next(state, seq, activeWith(active, operations, active.steers, unanswered, results), { transcript, reported })
-    }
-    case "turn_ended": {
-      const active = state.active
-      let transcript = state.transcript
-      if (active !== undefined && active.started.turnId === body.turnId) {
-        for (const call of active.unanswered) transcript = Transcript.append(transcript, toolMessage(call.id, closingResult(call, body)))
-        // Steers and child results no model call took still belong to the conversation.
-        for (const content of active.steers) transcript = Transcript.append(transcript, { role: "user", content })
-        for (const result of active.results) {
-          transcript = Transcript.append(transcript, { role: "user", content: childResultText(result, aliasOf(state, result.childSessionId)) })
-        }
-      }
-      const { callbacks, pastCallbacks } = pastTurn(state, body.turnId)
-      return next(state, seq, active?.started.turnId === body.turnId ? undefined : active, {
-        transcript,
-        ended: IdSet.add(state.ended, body.turnId),
-        lastEnd: body,
-        ...(callbacks === undefined ? {} : { callbacks, pastCallbacks })
-      })
-    }
-    case "children_awaited":
-      return applyChildrenAwaited(state, body, seq)
-    case "child_spawned":
-      return next(state, seq, state.active, {
-        children: HashMap.set(state.children, body.childSessionId, {
-          childSessionId: body.childSessionId,
-          alias: body.alias,
-          agentName: body.agentName,
-          operationId: body.operationId,
-          last: undefined
-        })
-      })
-    case "child_result": {
-      const known = HashMap.get(state.children, body.childSessionId)
-      const children = known._tag === "Some"
-        ? HashMap.set(state.children, body.childSessionId, { ...known.value, last: body })
-        : state.children
-      const active = state.active
-      // A running turn takes it at its next model call (or in `agents.wait`); an idle session's next turn reads it.
-      if (active !== undefined) {
-        return next(state, seq, activeWith(active, active.operations, active.steers, active.unanswered, [...active.results, body]), { children })
-      }
-      return next(state, seq, active, {
-        children,
-        transcript: Transcript.append(state.transcript, { role: "user", content: childResultText(body, aliasOf(state, body.childSessionId)) })
-      })
-    }
-    case "callback_opened":
-      return next(state, seq, state.active, {
-        callbacks: HashMap.set(state.callbacks, body.callbackId, {
-          opened: new OpenCallback({
-            callbackId: body.callbackId,
-            sessionId: state.sessionId,
-            turnId: body.turnId,
-            operationId: body.operationId,
-            kind: body.kind,
-            request: body.request,
-            openedSeq: seq,
-            openedAt: at
-          }, true),
-          toolName: body.request.toolName,
-          status: "open",
-          expiresAt: body.expiresAt
-        })
-      })
-    case "callback_resolved": {
-      // Only a running turn's callbacks are resolved (an answer, or the turn's interrupt before its end).
-      const known = HashMap.get(state.callbacks, body.callbackId)
-      if (known._tag === "None") return next(state, seq, state.active)
-      const entry = known.value
-      return next(state, seq, state.active, {
-        callbacks: HashMap.set(state.callbacks, body.callbackId, {
-          opened: entry.opened,
-          toolName: entry.toolName,
-          status: body.resolution,
-          result: body.result,
-          expiresAt: entry.expiresAt
-        }),
-        approvals: entry.opened.kind === "approval" && body.resolution === "answered" && isSessionApproval(body.result)
-          ? HashSet.add(state.approvals, entry.toolName)
-          : state.approvals
-      })
-    }
-    case "closed":
-      return next(state, seq, state.active, { closed: true })
-    case "context_compacted": {
-      const transcript = Compaction.applyRecord(state.transcript, body)
-      // Planned on another conversation than this one: nothing of it applies.
-      if (transcript === state.transcript) return next(state, seq, state.active)
-      let artifacts = state.artifacts
-      for (const entry of body.archived ?? []) artifacts = HashMap.set(artifacts, entry.artifactId, entry)
-      return next(state, seq, state.active, { transcript, artifacts, reported: null })
-    }
-    case "output_rejected": {
-      const active = state.active
-      if (active === undefined || body.turnId !== active.started.turnId) return next(state, seq, active)
-      // A rejected `finish` call is answered with the problems; a rejected text reply is followed by them.
-      let transcript = state.transcript
-      const text = StructuredOutput.rejectionText(body.problems)
-      const finish = active.unanswered.find((call) => call.name === FINISH)
-      for (const call of active.unanswered) {
-        const output = call === finish ? errorOutcome(text).output : errorOutcome("not run: the final output was rejected").output
-        transcript = Transcript.append(transcript, toolMessage(call.id, output))
-      }
-      if (finish === undefined) transcript = Transcript.append(transcript, { role: "user", content: text })
-      return next(state, seq, activeWith(active, active.operations, active.steers, [], active.results), { transcript })
-    }
-    default:
-      return next(state, seq, state.active)
+    case "operation_unknown": return operationEnded(state, body, seq)
+    case "turn_ended": return turnEnded(state, body, seq)
+    case "child_spawned": return childSpawned(state, body, seq)
+    case "child_result": return childResult(state, body, seq)
+    case "children_awaited": return childrenAwaited(state, body, seq)
+    case "callback_opened": return callbackOpened(state, body, seq, at)
+    case "callback_resolved": return callbackResolved(state, body, seq)
+    case "closed": return sessionClosed(state, body, seq)
+    case "context_compacted": return contextCompacted(state, body, seq)
+    case "output_rejected": return outputRejected(state, body, seq)
+    case "session_created":
+    case "renamed":
+    case "archived":
+    case "handoff":
+    case "guardrail_checked": return next(state, seq, state.active)
   }
 }
 

@@ -19,6 +19,7 @@ import { Agent, ToolSpec } from "../schema/Agent.js"
 import type { Conflict, SpawnRefused } from "../schema/Errors.js"
 import { type InputId, makeInputId, makeSessionId, type OperationId, type SessionId, TurnId } from "../schema/Ids.js"
 import { Interrupt, Message } from "../schema/Inbox.js"
+import type { ChildResultView, SpawnOutput, WaitOutput } from "../schema/Operation.js"
 import { type ChildResultRecorded, ChildrenAwaited, type RecordBody } from "../schema/Record.js"
 import type { RunOptions } from "../schema/Run.js"
 import type { Session } from "../schema/Session.js"
@@ -137,7 +138,7 @@ export const refusalOutcome = (refusal: SpawnRefused): ToolOutcome => ({
   isError: true
 })
 
-const resultView = (result: ChildResultRecorded, alias: string | null) => ({
+const resultView = (result: ChildResultRecorded, alias: string | null): ChildResultView => ({
   sessionId: result.childSessionId,
   alias,
   turnId: result.turnId,
@@ -147,93 +148,107 @@ const resultView = (result: ChildResultRecorded, alias: string | null) => ({
   ...(result.reason === undefined ? {} : { reason: result.reason })
 })
 
-/** The tools of one turn of `env.session`. */
-export const make = (env: Env) => {
-  const { session, store } = env
-  const principal = session.principal
-  const ok = (output: unknown): ToolOutcome => ({ output, isError: false })
-  const child = (idOrAlias: string) =>
-    store.findChild(principal, session.id, idOrAlias).pipe(
-      Effect.mapError((error) =>
-        error._tag === "SessionNotFound" ? errorOutcome(`you have no subagent ${idOrAlias}`) : errorOutcome(error.message)
-      )
+const ok = (output: unknown): ToolOutcome => ({ output, isError: false })
+
+/** A tool that runs within the turn: every one but `agents.spawn`. */
+type Run = (env: Env, call: Model.ToolCall, operationId: OperationId) => Effect.Effect<ToolOutcome>
+
+/** `env.session`'s child by id or alias; an unknown one is the tool error the model sees. */
+const childOf = (env: Env, idOrAlias: string) =>
+  env.store.findChild(env.session.principal, env.session.id, idOrAlias).pipe(
+    Effect.mapError((error) =>
+      error._tag === "SessionNotFound" ? errorOutcome(`you have no subagent ${idOrAlias}`) : errorOutcome(error.message)
     )
-  const refused = (refusal: SpawnRefused) =>
-    Effect.as(env.telemetry.emit(ProductEvent.subagentRefused(refusal.reason)), refusalOutcome(refusal))
+  )
 
-  const listConfigs = () => Effect.succeed(ok({ agents: spawnable(session) }))
+const refused = (env: Env, refusal: SpawnRefused) =>
+  Effect.as(env.telemetry.emit(ProductEvent.subagentRefused(refusal.reason)), refusalOutcome(refusal))
 
-  const list = () =>
-    Effect.gen(function*() {
-      const page = yield* store.children(principal, session.id, { limit: 500 })
-      const known = env.state().children
-      return ok({
-        children: page.items.map((item) => {
-          const last = HashMap.get(known, item.session.id).pipe(Option.flatMap((entry) => Option.fromNullable(entry.last)))
-          return {
-            sessionId: item.session.id,
-            alias: item.alias,
-            agent: item.agent,
-            status: item.session.status,
-            ...(Option.isSome(last) ? { lastResult: resultView(last.value, item.alias) } : {})
-          }
-        })
+/** Sends `command` to a child and waits for its actor's decision (at most 30 s, else it is just admitted). */
+const submit = <K extends "message" | "interrupt">(
+  env: Env,
+  childId: SessionId,
+  inputId: InputId,
+  kind: K,
+  push: Effect.Effect<unknown, ToolOutcome>
+) =>
+  Effect.acquireUseRelease(
+    env.expect(childId, inputId, kind),
+    (decision) =>
+      Effect.zipRight(
+        Effect.zipRight(push, env.wake(childId)),
+        decision.await.pipe(Effect.timeoutOption(Duration.seconds(30)), Effect.either)
+      ),
+    (decision) => Effect.sync(() => decision.withdraw())
+  )
+
+/** `agents.list_configs`: the agents this session may spawn. */
+const listConfigs: Run = (env) => Effect.succeed(ok({ agents: spawnable(env.session) }))
+
+/** `agents.list`: this session's children, each with its last result. */
+const list: Run = (env) =>
+  Effect.gen(function*() {
+    const page = yield* env.store.children(env.session.principal, env.session.id, { limit: 500 })
+    const known = env.state().children
+    return ok({
+      children: page.items.map((item) => {
+        const last = HashMap.get(known, item.session.id).pipe(Option.flatMap((entry) => Option.fromNullable(entry.last)))
+        return {
+          sessionId: item.session.id,
+          alias: item.alias,
+          agent: item.agent,
+          status: item.session.status,
+          ...(Option.isSome(last) ? { lastResult: resultView(last.value, item.alias) } : {})
+        }
       })
-    }).pipe(Effect.catchAll((error) => Effect.succeed(errorOutcome(error.message))))
+    })
+  }).pipe(Effect.catchAll((error) => Effect.succeed(errorOutcome(error.message))))
 
-  /** Sends `command` to a child and waits for its actor's decision (at most 30 s, else it is just admitted). */
-  const submit = <K extends "message" | "interrupt">(
-    childId: SessionId,
-    inputId: InputId,
-    kind: K,
-    push: Effect.Effect<unknown, ToolOutcome>
-  ) =>
-    Effect.acquireUseRelease(
-      env.expect(childId, inputId, kind),
-      (decision) =>
-        Effect.zipRight(
-          Effect.zipRight(push, env.wake(childId)),
-          decision.await.pipe(Effect.timeoutOption(Duration.seconds(30)), Effect.either)
-        ),
-      (decision) => Effect.sync(() => decision.withdraw())
-    )
+/** `agents.send_message`: a message to a child, which starts (or queues) a turn of it. */
+const sendMessage: Run = (env, call, operationId) =>
+  Effect.gen(function*() {
+    const { session } = env
+    const { message, session: target } = yield* args(SendArgs, call.arguments)
+    const found = yield* childOf(env, target)
+    // One admission per tool call, whoever runs it again.
+    const inputId = `send:${operationId}` as InputId
+    const decided = yield* submit(env, found.id, inputId, "message", env.store.admitChildTurn({
+      principal: session.principal,
+      parentId: session.id,
+      childId: found.id,
+      message: new Message({ inputId, text: message, run: env.childRun }, true)
+    }).pipe(Effect.mapError((error) => error._tag === "SpawnRefused" ? refusalOutcome(error) : errorOutcome(error.message))))
+    if (decided._tag === "Left") return ok({ sessionId: found.id, busy: true })
+    const decision = Option.getOrUndefined(decided.right)
+    return ok({
+      sessionId: found.id,
+      ...(decision?._tag === "Started" ? { turnId: decision.turnId } : { queued: decision?._tag === "Queued" })
+    })
+  }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
 
-  const sendMessage = (call: Model.ToolCall, operationId: OperationId) =>
-    Effect.gen(function*() {
-      const { message, session: target } = yield* args(SendArgs, call.arguments)
-      const found = yield* child(target)
-      // One admission per tool call, whoever runs it again.
-      const inputId = `send:${operationId}` as InputId
-      const decided = yield* submit(found.id, inputId, "message", store.admitChildTurn({
-        principal,
-        parentId: session.id,
-        childId: found.id,
-        message: new Message({ inputId, text: message, run: env.childRun }, true)
-      }).pipe(Effect.mapError((error) => error._tag === "SpawnRefused" ? refusalOutcome(error) : errorOutcome(error.message))))
-      if (decided._tag === "Left") return ok({ sessionId: found.id, busy: true })
-      const decision = Option.getOrUndefined(decided.right)
-      return ok({
-        sessionId: found.id,
-        ...(decision?._tag === "Started" ? { turnId: decision.turnId } : { queued: decision?._tag === "Queued" })
-      })
-    }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
+/** `agents.interrupt`: one turn of a child, waited for until it ends. */
+const interrupt: Run = (env, call, operationId) =>
+  Effect.gen(function*() {
+    const { reason, session: target, turnId } = yield* args(InterruptArgs, call.arguments)
+    const found = yield* childOf(env, target)
+    const inputId = `interrupt:${operationId}` as InputId
+    const decided = yield* submit(env, found.id, inputId, "interrupt", env.store.push(
+      found.id,
+      new Interrupt({ inputId, expectedTurnId: turnId, reason }, true)
+    ).pipe(Effect.mapError((error) => errorOutcome(error.message))))
+    if (decided._tag === "Left") return errorOutcome(`turn_mismatch: the running turn of ${target} is ${decided.left.activeTurnId ?? "none"}`)
+    const decision = Option.getOrUndefined(decided.right)
+    return ok({ outcome: decision?._tag === "Interrupted" ? decision.outcome : "requested" })
+  }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
 
-  const interrupt = (call: Model.ToolCall, operationId: OperationId) =>
-    Effect.gen(function*() {
-      const { reason, session: target, turnId } = yield* args(InterruptArgs, call.arguments)
-      const found = yield* child(target)
-      const inputId = `interrupt:${operationId}` as InputId
-      const decided = yield* submit(found.id, inputId, "interrupt", store.push(
-        found.id,
-        new Interrupt({ inputId, expectedTurnId: turnId, reason }, true)
-      ).pipe(Effect.mapError((error) => errorOutcome(error.message))))
-      if (decided._tag === "Left") return errorOutcome(`turn_mismatch: the running turn of ${target} is ${decided.left.activeTurnId ?? "none"}`)
-      const decision = Option.getOrUndefined(decided.right)
-      return ok({ outcome: decision?._tag === "Interrupted" ? decision.outcome : "requested" })
-    }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
-
-  // Whether the log says the turn is parked in `agents.wait` (a resumed turn may find it so), and how many
-  // calls wait now: the first to wait marks it, the last to return clears it, one at a time.
+/**
+ * Marks the turn parked in `agents.wait` around an effect, so the session shows
+ * `waiting` meanwhile: the first call to wait marks it (unless the log says it
+ * is already, as a resumed turn may find it), the last to return clears it, one
+ * at a time. Not cleared when interrupted: the actor's interrupt records clear
+ * it, and a stopping host leaves it for the turn resumed elsewhere.
+ */
+const parking = (env: Env) => {
   let parked = env.state().active?.waitParked === true
   let waiting = 0
   const marking = Effect.unsafeMakeSemaphore(1)
@@ -250,95 +265,101 @@ export const make = (env: Env) => {
     parked = false
     return mark(false)
   }))
-  /**
-   * `effect` with the turn marked parked in `agents.wait` around it, so the session shows `waiting` meanwhile.
-   * Not cleared when interrupted: the actor's interrupt records clear it, and a stopping host leaves it for the
-   * turn resumed elsewhere.
-   */
-  const parkedIn = <A>(effect: Effect.Effect<A>) => Effect.zipRight(park, Effect.tap(effect, () => unpark))
+  return <A>(effect: Effect.Effect<A>) => Effect.zipRight(park, Effect.tap(effect, () => unpark))
+}
 
-  const wait = (call: Model.ToolCall) =>
-    Effect.gen(function*() {
-      const { sessions, timeoutMs } = yield* args(WaitArgs, call.arguments)
-      const state = env.state()
-      const wanted = sessions === undefined ? undefined : new Set<string>()
-      for (const name of sessions ?? []) {
-        const byName = [...HashMap.values(state.children)].find((c) => c.childSessionId === name || c.alias === name)
-        if (byName === undefined) return errorOutcome(`you have no subagent ${name}`)
-        wanted!.add(byName.childSessionId)
-      }
-      const arrived = () =>
-        (env.state().active?.results ?? []).filter((result) => wanted === undefined || wanted.has(result.childSessionId))
-      const waitForOne = Effect.gen(function*() {
-        while (arrived().length === 0) yield* env.awaitResult
-      })
-      const timedOut = arrived().length > 0
-        ? false
-        : Option.isNone(yield* parkedIn(Effect.timeoutOption(waitForOne, Duration.millis(timeoutMs ?? 300_000))))
-      const aliases = env.state().children
-      return ok({
-        results: arrived().map((result) =>
-          resultView(result, HashMap.get(aliases, result.childSessionId).pipe(Option.map((c) => c.alias), Option.getOrNull))
-        ),
-        ...(timedOut ? { timedOut: true } : {})
-      })
-    }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
+/** `agents.wait`: the children's results that arrived (of those named, or any), parking the turn until one does. */
+const waitParked = (parkedIn: ReturnType<typeof parking>): Run => (env, call) =>
+  Effect.gen(function*() {
+    const { sessions, timeoutMs } = yield* args(WaitArgs, call.arguments)
+    const state = env.state()
+    const wanted = sessions === undefined ? undefined : new Set<string>()
+    for (const name of sessions ?? []) {
+      const byName = [...HashMap.values(state.children)].find((c) => c.childSessionId === name || c.alias === name)
+      if (byName === undefined) return errorOutcome(`you have no subagent ${name}`)
+      wanted!.add(byName.childSessionId)
+    }
+    const arrived = () =>
+      (env.state().active?.results ?? []).filter((result) => wanted === undefined || wanted.has(result.childSessionId))
+    const waitForOne = Effect.gen(function*() {
+      while (arrived().length === 0) yield* env.awaitResult
+    })
+    const timedOut = arrived().length > 0
+      ? false
+      : Option.isNone(yield* parkedIn(Effect.timeoutOption(waitForOne, Duration.millis(timeoutMs ?? 300_000))))
+    const aliases = env.state().children
+    return ok({
+      results: arrived().map((result) =>
+        resultView(result, HashMap.get(aliases, result.childSessionId).pipe(Option.map((c) => c.alias), Option.getOrNull))
+      ),
+      ...(timedOut ? { timedOut: true } : {})
+    } satisfies WaitOutput)
+  }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
 
-  /**
-   * Spawns: the child and the call's records in one commit. On a refusal
-   * nothing was written, and the records go back to wait for the next commit.
-   */
-  const spawn = (
-    call: Model.ToolCall,
-    operationId: OperationId,
-    records: (outcome: ToolOutcome) => ReadonlyArray<RecordBody>
-  ): Effect.Effect<{ readonly outcome: ToolOutcome; readonly written: boolean }> =>
-    Effect.gen(function*() {
-      const parsed = yield* args(SpawnArgs, call.arguments)
-      const name = parsed.agent
-      const definition = env.catalog.get(name)
-      if (Option.isNone(definition)) return { outcome: errorOutcome(`no agent named ${name} is known to this host`), written: false }
-      // A child inherits its parent's client tools, unless its own agent defines a tool of that name.
-      const own = new Set(definition.value.tools.map((t) => t.name))
-      const inherited = session.agent.tools.filter((t) => t.client && !own.has(t.name))
-      const agent = inherited.length === 0
-        ? definition.value
-        : new Agent({ ...definition.value, tools: [...definition.value.tools, ...inherited] }, true)
-      const sessionId = yield* makeSessionId
-      const alias = `${name}-${HashMap.size(env.state().children) + 1}`
-      const outcome = ok({ sessionId, alias })
-      const spawned = yield* env.commitSpawn({
-        agent,
-        message: new Message({ inputId: yield* makeInputId, text: parsed.message, run: env.childRun }, true),
-        sessionId,
-        alias,
-        title: parsed.title,
-        turnId: env.turnId,
-        operationId
-      }, records(outcome)).pipe(Effect.either)
-      if (spawned._tag === "Left") {
-        const error = spawned.left
-        return { outcome: error._tag === "SpawnRefused" ? yield* refused(error) : errorOutcome(error.message), written: false }
-      }
-      yield* env.telemetry.emit(ProductEvent.sessionStarted("child"))
-      yield* env.wake(sessionId)
-      return { outcome, written: true }
-    }).pipe(Effect.catchAll((outcome) => Effect.succeed({ outcome, written: false })))
+/**
+ * `agents.spawn`: the child and the call's records in one commit. On a
+ * refusal nothing was written, and the records go back to wait for the next
+ * commit.
+ */
+const spawn = (
+  env: Env,
+  call: Model.ToolCall,
+  operationId: OperationId,
+  records: (outcome: ToolOutcome) => ReadonlyArray<RecordBody>
+): Effect.Effect<{ readonly outcome: ToolOutcome; readonly written: boolean }> =>
+  Effect.gen(function*() {
+    const { session } = env
+    const parsed = yield* args(SpawnArgs, call.arguments)
+    const name = parsed.agent
+    const definition = env.catalog.get(name)
+    if (Option.isNone(definition)) return { outcome: errorOutcome(`no agent named ${name} is known to this host`), written: false }
+    // A child inherits its parent's client tools, unless its own agent defines a tool of that name.
+    const own = new Set(definition.value.tools.map((t) => t.name))
+    const inherited = session.agent.tools.filter((t) => t.client && !own.has(t.name))
+    const agent = inherited.length === 0
+      ? definition.value
+      : new Agent({ ...definition.value, tools: [...definition.value.tools, ...inherited] }, true)
+    const sessionId = yield* makeSessionId
+    const alias = `${name}-${HashMap.size(env.state().children) + 1}`
+    const outcome = ok({ sessionId, alias } satisfies SpawnOutput)
+    const spawned = yield* env.commitSpawn({
+      agent,
+      message: new Message({ inputId: yield* makeInputId, text: parsed.message, run: env.childRun }, true),
+      sessionId,
+      alias,
+      title: parsed.title,
+      turnId: env.turnId,
+      operationId
+    }, records(outcome)).pipe(Effect.either)
+    if (spawned._tag === "Left") {
+      const error = spawned.left
+      return { outcome: error._tag === "SpawnRefused" ? yield* refused(env, error) : errorOutcome(error.message), written: false }
+    }
+    yield* env.telemetry.emit(ProductEvent.sessionStarted("child"))
+    yield* env.wake(sessionId)
+    return { outcome, written: true }
+  }).pipe(Effect.catchAll((outcome) => Effect.succeed({ outcome, written: false })))
 
-  const runnables = new Map<string, (call: Model.ToolCall, operationId: OperationId) => Effect.Effect<ToolOutcome>>([
-    [LIST_CONFIGS, listConfigs],
-    [LIST, list],
-    [SEND_MESSAGE, sendMessage],
-    [INTERRUPT, interrupt],
-    [WAIT, wait]
-  ])
+const runnables = new Map<string, Run>([
+  [LIST_CONFIGS, listConfigs],
+  [LIST, list],
+  [SEND_MESSAGE, sendMessage],
+  [INTERRUPT, interrupt]
+])
+
+/** The tools of one turn of `env.session`. */
+export const make = (env: Env) => {
+  // `agents.wait` keeps, for the turn, how many of its calls wait (the parked mark).
+  const wait = waitParked(parking(env))
   return {
-    spawn,
+    /** Spawns: the child and the call's records (`records` of the outcome) in one commit. */
+    spawn: (call: Model.ToolCall, operationId: OperationId, records: (outcome: ToolOutcome) => ReadonlyArray<RecordBody>) =>
+      spawn(env, call, operationId, records),
     /** The runnable tool of that name (every one but `agents.spawn`), when this session is offered them. */
     get: (name: string, call: Model.ToolCall, operationId: OperationId): Runnable | undefined => {
-      const run = runnables.get(name)
+      const run = name === WAIT ? wait : runnables.get(name)
       const spec = specs.find((s) => s.name === name)
-      return run === undefined || spec === undefined ? undefined : { spec, run: () => run(call, operationId) }
+      return run === undefined || spec === undefined ? undefined : { spec, run: () => run(env, call, operationId) }
     }
   }
 }

@@ -18,6 +18,7 @@ import { Effect, Option } from "effect"
 import type { ClientEvent } from "../client/ForwardCompatible.js"
 import type { SessionEvent } from "../schema/Event.js"
 import type { TurnId } from "../schema/Ids.js"
+import * as Operation from "../schema/Operation.js"
 import type { CallbackOpened, TurnEnded } from "../schema/Record.js"
 import * as EventFormat from "./EventFormat.js"
 import * as Output from "./Output.js"
@@ -49,12 +50,6 @@ export interface Options {
   readonly waitsForUser?: boolean | undefined
 }
 
-/** Whether a model call's receipt is a reply without tool calls. */
-const repliedWithoutTools = (output: unknown): boolean => {
-  if (typeof output !== "object" || output === null) return false
-  const toolCalls = (output as { readonly toolCalls?: unknown }).toolCalls
-  return toolCalls === undefined || (Array.isArray(toolCalls) && toolCalls.length === 0)
-}
 
 /** A view of one turn. */
 export const make = (out: Output.Output, watch: Watch, options: Options = {}): TurnView => {
@@ -116,11 +111,13 @@ export const make = (out: Output.Output, watch: Watch, options: Options = {}): T
         }
         case "operation_completed": {
           if (models.delete(record.operationId)) {
-            if (!options.waitsForUser || record.isError || !repliedWithoutTools(record.output)) return Option.none()
+            if (!options.waitsForUser || record.isError) return Option.none()
+            // Decoded once: a reply without tool calls waits for the user.
+            const reply = Operation.decodeModelReply(record.output)
+            if (Option.isNone(reply) || reply.value.toolCalls.length > 0) return Option.none()
             if (!out.json) {
               yield* out.status(undefined)
-              const text = (record.output as { readonly text?: unknown }).text
-              if (!streamed && typeof text === "string") yield* out.text(text)
+              if (!streamed) yield* out.text(reply.value.text)
               yield* out.endLine
             }
             // The next reply streams anew.

@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { type Option, Schema } from "effect"
 import { CallbackId, OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
 
@@ -68,6 +68,22 @@ export class ApprovalAnswer extends Schema.Class<ApprovalAnswer>("troupe/Callbac
   /** Shown to the model with a denial. */
   reason: Schema.optional(Schema.String)
 }) {}
+
+/** The result an approval that nobody answered in time is resolved with (`callback_resolved` with resolution `expired`). */
+export const ExpiredApproval = Schema.Struct({
+  expired: Schema.Literal(true),
+  expiresAt: Schema.Number
+})
+/** @since 0.3.0 */
+export type ExpiredApproval = typeof ExpiredApproval.Type
+
+/** An approval's result as its `callback_resolved` records it: a person's answer, or its expiry. */
+export const ApprovalResult = Schema.Union(ApprovalAnswer, ExpiredApproval)
+/** @since 0.3.0 */
+export type ApprovalResult = typeof ApprovalResult.Type
+
+/** An approval's recorded result; `None` when there is none (a cancelled approval). */
+export const decodeApprovalResult: (result: unknown) => Option.Option<ApprovalResult> = Schema.decodeUnknownOption(ApprovalResult)
 
 /** The answer to a `client_tool` callback: the tool's output, as the model will see it. */
 export class ClientToolAnswer extends Schema.Class<ClientToolAnswer>("troupe/Callback/ClientToolAnswer")({

@@ -25,10 +25,8 @@ export const openCallbacks = <E>(client: SessionClient.SessionsApi<E>, id: Sessi
 
 /** A callback's line: its id, kind and call, then how to answer it (`flags` are the connection's). */
 export const callbackLine = (sessionId: SessionId, callback: CallbackOpened, flags: string) => {
-  const request = callback.request as { readonly toolName?: unknown; readonly arguments?: unknown }
-  const call = typeof request.toolName === "string"
-    ? EventFormat.toolCall(request.toolName, typeof request.arguments === "string" ? request.arguments : "")
-    : EventFormat.clip(JSON.stringify(request), 100)
+  // The request is typed by the record (an approval's or a client tool's, both a tool call).
+  const call = EventFormat.toolCall(callback.request.toolName, callback.request.arguments)
   const how = callback.kind === "approval" ? "--approve | --approve-session | --deny" : "--output JSON [--error]"
   return `${callback.callbackId}  ${callback.kind}  ${call}\n    answer: troupe sessions answer ${flags === "" ? "" : `${flags} `}${sessionId} ${callback.callbackId} ${how}`
 }
