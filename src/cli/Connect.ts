@@ -15,8 +15,7 @@
 import { Options } from "@effect/cli"
 import { Config, Effect, Option, Redacted, type Scope } from "effect"
 import type * as AgentClient from "../client/AgentClient.js"
-import * as SessionClient from "../client/SessionClient.js"
-import * as Listener from "../server/Listener.js"
+import type * as SessionClient from "../client/SessionClient.js"
 import * as Address from "./Address.js"
 import * as ExitCode from "./ExitCode.js"
 
@@ -102,6 +101,10 @@ export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.Cl
     if (Option.isSome(unix) && Option.isSome(o.tcp)) {
       return yield* Effect.fail(ExitCode.usage("give one of --name, --socket and --tcp"))
     }
+    // Loaded when a command connects: `--help` and the embedded commands need neither the client nor the listeners.
+    const [Client, Listeners] = yield* Effect.promise(() =>
+      Promise.all([import("../client/SessionClient.js"), import("../server/Listener.js")])
+    )
     const token = Option.map(o.token, Redacted.value)
     // SessionClient says hello with the token, and tells the daemon when this client's telemetry is
     // off; a dropped connection (a restarted daemon under `events --follow`) is opened again.
@@ -113,12 +116,12 @@ export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.Cl
     let connecting: Effect.Effect<SessionClient.SessionClient, ClientFailure, Scope.Scope>
     if (Option.isSome(o.tcp)) {
       const { host, port } = o.tcp.value
-      address = Listener.formatAddress({ _tag: "Tcp", host, port })
-      connecting = SessionClient.connectTcp(host, port, clientOptions)
+      address = Listeners.formatAddress({ _tag: "Tcp", host, port })
+      connecting = Client.connectTcp(host, port, clientOptions)
     } else {
       const path = Option.isSome(unix) ? unix.value : yield* Address.socketOf(Address.DEFAULT_NAME)
-      address = Listener.formatAddress({ _tag: "Unix", path })
-      connecting = SessionClient.connect(path, clientOptions)
+      address = Listeners.formatAddress({ _tag: "Unix", path })
+      connecting = Client.connect(path, clientOptions)
     }
     const hasToken = Option.isSome(token)
     const client = yield* connecting.pipe(Effect.mapError((error) => failure(error, address, hasToken)))
