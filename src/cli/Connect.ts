@@ -20,9 +20,8 @@
 import { Options } from "@effect/cli"
 import { Config, Effect, Option, Redacted, type Scope } from "effect"
 import type * as AgentClient from "../client/AgentClient.js"
-import * as HttpSessionClient from "../client/HttpSessionClient.js"
-import * as SessionClient from "../client/SessionClient.js"
-import * as Listener from "../server/Listener.js"
+import type * as HttpSessionClient from "../client/HttpSessionClient.js"
+import type * as SessionClient from "../client/SessionClient.js"
 import * as Address from "./Address.js"
 import * as ExitCode from "./ExitCode.js"
 
@@ -122,9 +121,14 @@ export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.Cl
     if (Option.isSome(o.url)) {
       // HTTP holds no connection: the first call finds out whether the daemon is there.
       const address = o.url.value
+      const HttpSessionClient = yield* Effect.promise(() => import("../client/HttpSessionClient.js"))
       const client = yield* HttpSessionClient.make(address, Option.isSome(token) ? { token: token.value } : {})
       return { client, address, flags: flagsOf(o), fail: (error: CallError) => failure(error, address, hasToken) }
     }
+    // Loaded when a command connects: `--help` and the embedded commands need neither the client nor the listeners.
+    const [Client, Listeners] = yield* Effect.promise(() =>
+      Promise.all([import("../client/SessionClient.js"), import("../server/Listener.js")])
+    )
     // SessionClient says hello with the token, and tells the daemon when this client's telemetry is
     // off; a dropped connection (a restarted daemon under `events --follow`) is opened again.
     const clientOptions: SessionClient.ConnectOptions = {
@@ -135,12 +139,12 @@ export const connect = (o: ConnectOptions): Effect.Effect<Connected, ExitCode.Cl
     let connecting: Effect.Effect<SessionClient.SessionClient, ClientFailure, Scope.Scope>
     if (Option.isSome(o.tcp)) {
       const { host, port } = o.tcp.value
-      address = Listener.formatAddress({ _tag: "Tcp", host, port })
-      connecting = SessionClient.connectTcp(host, port, clientOptions)
+      address = Listeners.formatAddress({ _tag: "Tcp", host, port })
+      connecting = Client.connectTcp(host, port, clientOptions)
     } else {
       const path = Option.isSome(unix) ? unix.value : yield* Address.socketOf(Address.DEFAULT_NAME)
-      address = Listener.formatAddress({ _tag: "Unix", path })
-      connecting = SessionClient.connect(path, clientOptions)
+      address = Listeners.formatAddress({ _tag: "Unix", path })
+      connecting = Client.connect(path, clientOptions)
     }
     const client = yield* connecting.pipe(Effect.mapError((error) => failure(error, address, hasToken)))
     return { client, address, flags: flagsOf(o), fail: (error) => failure(error, address, hasToken) }

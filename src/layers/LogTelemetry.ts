@@ -6,8 +6,7 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
-import { NodeFileSystem } from "@effect/platform-node"
+import * as FileSystem from "@effect/platform/FileSystem"
 import { Clock, Config, type ConfigError, Effect, Either, FiberRef, Layer, Option, Schema, type Scope } from "effect"
 import * as Path from "node:path"
 import { Line } from "../schema/ProductEvent.js"
@@ -36,6 +35,14 @@ export const makeWith = (write: (line: string) => Effect.Effect<void>): Effect.E
         }).pipe(Effect.uninterruptible)
     })
   })
+
+/** Node's `FileSystem`, its module loaded when the layer is built (docs/decisions/0044-drivers-load-when-used.md). */
+const nodeFileSystem: Layer.Layer<FileSystem.FileSystem> = Layer.unwrapEffect(
+  Effect.map(
+    Effect.promise((): Promise<typeof import("@effect/platform-node/NodeFileSystem")> => import("@effect/platform-node/NodeFileSystem")),
+    (NodeFileSystem) => NodeFileSystem.layer
+  )
+)
 
 /** Builds a log telemetry over `FileSystem`; the file stays open for the scope. */
 export const make = (
@@ -67,7 +74,7 @@ export const make = (
 
 /** JSON lines to `path` (appended) or to stderr. */
 export const layer = (options: Options = {}): Layer.Layer<Telemetry> =>
-  Layer.scoped(Telemetry, make(options)).pipe(Layer.provide(NodeFileSystem.layer))
+  Layer.scoped(Telemetry, make(options)).pipe(Layer.provide(nodeFileSystem))
 
 /** `layer` with the file from `TROUPE_TELEMETRY_FILE` (stderr when unset). */
 export const layerConfig: Layer.Layer<Telemetry, ConfigError.ConfigError> = Layer.unwrapEffect(

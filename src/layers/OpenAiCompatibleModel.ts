@@ -14,7 +14,6 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import {
   Chunk,
   Clock,
@@ -655,7 +654,15 @@ const withAttempts = (error: ModelError, attempts: number): ModelError =>
 
 /** The model with its own HTTP client (undici, one connection pool for the layer's life). */
 export const layer = (options: Options = {}): Layer.Layer<Model.Model> =>
-  Layer.effect(Model.Model, make(options)).pipe(Layer.provide(NodeHttpClient.layerUndici))
+  Layer.effect(Model.Model, make(options)).pipe(Layer.provide(undiciClient))
+
+/** Node's HTTP client on undici, its module loaded when the layer is built (docs/decisions/0044-drivers-load-when-used.md). */
+const undiciClient: Layer.Layer<HttpClient.HttpClient> = Layer.unwrapEffect(
+  Effect.map(
+    Effect.promise((): Promise<typeof import("@effect/platform-node/NodeHttpClient")> => import("@effect/platform-node/NodeHttpClient")),
+    (NodeHttpClient) => NodeHttpClient.layerUndici
+  )
+)
 
 /**
  * What `layerConfig` reads: `TROUPE_MODEL_BASE_URL`, `TROUPE_MODEL_API_KEY`

@@ -21,21 +21,52 @@
  *
  * @since 0.1.0
  */
-import * as OtelLogger from "@effect/opentelemetry/Logger"
-import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
-import * as OtelResource from "@effect/opentelemetry/Resource"
-import * as OtelTracer from "@effect/opentelemetry/Tracer"
-import * as OtelApi from "@opentelemetry/api"
-import { SeverityNumber } from "@opentelemetry/api-logs"
-import { OTLPLogExporter } from "@opentelemetry/exporter-logs-otlp-http"
-import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http"
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
-import { BatchLogRecordProcessor } from "@opentelemetry/sdk-logs"
-import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
-import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import type * as OtelLogger from "@effect/opentelemetry/Logger"
+import type * as OtelResource from "@effect/opentelemetry/Resource"
+import type * as OtelApi from "@opentelemetry/api"
 import { Clock, Config, type ConfigError, Duration, Effect, FiberRef, Layer, Option, type Scope } from "effect"
 import { sanitize } from "../schema/ProductEvent.js"
 import { excluded, Telemetry } from "../services/Telemetry.js"
+
+/** The OpenTelemetry modules the layer runs on. */
+interface Drivers {
+  readonly OtelLogger: typeof import("@effect/opentelemetry/Logger")
+  readonly NodeSdk: typeof import("@effect/opentelemetry/NodeSdk")
+  readonly OtelResource: typeof import("@effect/opentelemetry/Resource")
+  readonly OtelTracer: typeof import("@effect/opentelemetry/Tracer")
+  readonly OtelApi: typeof import("@opentelemetry/api")
+  readonly ApiLogs: typeof import("@opentelemetry/api-logs")
+  readonly LogsExporter: typeof import("@opentelemetry/exporter-logs-otlp-http")
+  readonly MetricsExporter: typeof import("@opentelemetry/exporter-metrics-otlp-http")
+  readonly TraceExporter: typeof import("@opentelemetry/exporter-trace-otlp-http")
+  readonly SdkLogs: typeof import("@opentelemetry/sdk-logs")
+  readonly SdkMetrics: typeof import("@opentelemetry/sdk-metrics")
+  readonly SdkTrace: typeof import("@opentelemetry/sdk-trace-base")
+}
+
+/**
+ * The OpenTelemetry SDK, loaded when a layer is built or `make` runs, not
+ * when troupe is imported: most programs never export to OTel, and the SDK is
+ * a large share of an import's time (docs/decisions/0044-drivers-load-when-used.md).
+ */
+const drivers: Effect.Effect<Drivers> = Effect.promise(async () => {
+  const [OtelLogger, NodeSdk, OtelResource, OtelTracer, OtelApi, ApiLogs, LogsExporter, MetricsExporter, TraceExporter, SdkLogs, SdkMetrics, SdkTrace] =
+    await Promise.all([
+      import("@effect/opentelemetry/Logger"),
+      import("@effect/opentelemetry/NodeSdk"),
+      import("@effect/opentelemetry/Resource"),
+      import("@effect/opentelemetry/Tracer"),
+      import("@opentelemetry/api"),
+      import("@opentelemetry/api-logs"),
+      import("@opentelemetry/exporter-logs-otlp-http"),
+      import("@opentelemetry/exporter-metrics-otlp-http"),
+      import("@opentelemetry/exporter-trace-otlp-http"),
+      import("@opentelemetry/sdk-logs"),
+      import("@opentelemetry/sdk-metrics"),
+      import("@opentelemetry/sdk-trace-base")
+    ])
+  return { OtelLogger, NodeSdk, OtelResource, OtelTracer, OtelApi, ApiLogs, LogsExporter, MetricsExporter, TraceExporter, SdkLogs, SdkMetrics, SdkTrace }
+})
 
 /** How to reach the OTLP receiver and name this service. */
 export interface Options {
@@ -94,25 +125,25 @@ const exporterConfig = (options: Options, signal: "traces" | "logs" | "metrics")
   ...(options.headers === undefined ? {} : { headers: { ...options.headers } })
 })
 
-const resourceLayer = (options: Options): Layer.Layer<OtelResource.Resource> =>
+const resourceLayer = (loaded: Drivers, options: Options): Layer.Layer<OtelResource.Resource> =>
   Layer.unwrapEffect(
     Effect.map(Config.option(Config.string("OTEL_SERVICE_NAME")).pipe(Effect.orDie), (fromEnv) =>
       // OTEL_RESOURCE_ATTRIBUTES is read by layerFromEnv; service.name: the option, then OTEL_SERVICE_NAME, then troupe.
-      OtelResource.layerFromEnv({
+      loaded.OtelResource.layerFromEnv({
         "service.name": options.serviceName ?? Option.getOrElse(fromEnv, () => "troupe"),
         ...(options.serviceVersion === undefined ? {} : { "service.version": options.serviceVersion })
       }))
   )
 
-const meterProvider = (options: Options) =>
-  Effect.flatMap(OtelResource.Resource, (resource) =>
+const meterProvider = ({ MetricsExporter, SdkMetrics, ...loaded }: Drivers, options: Options) =>
+  Effect.flatMap(loaded.OtelResource.Resource, (resource) =>
     Effect.acquireRelease(
       Effect.sync(() =>
-        new MeterProvider({
+        new SdkMetrics.MeterProvider({
           resource,
           readers: [
-            new PeriodicExportingMetricReader({
-              exporter: new OTLPMetricExporter(exporterConfig(options, "metrics")),
+            new SdkMetrics.PeriodicExportingMetricReader({
+              exporter: new MetricsExporter.OTLPMetricExporter(exporterConfig(options, "metrics")),
               exportIntervalMillis: Duration.toMillis(options.metricsInterval ?? Duration.minutes(1))
             })
           ]
@@ -135,9 +166,11 @@ export const make = (
   OtelLogger.OtelLoggerProvider | OtelResource.Resource | Scope.Scope
 > =>
   Effect.gen(function*() {
-    const loggerProvider = yield* OtelLogger.OtelLoggerProvider
+    const loaded = yield* drivers
+    const { ApiLogs, OtelTracer } = loaded
+    const loggerProvider = yield* loaded.OtelLogger.OtelLoggerProvider
     const logger = loggerProvider.getLogger("troupe")
-    const meter = (yield* meterProvider(options)).getMeter("troupe")
+    const meter = (yield* meterProvider(loaded, options)).getMeter("troupe")
     const counters = new Map<string, OtelApi.Counter>()
     const counter = (name: string, unit: string) => {
       let found = counters.get(name)
@@ -161,11 +194,11 @@ export const make = (
           const now = yield* Clock.currentTimeMillis
           logger.emit({
             eventName: encoded.event,
-            severityNumber: SeverityNumber.INFO,
+            severityNumber: ApiLogs.SeverityNumber.INFO,
             severityText: "INFO",
             timestamp: now,
             attributes,
-            ...(Option.isSome(span) ? { context: OtelApi.trace.setSpan(OtelApi.context.active(), span.value) } : {})
+            ...(Option.isSome(span) ? { context: loaded.OtelApi.trace.setSpan(loaded.OtelApi.context.active(), span.value) } : {})
           })
           counter(`troupe.${encoded.event}`, "{event}").add(1, dimensions)
           if (usage !== undefined) {
@@ -184,18 +217,19 @@ export const make = (
  */
 export const layer = (options: Options = {}): Layer.Layer<Telemetry> =>
   Layer.unwrapEffect(
-    Effect.sync(() => {
+    Effect.map(drivers, (loaded) => {
+      const { LogsExporter, NodeSdk, OtelTracer, SdkLogs, SdkTrace, TraceExporter } = loaded
       // Processors and exporters are made per build: a closed layer shuts its own down.
-      const spans = new BatchSpanProcessor(new OTLPTraceExporter(exporterConfig(options, "traces")))
-      const logs = new BatchLogRecordProcessor({ exporter: new OTLPLogExporter(exporterConfig(options, "logs")) })
+      const spans = new SdkTrace.BatchSpanProcessor(new TraceExporter.OTLPTraceExporter(exporterConfig(options, "traces")))
+      const logs = new SdkLogs.BatchLogRecordProcessor({ exporter: new LogsExporter.OTLPLogExporter(exporterConfig(options, "logs")) })
       const tracing = OtelTracer.layer.pipe(
         Layer.provide(NodeSdk.layerTracerProvider(spans, { shutdownTimeout: options.shutdownTimeout })),
         Layer.discard
       )
       const events = Layer.scoped(Telemetry, make(options)).pipe(
-        Layer.provide(OtelLogger.layerLoggerProvider(logs, { shutdownTimeout: options.shutdownTimeout }))
+        Layer.provide(loaded.OtelLogger.layerLoggerProvider(logs, { shutdownTimeout: options.shutdownTimeout }))
       )
-      return Layer.merge(events, tracing).pipe(Layer.provide(resourceLayer(options)))
+      return Layer.merge(events, tracing).pipe(Layer.provide(resourceLayer(loaded, options)))
     })
   )
 

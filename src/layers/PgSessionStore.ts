@@ -6,7 +6,6 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Effect, Layer, Redacted } from "effect"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
@@ -89,11 +88,16 @@ export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavaila
     ? Layer.effect(SessionStore, make)
     : Layer.scoped(SessionStore, makeGrouped(options.groupCommit === true ? {} : options.groupCommit))).pipe(
     Layer.provide(
-      PgClient.layer({
-        url: Redacted.make(options.url),
-        maxConnections: options.maxConnections ?? 10,
-        applicationName: "troupe"
-      }).pipe(
+      // The client's module (and pg under it) loads when the layer is built, not when troupe is imported.
+      Layer.unwrapEffect(Effect.map(
+        Effect.promise((): Promise<typeof import("@effect/sql-pg/PgClient")> => import("@effect/sql-pg/PgClient")),
+        (PgClient) =>
+          PgClient.layer({
+            url: Redacted.make(options.url),
+            maxConnections: options.maxConnections ?? 10,
+            applicationName: "troupe"
+          })
+      )).pipe(
         Layer.catchAllCause((cause) =>
           Layer.fail(new StoreUnavailable({ operation: "connect", cause: Cause.squash(cause) }))
         )

@@ -23,7 +23,7 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Layer, Queue, Schedule } from "effect"
-import pg from "pg"
+import type pg from "pg"
 import { AssistantDelta } from "../schema/Event.js"
 import { type SessionId, type TurnId, ulid } from "../schema/Ids.js"
 import { Signal, StoreSignals } from "../services/StoreSignals.js"
@@ -130,6 +130,8 @@ export const deltaPayloads = (origin: string, sessionId: SessionId, events: Read
 /** Builds the signals: the listening connection lives in a fiber of the scope, reconnecting while the scope lasts. */
 export const make = (options: Options) =>
   Effect.gen(function*() {
+    // Loaded when the signals are built, not when troupe is imported (docs/decisions/0044-drivers-load-when-used.md).
+    const { default: Pg }: { readonly default: typeof pg } = yield* Effect.promise(() => import("pg"))
     const origin = yield* ulid
     const hub = SignalHub.make()
     const outbox = yield* Queue.dropping<Outgoing>(forwardBacklog)
@@ -139,7 +141,7 @@ export const make = (options: Options) =>
     const connection = Effect.scoped(Effect.gen(function*() {
       const client = yield* Effect.acquireRelease(
         Effect.tryPromise(async () => {
-          const client = new pg.Client({ connectionString: options.url, application_name: "troupe-signals" })
+          const client = new Pg.Client({ connectionString: options.url, application_name: "troupe-signals" })
           await client.connect()
           return client
         }),

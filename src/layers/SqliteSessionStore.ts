@@ -11,7 +11,6 @@
  *
  * @since 0.1.0
  */
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Duration, Effect, Either, Exit, Layer, Option } from "effect"
@@ -289,7 +288,12 @@ export const layerSqlClient = (options: Options): Layer.Layer<SessionStore, Stor
     Layer.provide(
       Layer.unwrapEffect(
         // A file that cannot be opened makes the client's layer throw: open it first, as `layer` does.
-        Effect.as(Effect.scoped(open(options.filename)), SqliteClient.layer({ filename: options.filename }))
+        // The client's module (and better-sqlite3 under it) loads here, when the layer is built.
+        Effect.zipWith(
+          Effect.scoped(open(options.filename)),
+          Effect.promise((): Promise<typeof import("@effect/sql-sqlite-node/SqliteClient")> => import("@effect/sql-sqlite-node/SqliteClient")),
+          (_, SqliteClient) => SqliteClient.layer({ filename: options.filename })
+        )
       ).pipe(Layer.mapError((cause) => (cause instanceof StoreUnavailable ? cause : new StoreUnavailable({ operation: "open", cause }))))
     )
   )

@@ -29,7 +29,7 @@
  *
  * @since 0.1.0
  */
-import Database from "better-sqlite3"
+import type Database from "better-sqlite3"
 import { Duration, Effect, Layer, Queue } from "effect"
 import { type SessionId, ulid } from "../schema/Ids.js"
 import { layerNoop, Signal, StoreSignals } from "../services/StoreSignals.js"
@@ -78,11 +78,13 @@ interface Reader {
 /** Builds the signals on a connection of their own (closed with the scope); the check runs in a fiber of the scope. */
 export const make = (options: Options) =>
   Effect.gen(function*() {
+    // Loaded when the signals are built, not when troupe is imported (docs/decisions/0044-drivers-load-when-used.md).
+    const { default: Sqlite }: { readonly default: typeof Database } = yield* Effect.promise(() => import("better-sqlite3"))
     let db: Database.Database | undefined
     yield* Effect.addFinalizer(() => Effect.sync(() => db?.close()))
     return yield* makeWith(options.interval, {
       // Opened at the first watch: by then the store has created and migrated the file.
-      db: () => (db ??= new Database(options.filename, { fileMustExist: true })),
+      db: () => (db ??= new Sqlite(options.filename, { fileMustExist: true })),
       // A file the store has not created yet, or a busy moment: the next check opens it again.
       failed: () => {
         db?.close()

@@ -11,10 +11,7 @@
  *
  * @since 0.1.0
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { Effect, Exit, ExecutionStrategy, Scope } from "effect"
 import { isHttp, type McpServer } from "../../schema/Toolset.js"
 import type { CallResult, ListedTool } from "../../tools/mcp/McpTools.js"
@@ -38,23 +35,49 @@ export interface McpConnection {
 /** Default bounds, in milliseconds. */
 export const defaults = { timeoutMs: 60_000, connectTimeoutMs: 10_000 } as const
 
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
+
+/** The parts of the MCP SDK a connection uses. */
+interface Sdk {
+  readonly Client: typeof import("@modelcontextprotocol/sdk/client/index.js").Client
+  readonly Stdio: typeof import("@modelcontextprotocol/sdk/client/stdio.js")
+  readonly StreamableHTTPClientTransport: typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js").StreamableHTTPClientTransport
+  readonly Types: typeof import("@modelcontextprotocol/sdk/types.js")
+}
+
+/**
+ * The MCP SDK, loaded at the first connect, not when troupe is imported: it
+ * brings zod, ajv and an HTTP stack with it (docs/decisions/0044-drivers-load-when-used.md).
+ */
+const sdk: Effect.Effect<Sdk, CallFailure> = Effect.tryPromise({
+  try: async () => {
+    const [client, Stdio, http, Types] = await Promise.all([
+      import("@modelcontextprotocol/sdk/client/index.js"),
+      import("@modelcontextprotocol/sdk/client/stdio.js"),
+      import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+      import("@modelcontextprotocol/sdk/types.js")
+    ])
+    return { Client: client.Client, Stdio, StreamableHTTPClientTransport: http.StreamableHTTPClientTransport, Types }
+  },
+  catch: (error): CallFailure => ({ reason: "unavailable", message: `the MCP SDK did not load: ${messageOf(error)}` })
+})
+
 interface Live {
+  readonly sdk: Sdk
   readonly client: Client
   readonly scope: Scope.CloseableScope
   tools: ReadonlyArray<ListedTool> | undefined
   closed: boolean
 }
 
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
-
-const transportOf = (config: McpServer) =>
+const transportOf = ({ Stdio, StreamableHTTPClientTransport }: Sdk, config: McpServer) =>
   isHttp(config)
     ? new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers: { ...config.headers } } })
-    : new StdioClientTransport({
+    : new Stdio.StdioClientTransport({
       command: config.command,
       args: [...(config.args ?? [])],
       // A minimal environment (PATH, HOME, …) and what the configuration adds: never the whole of the host's.
-      env: { ...getDefaultEnvironment(), ...config.env },
+      env: { ...Stdio.getDefaultEnvironment(), ...config.env },
       ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
       stderr: "inherit"
     })
@@ -74,7 +97,7 @@ const listAll = (client: Client) =>
     catch: (error): CallFailure => ({ reason: "unavailable", message: `listing the tools failed: ${messageOf(error)}` })
   })
 
-const failureOf = (error: unknown, timeoutMs: number): CallFailure => {
+const failureOf = ({ Types: { ErrorCode, McpError } }: Sdk, error: unknown, timeoutMs: number): CallFailure => {
   if (error instanceof McpError) {
     if (error.code === ErrorCode.RequestTimeout) return { reason: "timeout", message: `no answer within ${timeoutMs} ms` }
     if (error.code === ErrorCode.ConnectionClosed) return { reason: "closed", message: "the server closed the connection" }
@@ -93,20 +116,21 @@ export const make = (server: string, config: McpServer): Effect.Effect<McpConnec
     let connects = 0
 
     const open = Effect.gen(function*() {
+      const loaded = yield* sdk
       const scope = yield* Scope.fork(parent, ExecutionStrategy.sequential)
-      const client = new Client({ name: "troupe", version: "0.1.0" }, { capabilities: {} })
-      const transport = transportOf(config)
-      const entry: Live = { client, scope, tools: undefined, closed: false }
+      const client = new loaded.Client({ name: "troupe", version: "0.1.0" }, { capabilities: {} })
+      const transport = transportOf(loaded, config)
+      const entry: Live = { sdk: loaded, client, scope, tools: undefined, closed: false }
       // Any end of the transport (a process that exited, a dropped HTTP session) means: connect again next time.
       client.onclose = () => {
         entry.closed = true
       }
-      client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      client.setNotificationHandler(loaded.Types.ToolListChangedNotificationSchema, () => {
         entry.tools = undefined
       })
       // Before connecting: a connect that fails or times out still stops the process it started.
       yield* Scope.addFinalizer(scope, Effect.promise(async () => {
-        if (transport instanceof StreamableHTTPClientTransport) await transport.terminateSession().catch(() => undefined)
+        if (transport instanceof loaded.StreamableHTTPClientTransport) await transport.terminateSession().catch(() => undefined)
         await client.close().catch(() => undefined)
       }))
       const connected = yield* Effect.tryPromise({
@@ -148,7 +172,7 @@ export const make = (server: string, config: McpServer): Effect.Effect<McpConnec
       Effect.flatMap(current, (entry) =>
         Effect.tryPromise({
           try: (signal) => entry.client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: timeoutMs }),
-          catch: (error) => failureOf(error, timeoutMs)
+          catch: (error) => failureOf(entry.sdk, error, timeoutMs)
         }).pipe(
           Effect.map((result) => result as CallResult),
           Effect.tapError((failure) => Effect.sync(() => {

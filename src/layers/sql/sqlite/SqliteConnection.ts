@@ -11,7 +11,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
-import Database from "better-sqlite3"
+import type Database from "better-sqlite3"
 import { Effect, Scope, Stream } from "effect"
 import { StoreUnavailable } from "../../../schema/Errors.js"
 
@@ -48,10 +48,21 @@ const handleOf = (db: Database.Database): Handle => {
   }
 }
 
+/**
+ * better-sqlite3, loaded when a database is first opened: a program that
+ * imports troupe and never opens SQLite does not load the native driver
+ * (docs/decisions/0044-drivers-load-when-used.md). Failing to load it is
+ * `StoreUnavailable`, as failing to open is.
+ */
+export const driver: Effect.Effect<typeof Database, StoreUnavailable> = Effect.tryPromise({
+  try: () => import("better-sqlite3").then((module) => module.default),
+  catch: (cause) => new StoreUnavailable({ operation: "open", cause })
+})
+
 /** Opens `filename` in WAL mode (closed with the scope); failing to open is `StoreUnavailable`. */
 export const open = (filename: string) =>
   Effect.acquireRelease(
-    Effect.try({
+    Effect.flatMap(driver, (Database) => Effect.try({
       try: () => {
         const db = new Database(filename)
         try {
@@ -69,7 +80,7 @@ export const open = (filename: string) =>
         return db
       },
       catch: (cause) => new StoreUnavailable({ operation: "open", cause })
-    }),
+    })),
     (db) => Effect.sync(() => db.close())
   ).pipe(Effect.map(handleOf))
 

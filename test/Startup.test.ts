@@ -1,0 +1,74 @@
+/**
+ * What importing troupe loads (issue 33, docs/decisions/0044-drivers-load-when-used.md):
+ * the drivers — better-sqlite3, pg, OpenTelemetry, the MCP SDK, the CLI library,
+ * platform-node — load only when a layer that needs them is built, and
+ * `troupe/schema` and `troupe/client` load without the runtime. The CLI's
+ * `--help` and `run "hello"` load neither the daemon nor the HTTP server, PG,
+ * OTel or MCP.
+ *
+ * One fresh node process (through tsx, on the sources) records every module it
+ * resolves with a `module.register` resolve hook (test/support/importHook.mjs)
+ * while test/support/importProbe.mjs imports schema, client and root in turn,
+ * then runs the two commands; each step's set is cumulative, and each step is
+ * checked against what it may load, which the earlier steps also may.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const repo = fileURLToPath(new URL("..", import.meta.url))
+
+/** The drivers: none may load on an import of troupe. */
+const drivers =
+  /\/node_modules\/(better-sqlite3|pg|pg-[a-z-]+|@opentelemetry\/[^/]+|@effect\/opentelemetry|@modelcontextprotocol\/sdk|@effect\/cli|@effect\/platform-node|@effect\/platform-node-shared|@effect\/sql-pg|@effect\/sql-sqlite-node|undici|zod)\//
+
+/** What `--help` and `run` may not load: the daemon, the HTTP server, PG, OTel and MCP. */
+const notForTheCli =
+  /\/node_modules\/(pg|@effect\/sql-pg|@opentelemetry\/[^/]+|@effect\/opentelemetry|@modelcontextprotocol\/sdk)\/|\/node_modules\/@effect\/platform-node\/dist\/esm\/NodeHttpServer|\/src\/(cli\/Daemon|server\/HttpListener|http\/[^/]+)\.ts$/
+
+/** Our own source files among `urls`, relative to src/. */
+const sources = (urls: ReadonlyArray<string>) =>
+  urls.filter((url) => url.startsWith("file:") && !url.includes("/node_modules/") && url.includes("/src/")).map((url) => url.slice(url.lastIndexOf("/src/") + 5))
+
+describe("start-up", () => {
+  it("imports load no driver; client and schema load no runtime; --help and run load no daemon, HTTP server, PG, OTel or MCP", () => {
+    const dir = mkdtempSync(join(tmpdir(), "troupe-startup-"))
+    try {
+      const out = join(dir, "resolved.txt")
+      const env: Record<string, string> = {}
+      for (const [key, value] of Object.entries(process.env)) {
+        if (value !== undefined && !key.startsWith("TROUPE_") && !key.startsWith("OTEL_")) env[key] = value
+      }
+      const result = spawnSync(process.execPath, ["--import", "tsx", join(repo, "test", "support", "importProbe.mjs"), out], {
+        cwd: repo,
+        encoding: "utf8",
+        timeout: 60_000,
+        env: { ...env, TROUPE_HOME: join(dir, "home"), TROUPE_TELEMETRY_ENABLED: "false", NO_COLOR: "1" }
+      })
+      assert.strictEqual(result.status, 0, `stdout: ${result.stdout}\nstderr: ${result.stderr}`)
+      const { codes, steps } = JSON.parse(readFileSync(`${out}.json`, "utf8")) as {
+        readonly steps: Record<"schema" | "client" | "root" | "cli", ReadonlyArray<string>>
+        readonly codes: ReadonlyArray<number>
+      }
+      assert.deepStrictEqual(codes, [0, 0], result.stdout)
+      for (const step of ["schema", "client", "root"] as const) {
+        assert.deepStrictEqual(steps[step].filter((url) => drivers.test(url)), [], `${step} loads a driver`)
+      }
+      assert.deepStrictEqual(sources(steps.schema).filter((file) => !file.startsWith("schema/")), [], "troupe/schema loads more than the schemas")
+      assert.deepStrictEqual(
+        sources(steps.client).filter((file) => !/^(client|protocol|schema|internal)\//.test(file)),
+        [],
+        "troupe/client loads the runtime"
+      )
+      assert.deepStrictEqual(steps.cli.filter((url) => notForTheCli.test(url)), [], "--help or run loads what it does not use")
+      // The probe itself: the root import did load the runtime, and the commands ran the program.
+      assert.isTrue(sources(steps.root).includes("actors/InProcessHost.ts"))
+      assert.isTrue(sources(steps.cli).includes("cli/EmbeddedRun.ts"))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 90_000)
+})
