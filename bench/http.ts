@@ -12,7 +12,8 @@
  *   `SessionClient.events`) while turns run; latency from each event's commit
  *   (its `at`, ms) to its arrival here (`Date.now()`), p50/p99 (±1 ms).
  * - **memory per open event stream**: `--streams` idle SSE streams on one
- *   session; the server's heap and RSS after a GC, before and after.
+ *   session, then 60 `SessionClient.events` streams on one socket
+ *   connection (it takes at most 64); the server's heap and RSS after a GC, before and after.
  *
  *   node bench/run.mjs http [--sessions 300] [--warmup 50] [--turns 100] [--streams 500] [--only <text>]
  */
@@ -230,6 +231,21 @@ const streamMemory = async (child: Child, base: string, port: number, n: number)
   return { heap: (after.heap - before.heap) / n, rss: (after.rss - before.rss) / n }
 }
 
+/** The same with `n` `SessionClient.events` streams on one socket connection. */
+const socketStreamMemory = (child: Child, client: SessionClient.SessionClient, n: number) =>
+  Effect.gen(function*() {
+    const session = yield* client.create({ agent: "bench" })
+    const before = yield* Effect.promise(() => ask<{ heap: number; rss: number }>(child, "memory", "heap"))
+    let seen = 0
+    const followers = yield* Effect.forEach(Array.from({ length: n }), () =>
+      Effect.fork(Stream.runForEach(client.events(session.id), () => Effect.sync(() => void seen++))))
+    while (seen < n) yield* Effect.sleep("10 millis")
+    yield* Effect.sleep("500 millis")
+    const after = yield* Effect.promise(() => ask<{ heap: number; rss: number }>(child, "memory", "heap"))
+    yield* Fiber.interruptAll(followers)
+    return { heap: (after.heap - before.heap) / n, rss: (after.rss - before.rss) / n }
+  })
+
 const ms = (x: number) => x.toFixed(2)
 const us = (x: number) => Math.round(x).toLocaleString("en-US")
 
@@ -270,6 +286,9 @@ const main = async () => {
       yield* run("memory", async () => {
         const memory = await streamMemory(child, base, port, streamCount)
         console.log(`memory per open SSE stream (${streamCount} idle): heap ${us(memory.heap)} B, RSS ${us(memory.rss)} B`)
+        // A socket connection takes at most 64 streams (`maxStreams`): 60 on one connection.
+        const socket = await Effect.runPromise(socketStreamMemory(child, client, 60))
+        console.log(`memory per open socket event stream (60 idle, one connection): heap ${us(socket.heap)} B, RSS ${us(socket.rss)} B`)
       })
     })))
     console.log(`load average at end: ${loadAverage()}`)
