@@ -22,7 +22,7 @@
  *
  * @since 0.3.0
  */
-import { HttpApiError, HttpServerRequest, type HttpApp, HttpServerResponse, HttpIncomingMessage } from "@effect/platform"
+import { HttpApiError, HttpApp, HttpServerRequest, HttpServerResponse, HttpIncomingMessage } from "@effect/platform"
 import { Cause, Effect, Option } from "effect"
 import { Api } from "../http/Api.js"
 import * as Problem from "../http/Problem.js"
@@ -211,14 +211,20 @@ export const outer = (options: Pick<Options, "cors">) =>
         }
       })
     }
-    let response = yield* app
-    if (allowed) {
-      response = HttpServerResponse.setHeaders(response, { "access-control-allow-origin": origin, vary: "origin" })
-    }
-    if (response.status === 429 || response.status === 503) response = HttpServerResponse.setHeader(response, "retry-after", "1")
-    if (response.status === 405) {
-      const allow = routeTable.filter((route) => route.pattern.test(pathOf(request.url))).map((route) => route.method)
-      response = HttpServerResponse.setHeader(response, "allow", [...new Set(allow)].join(", "))
-    }
-    return response
+    // The server writes the app's answer before this wrapper sees it, so the headers go in as a pre-response handler.
+    yield* HttpApp.appendPreResponseHandler((_request, answer) =>
+      Effect.sync(() => {
+        let response = answer
+        if (allowed) {
+          response = HttpServerResponse.setHeaders(response, { "access-control-allow-origin": origin, vary: "origin" })
+        }
+        if (response.status === 429 || response.status === 503) response = HttpServerResponse.setHeader(response, "retry-after", "1")
+        if (response.status === 405) {
+          const allow = routeTable.filter((route) => route.pattern.test(pathOf(request.url))).map((route) => route.method)
+          response = HttpServerResponse.setHeader(response, "allow", [...new Set(allow)].join(", "))
+        }
+        return response
+      })
+    )
+    return yield* app
   })

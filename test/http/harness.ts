@@ -85,7 +85,8 @@ export const start = (
     const context = yield* Layer.build(
       HttpListener.layer({ listen: [{ host: "127.0.0.1", port: 0 }], ...options }).pipe(
         Layer.provide(AgentCatalog.layer(agents)),
-        Layer.provide(Authenticator.layerStatic({ [TOKEN_A]: principalA, [TOKEN_B]: principalB, ...tokens })),
+        // A tokenless request on a `trustLocal` listener is alice, as the daemon's local user; elsewhere tokens only.
+        Layer.provide(Authenticator.layerTrustedLocal(principalA, Authenticator.layerStatic({ [TOKEN_A]: principalA, [TOKEN_B]: principalB, ...tokens }))),
         Layer.provide(runtime(store, runs, host))
       )
     )
