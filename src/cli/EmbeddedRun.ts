@@ -26,7 +26,7 @@
 import { Context, Data, Deferred, Effect, Either, Option, Queue, Stream } from "effect"
 import * as readline from "node:readline"
 import type { Agent } from "../schema/Agent.js"
-import type { PendingCallback } from "../schema/Callback.js"
+import type { AnswerOf, PendingCallback } from "../schema/Callback.js"
 import type { TurnEnded } from "../schema/Record.js"
 import { Sessions } from "../services/Sessions.js"
 import * as DemoAgent from "./DemoAgent.js"
@@ -159,7 +159,7 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
     yield* Deferred.await(subscribed)
 
     const interactive = Option.isNone(o.approve) && Output.stdinIsTty() && Output.stderrIsTty()
-    const answer = (callback: PendingCallback): Effect.Effect<Option.Option<unknown>> => {
+    const answer = (callback: PendingCallback): Effect.Effect<Option.Option<AnswerOf>> => {
       const request = callback.request
       if (request._tag === "client_tool") {
         return Effect.as(

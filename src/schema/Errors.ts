@@ -190,6 +190,25 @@ export class StaleCallback extends Schema.TaggedError<StaleCallback>()("StaleCal
   }
 }
 
+/**
+ * A callback provider's handler answered with a value that is not an answer
+ * of the callback's kind (or, for a client tool, not that tool's success):
+ * the provider ends with this error and the callback stays open for another.
+ */
+export class InvalidCallbackAnswer extends Schema.TaggedError<InvalidCallbackAnswer>()("InvalidCallbackAnswer", {
+  sessionId: SessionId,
+  callbackId: CallbackId,
+  kind: Schema.Literal("approval", "client_tool"),
+  /** The client tool's name, for a `client_tool` callback. */
+  toolName: Schema.optional(Schema.String),
+  reason: Schema.String
+}) {
+  override get message() {
+    const what = this.toolName === undefined ? `${this.kind} callback` : `${this.kind} callback of ${this.toolName}`
+    return `the provider's answer to ${what} ${this.callbackId} is not a valid answer: ${this.reason}`
+  }
+}
+
 /** Which limit of a `SubagentPolicy` refused a spawn or a child turn. */
 export const SpawnLimit = Schema.Literal("no_policy", "max_depth", "max_children", "max_child_turns", "agent_not_allowed")
 /** @since 0.1.0 */
