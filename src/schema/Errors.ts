@@ -65,10 +65,15 @@ export class SessionClosed extends Schema.TaggedError<SessionClosed>()("SessionC
 /** The store could not be reached or failed; the driver's error is the cause. */
 export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {
   operation: Schema.String,
+  /** Which store, where it is known (`sqlite:PATH`): set when opening it failed. */
+  store: Schema.optional(Schema.String),
   cause: Schema.Defect
 }) {
   override get message() {
-    return `store unavailable during ${this.operation}`
+    if (this.store === undefined) return `store unavailable during ${this.operation}`
+    // Opening a named store: the path and the reason are what the user can act on.
+    const why = this.cause instanceof Error ? this.cause.message : typeof this.cause === "string" ? this.cause : undefined
+    return `store ${this.store} unavailable during ${this.operation}${why === undefined ? "" : `: ${why}`}`
   }
 }
 
