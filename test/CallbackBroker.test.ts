@@ -407,6 +407,11 @@ describe("Callbacks", () => {
               "InvalidInput"
             )
             assert.strictEqual(invalid.what, "callback answer", JSON.stringify(result))
+            // Said plainly (a CLI prints it as it is): what an approval answer is, not the schema's tree.
+            assert.strictEqual(
+              invalid.reason,
+              `not an approval answer: expected { decision: "approve" | "approve_session" | "deny", reason?: string }`
+            )
           }
           yield* settle
           assert.deepStrictEqual(yield* store.readInbox(session.id), [], "nothing was admitted")

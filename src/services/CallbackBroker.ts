@@ -106,9 +106,8 @@ export const prepareAnswer = (
     }
     const schema = answerSchema[open.kind] as Schema.Schema<unknown, unknown>
     const decoded = yield* Schema.decodeUnknown(schema)(result).pipe(
-      Effect.mapError((error) =>
-        new InvalidInput({ what: "callback answer", reason: `not a ${open.kind} answer: ${error.message}` })
-      )
+      // One plain line (the CLI and the wire show it as it is): what the kind's answer is, not the schema's tree.
+      Effect.mapError(() => new InvalidInput({ what: "callback answer", reason: expectedAnswer[open.kind] }))
     )
     return new CallbackAnswer({
       inputId: yield* makeInputId,
@@ -118,6 +117,12 @@ export const prepareAnswer = (
       result: yield* Effect.orDie(Schema.encode(schema)(decoded))
     }, true)
   })
+
+/** What an answer of each kind looks like, said to a caller who sent another shape. */
+const expectedAnswer: { readonly [K in CallbackKind]: string } = {
+  approval: `not an approval answer: expected { decision: "approve" | "approve_session" | "deny", reason?: string }`,
+  client_tool: "not a client_tool answer: expected { output: <the tool's result, any JSON>, isError?: boolean }"
+}
 
 interface Job {
   readonly callback: PendingCallback
