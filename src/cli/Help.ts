@@ -107,20 +107,28 @@ const fit = (text: string): string => text.split("\n").map(wrap).join("\n")
 
 /**
  * The options every command of a COMMANDS list takes, said once after the
- * list instead of on each command's line.
+ * list instead of on each command's line; each command's description goes on
+ * the line below it (@effect/cli pads the usages into a column).
  */
 const commonOptionsOnce = (text: string): string => {
   const lines = text.split("\n")
   const commands = lines.flatMap((line, i) => (/^ {2}- \S+/.test(stripAnsi(line)) ? [i] : []))
   if (commands.length < 2) return text
-  const optionsOf = (i: number) => atoms(stripAnsi(lines[i]!)).slice(2).filter((atom) => atom.startsWith("["))
+  const parts = new Map(commands.map((i) => {
+    const plain = stripAnsi(lines[i]!).trimEnd()
+    const split = /^(.*?\S)\s{2,}(\S.*)$/.exec(plain)
+    return [i, { usage: atoms(split === null ? plain : split[1]!), description: split === null ? "" : split[2]! }] as const
+  }))
+  const optionsOf = (i: number) => parts.get(i)!.usage.slice(2).filter((atom) => atom.startsWith("["))
   const common = optionsOf(commands[0]!).filter((option) => commands.every((i) => optionsOf(i).includes(option)))
-  if (common.length === 0) return text
   for (const i of commands) {
-    const [dash, name, ...rest] = atoms(stripAnsi(lines[i]!))
-    lines[i] = `  ${dash} ${name}${rest.filter((atom) => !common.includes(atom)).map((atom) => ` ${atom}`).join("")}`
+    const { description, usage } = parts.get(i)!
+    const [dash, name, ...rest] = usage
+    const kept = rest.filter((atom) => !common.includes(atom)).map((atom) => ` ${atom}`).join("")
+    lines[i] = `  ${dash} ${name}${kept}${description === "" ? "" : `\n      ${description}`}`
   }
-  const last = commands[commands.length - 1]!
-  lines.splice(last + 1, 0, "", `  Every command also takes: ${common.join(" ")}`)
+  if (common.length > 0) {
+    lines.splice(commands[commands.length - 1]! + 1, 0, "", `  Every command also takes: ${common.join(" ")}`)
+  }
   return lines.join("\n")
 }

@@ -253,7 +253,7 @@ describe("messages that name what is wrong (issue 34)", () => {
       }
       const sessions = (yield* cli("sessions", "--help")).stdout
       assert.strictEqual(sessions.split("--socket PATH").length - 1, 1, sessions)
-      assert.include(sessions, "- list [--all] [--limit N]")
+      assert.include(sessions, "  - list [--all] [--limit N]\n      List the newest root sessions.")
     }))
 
   it.scoped("a SQLite store that cannot be opened names its path and the reason", () =>
