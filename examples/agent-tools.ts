@@ -47,7 +47,8 @@ const script = [
 ]
 
 // A provider answers approval callbacks of the session (and of any descendant).
-const approve = (callback: Callback.PendingCallback) =>
+// Typed by kind: an approval callback in, an approval answer out (a wrong shape would end the provider).
+const approve = (callback: Callback.CallbackOf<"approval">) =>
   Effect.gen(function*() {
     const { env } = JSON.parse(callback.request.arguments) as { env: string }
     const answer = env === "production"

@@ -10,7 +10,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Option } from "effect"
 import { fileURLToPath } from "node:url"
-import { Agent, Callback, McpToolsets, Principal, Sessions, Toolset, Troupe } from "troupe"
+import { Agent, McpToolsets, Principal, Sessions, Toolset, Troupe } from "troupe"
 
 const principal = new Principal.Principal({
   customerId: "00000000-0000-4000-8000-000000000001",
@@ -36,9 +36,10 @@ const call = (id: string, name: string, args: object) => ({ id, name, arguments:
 const program = Effect.gen(function*() {
   const sessions = yield* Sessions.Sessions
   const session = yield* sessions.create(principal, { agent })
-  yield* Effect.forkScoped(sessions.provideCallbacks(principal, session.id, ["approval"], (callback: Callback.PendingCallback) =>
-    Console.log(`  approval asked for ${(callback.request as Callback.ApprovalRequest).toolName}`).pipe(
-      Effect.as(Option.some(new Callback.ApprovalAnswer({ decision: "approve" })))
+  // The handler is typed by the kinds it serves: here an approval request in, an approval answer out.
+  yield* Effect.forkScoped(sessions.provideCallbacks(principal, session.id, ["approval"], (callback) =>
+    Console.log(`  approval asked for ${callback.request.toolName}`).pipe(
+      Effect.as(Option.some({ decision: "approve" as const }))
     )))
   const accepted = yield* sessions.send(principal, session.id, { text: "Count and archive the note." })
   const result = yield* sessions.awaitTurn(principal, session.id, accepted.turnId!)

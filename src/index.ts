@@ -20,6 +20,8 @@ export * as Budget from "./schema/Budget.js"
 export * as Callback from "./schema/Callback.js"
 /** Hands open callbacks to the providers registered on a session or its ancestors, and admits their answers. */
 export * as CallbackBroker from "./services/CallbackBroker.js"
+/** Callback handlers typed by kind: approval answers, and each client tool's typed success. */
+export * as CallbackHandlers from "./schema/CallbackHandlers.js"
 /** The CBOR profile of the wire: what troupe writes and what it agrees to read. */
 export * as Cbor from "./protocol/Cbor.js"
 /** Context compaction settings (per agent and per run) and the `context_compacted` record. */

@@ -14,7 +14,9 @@ import type * as ScriptedModel from "../src/layers/ScriptedModel.js"
 import * as SqliteSessionStore from "../src/layers/SqliteSessionStore.js"
 import { Agent, ModelRef, PermissionPolicy } from "../src/schema/Agent.js"
 import { ApprovalSettings } from "../src/schema/Policy.js"
-import type { CallbackKind, PendingCallback } from "../src/schema/Callback.js"
+import type { AnswerOf, CallbackKind, PendingCallback } from "../src/schema/Callback.js"
+import * as CallbackHandlers from "../src/schema/CallbackHandlers.js"
+import type { ProductEvent } from "../src/schema/ProductEvent.js"
 import {
   makeCallbackId,
   makeInputId,
@@ -30,6 +32,7 @@ import type { CallbackOpened, CallbackResolved, LogRecord, OperationStarted, Tur
 import { SessionHost } from "../src/services/SessionHost.js"
 import { Sessions } from "../src/services/Sessions.js"
 import { SessionStore } from "../src/services/SessionStore.js"
+import * as Telemetry from "../src/services/Telemetry.js"
 import * as Tool from "../src/services/Tool.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
@@ -86,6 +89,10 @@ const SCRIPTS: ScriptedModel.Scripts = {
 
 const approve = { decision: "approve" } as const
 
+/** The product events of the running test (`onTestRuntime` clears them). */
+const emitted: Array<ProductEvent> = []
+const capture = Layer.succeed(Telemetry.Telemetry, Telemetry.Telemetry.of({ emit: (event) => Effect.sync(() => emitted.push(event)) }))
+
 type Services = Troupe.Services | Scope.Scope
 
 const freshFile = () => join(mkdtempSync(join(tmpdir(), "troupe-callbacks-")), "sessions.db")
@@ -100,7 +107,8 @@ const onTestRuntime = <A, E>(
 ) =>
   Effect.gen(function*() {
     const runs = yield* Ref.make(0)
-    const options = { scripts: SCRIPTS, tools: Toolkit.layer([deployTool(runs)]) }
+    emitted.length = 0
+    const options = { scripts: SCRIPTS, tools: Toolkit.layer([deployTool(runs)]), telemetry: capture }
     return yield* Effect.scoped(body(runs)).pipe(
       Effect.provide(
         backend === "memory" ? Troupe.layerTest(options) : Troupe.layerSqlite({ filename: freshFile() }, options)
@@ -182,10 +190,11 @@ const family = (who: Principal) =>
 const recording = (
   asked: Ref.Ref<ReadonlyArray<string>>,
   label: string,
-  answer: (callback: PendingCallback) => Option.Option<unknown>
+  answer: (callback: PendingCallback) => Option.Option<AnswerOf>
 ) =>
 (callback: PendingCallback) =>
-  Effect.as(Ref.update(asked, (all) => [...all, `${label}:${callback.callbackId}`]), answer(callback))
+  // Typed as any kind's answer, so one helper serves providers of either kind: the broker checks answers at run time.
+  Effect.as(Ref.update(asked, (all) => [...all, `${label}:${callback.callbackId}`]), answer(callback) as Option.Option<never>)
 
 class Boom extends Data.TaggedError("Boom")<{ readonly why: string }> {}
 
@@ -398,6 +407,11 @@ describe("Callbacks", () => {
               "InvalidInput"
             )
             assert.strictEqual(invalid.what, "callback answer", JSON.stringify(result))
+            // Said plainly (a CLI prints it as it is): what an approval answer is, not the schema's tree.
+            assert.strictEqual(
+              invalid.reason,
+              `not an approval answer: expected { decision: "approve" | "approve_session" | "deny", reason?: string }`
+            )
           }
           yield* settle
           assert.deepStrictEqual(yield* store.readInbox(session.id), [], "nothing was admitted")
@@ -721,7 +735,7 @@ describe("Callbacks", () => {
         })
       ))
 
-    it.effect("a provider's answer of the wrong shape is not admitted: the callback stays open for a manual answer", () =>
+    it.effect("a provider's answer of the wrong shape ends it with InvalidCallbackAnswer, counted; the callback stays open", () =>
       onTestRuntime((runs) =>
         Effect.gen(function*() {
           const sessions = yield* Sessions
@@ -729,12 +743,20 @@ describe("Callbacks", () => {
           const who = principal()
           const session = yield* sessions.create(who, { agent: agentNamed("worker") })
           const asked = yield* Ref.make<ReadonlyArray<string>>([])
-          yield* sessions.provideCallbacks(who, session.id, ["approval"], recording(asked, "sloppy", () => Option.some({ decision: "maybe" })))
-            .pipe(Effect.forkScoped)
+          // A cast stands for plain JavaScript, or an answer built from untyped data: the types would refuse it.
+          const sloppy = recording(asked, "sloppy", () => Option.some({ decision: "maybe" } as unknown as AnswerOf))
+          const provider = yield* sessions.provideCallbacks(who, session.id, ["approval"], sloppy).pipe(Effect.forkScoped)
           yield* settle
           const turnId = yield* start(who, session.id)
           const [pending] = yield* openCallbacks(who, session.id)
-          yield* eventually(Effect.map(Ref.get(asked), (all) => all.length === 1), "the provider to be asked")
+          const error = yield* failure(Fiber.join(provider), "InvalidCallbackAnswer")
+          assert.strictEqual(error.callbackId, pending!.callbackId)
+          assert.strictEqual(error.sessionId, session.id)
+          assert.strictEqual(error.kind, "approval")
+          assert.include(error.message, pending!.callbackId)
+          assert.deepStrictEqual(emitted.filter((e) => e.event === "provider.failed"), [
+            { event: "provider.failed", category: "invalid_input", status: 400 }
+          ])
           yield* settle
           assert.deepStrictEqual(yield* store.readInbox(session.id), [])
           assert.deepStrictEqual(callbackRecords(yield* logOf(session.id)).resolved, [])
@@ -756,7 +778,7 @@ describe("Callbacks", () => {
           const provider = yield* sessions.provideCallbacks(who, session.id, ["approval"], () =>
             Effect.zipRight(
               Ref.update(asked, (n) => n + 1),
-              Effect.as(release.await, Option.some({ decision: "deny", reason: "too late" }))
+              Effect.as(release.await, Option.some({ decision: "deny" as const, reason: "too late" }))
             )).pipe(Effect.forkScoped)
           yield* settle
           const turnId = yield* start(who, session.id)
@@ -771,6 +793,63 @@ describe("Callbacks", () => {
           assert.strictEqual(yield* Ref.get(runs), 1)
           // A dropped late answer does not end the provider.
           assert.isNull(provider.unsafePoll())
+        })
+      ))
+  })
+
+  describe("typed handlers (CallbackHandlers)", () => {
+    // `lookup` as its client knows it: a typed success, encoded on the way out (a number is sent as a string).
+    const forecast = Tool.make({
+      name: "lookup",
+      description: "Looks something up on the client.",
+      parameters: Schema.Struct({ q: Schema.String }),
+      success: Schema.Struct({ degrees: Schema.NumberFromString })
+    })
+    const outputs = (log: ReadonlyArray<LogRecord>) =>
+      log.flatMap((r) => (r.body._tag === "operation_completed" ? [r.body.output] : []))
+
+    it.effect("a client tool's handler gets its decoded arguments, and its success is encoded with the tool's schema", () =>
+      onTestRuntime(() =>
+        Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const who = principal()
+          const session = yield* sessions.create(who, { agent: agentNamed("browser") })
+          const asked = yield* Ref.make<ReadonlyArray<string>>([])
+          const { handler, kinds } = CallbackHandlers.make({
+            clientTools: [
+              CallbackHandlers.clientTool(forecast, (args) =>
+                Effect.as(Ref.update(asked, (all) => [...all, args.q]), Option.some({ degrees: 21 })))
+            ]
+          })
+          assert.deepStrictEqual(kinds, ["client_tool"])
+          yield* sessions.provideCallbacks(who, session.id, kinds, handler).pipe(Effect.forkScoped)
+          yield* settle
+          const turnId = yield* start(who, session.id)
+          assert.strictEqual(yield* awaitOutput(who, session.id, turnId), "looked")
+          assert.deepStrictEqual(yield* Ref.get(asked), ["weather"])
+          assert.deepInclude(outputs(yield* logOf(session.id)), { degrees: "21" })
+        })
+      ))
+
+    it.effect("a client tool's result that is not its success ends the provider with InvalidCallbackAnswer naming the tool", () =>
+      onTestRuntime(() =>
+        Effect.gen(function*() {
+          const sessions = yield* Sessions
+          const who = principal()
+          const session = yield* sessions.create(who, { agent: agentNamed("browser") })
+          const { handler, kinds } = CallbackHandlers.make({
+            clientTools: [
+              CallbackHandlers.clientTool(forecast, () => Effect.succeed(Option.some({ degrees: "hot" } as unknown as { degrees: number })))
+            ]
+          })
+          const provider = yield* sessions.provideCallbacks(who, session.id, kinds, handler).pipe(Effect.forkScoped)
+          yield* settle
+          yield* start(who, session.id)
+          const error = yield* failure(Fiber.join(provider), "InvalidCallbackAnswer")
+          assert.strictEqual(error.kind, "client_tool")
+          assert.strictEqual(error.toolName, "lookup")
+          assert.include(error.message, "lookup")
+          assert.strictEqual((yield* sessions.callbacks(who, session.id)).length, 1, "the callback stays open")
         })
       ))
   })

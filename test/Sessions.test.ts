@@ -9,6 +9,7 @@ import type {
   BudgetExhausted,
   ChildControlForbidden,
   Conflict,
+  InvalidCallbackAnswer,
   InvalidInput,
   SessionBusy,
   SessionClosed,
@@ -56,6 +57,7 @@ type AnyError =
   | BudgetExhausted
   | StaleCallback
   | ChildControlForbidden
+  | InvalidCallbackAnswer
 
 describe("Sessions", () => {
   describe("events", () => {

@@ -95,6 +95,45 @@ export interface Problem {
 const suggest = (word: string, candidates: Iterable<string>) =>
   Option.match(nearest(word, candidates), { onNone: () => "", onSome: (near) => `; did you mean ${near}?` })
 
+/** The levels `--log-level` takes (@effect/cli's names). */
+const LEVELS = ["all", "trace", "debug", "info", "warning", "error", "fatal", "none"]
+
+/**
+ * The choices an option's placeholder lists (`all | none`), or none when it
+ * takes any value; `--log-level`'s levels are @effect/cli's, checked here too.
+ */
+const choicesOf = (name: string, placeholder: string): ReadonlyArray<string> | undefined =>
+  name === "--log-level" ? LEVELS : placeholder.includes(" | ") ? placeholder.split(" | ") : undefined
+
+/** A value outside its option's choices, named with the option (@effect/cli names neither). */
+const badChoice = (name: string, placeholder: string, value: string | undefined, command: string): Option.Option<Problem> => {
+  const choices = choicesOf(name, placeholder)
+  if (choices === undefined || value === undefined || choices.includes(value)) return Option.none()
+  return Option.some({
+    message: `${name}: ${JSON.stringify(value)} is not one of ${choices.join(", ")}${suggest(value, choices)}`,
+    hint: `\`${command} --help\` says what it takes`
+  })
+}
+
+/**
+ * @effect/cli's message for a value of the wrong type (`'abc' is not a
+ * integer`) with the option it was given to, found in `args`: `--limit: "abc"
+ * is not an integer`. Other messages are returned as they are.
+ */
+export const nameBadValue = (message: string, args: ReadonlyArray<string>): string => {
+  const match = /^'(.*)' is not an? (\w+)/.exec(message)
+  if (match === null) return message
+  const [, value, type] = match as unknown as [string, string, string]
+  let name: string | undefined
+  for (let i = 0; i < args.length && name === undefined; i++) {
+    const word = args[i]!
+    if (word.startsWith("--") && word.endsWith(`=${value}`)) name = word.slice(0, word.indexOf("="))
+    else if (word.startsWith("-") && args[i + 1] === value) name = word
+  }
+  const what = `${/^[aeiou]/.test(type) ? "an" : "a"} ${type}`
+  return name === undefined ? `${JSON.stringify(value)} is not ${what}` : `${name}: ${JSON.stringify(value)} is not ${what}`
+}
+
 /** A value that can follow an option: a word that is not itself an option (a negative number is a value). */
 const isValue = (word: string | undefined) => word !== undefined && (!word.startsWith("-") || /^-\d/.test(word) || word === "-")
 
@@ -108,7 +147,11 @@ export const check = (root: Tree, args: ReadonlyArray<string>): Option.Option<Pr
   let at = 0
   // The command words, up to the command that takes options.
   while (node._tag === "Group") {
-    while (at < args.length && GLOBAL.has(args[at]!)) at += Option.isSome(GLOBAL.get(args[at]!)!) ? 2 : 1
+    while (at < args.length && GLOBAL.has(args[at]!)) {
+      const bad = badChoice(args[at]!, "", args[at + 1], path.join(" "))
+      if (Option.isSome(bad)) return bad
+      at += Option.isSome(GLOBAL.get(args[at]!)!) ? 2 : 1
+    }
     const word = args[at]
     if (word === undefined || word.startsWith("-")) return Option.none() // help, version, or @effect/cli's own message
     const child = node.children.get(word)
@@ -139,7 +182,13 @@ export const check = (root: Tree, args: ReadonlyArray<string>): Option.Option<Pr
       })
     }
     if (Option.isNone(value)) continue
-    if (name !== word) continue // --name=value
+    if (name !== word) { // --name=value
+      const bad = badChoice(name, value.value, word.slice(eq + 1), command)
+      if (Option.isSome(bad)) return bad
+      continue
+    }
+    const bad = badChoice(name, value.value, isValue(args[at + 1]) ? args[at + 1] : undefined, command)
+    if (Option.isSome(bad)) return bad
     if (!isValue(args[at + 1])) {
       return Option.some({
         message: `${name} needs a value (${name} ${value.value})`,

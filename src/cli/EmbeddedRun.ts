@@ -26,7 +26,7 @@
 import { Context, Data, Deferred, Effect, Either, Option, Queue, Stream } from "effect"
 import * as readline from "node:readline"
 import type { Agent } from "../schema/Agent.js"
-import type { PendingCallback } from "../schema/Callback.js"
+import type { AnswerOf, PendingCallback } from "../schema/Callback.js"
 import type { TurnEnded } from "../schema/Record.js"
 import { Sessions } from "../services/Sessions.js"
 import * as DemoAgent from "./DemoAgent.js"
@@ -113,6 +113,15 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
       yield* out.note(`troupe: ${model.note.value}: ${demo ? "using the built-in demo agent on the scripted model" : `the scripted model answers ${agent.name}`}`)
     }
 
+    // Tools the file declares without code run on a client, and `run` has none: said before the turn, not at the call.
+    const clientTools = agent.tools.filter((tool) => tool.client).map((tool) => tool.name)
+    if (clientTools.length > 0 && !o.json) {
+      yield* out.note(
+        `troupe: ${clientTools.join(", ")} ${clientTools.length === 1 ? "is a client tool" : "are client tools"} of ${agent.name}: ` +
+          `troupe run has no client to run ${clientTools.length === 1 ? "it" : "them"}, so a call reaches the model as a tool error ` +
+          `(serve the agents with \`troupe serve\` and answer with \`troupe sessions answer\` or a client's provider)`
+      )
+    }
     yield* out.status("starting")
     // It drives the session it sends to and nothing else: another process's sessions are theirs to start.
     const build = Setup.runtime(resolved, telemetry, { claims: false }).pipe(Effect.mapError((error) => error.failure))
@@ -159,7 +168,7 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
     yield* Deferred.await(subscribed)
 
     const interactive = Option.isNone(o.approve) && Output.stdinIsTty() && Output.stderrIsTty()
-    const answer = (callback: PendingCallback): Effect.Effect<Option.Option<unknown>> => {
+    const answer = (callback: PendingCallback): Effect.Effect<Option.Option<AnswerOf>> => {
       const request = callback.request
       if (request._tag === "client_tool") {
         return Effect.as(
@@ -179,13 +188,15 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
           Option.some({ decision: "deny", reason: "no one to approve it" })
         )
       }
-      return Effect.gen(function*() {
-        yield* out.status(undefined)
-        yield* out.endLine
-        const decision = yield* ask(`${Output.yellow("?")} allow ${call}? [y]es, [n]o, [a]lways for this session: `)
-        yield* out.status("thinking")
-        return Option.some(decision)
-      })
+      // Asked with the status line away (nothing erases the prompt); a signal meanwhile leaves the
+      // callback open (the turn is interrupted) and closes the prompt, so the program can end.
+      return Effect.raceFirst(
+        out.asking(ask(`${Output.yellow("?")} allow ${call}? [y]es, [n]o, [a]lways for this session: `)).pipe(
+          Effect.tap((decision) => (decision.decision === "deny" ? out.status("thinking") : Effect.void)),
+          Effect.map(Option.some)
+        ),
+        Effect.as(signal, Option.none())
+      )
     }
     yield* sessions.provideCallbacks(principal, session.id, ["approval", "client_tool"], answer).pipe(
       Effect.catchAll(() => Effect.void),
@@ -218,7 +229,10 @@ export const run = (o: RunOptions): Effect.Effect<void, ExitCode.CliFailure> =>
         if (step.record.outcome !== "completed") return yield* Effect.fail(ExitCode.turnFailed(""))
         return
       }
-      const reply = converses ? yield* readLine(`${Output.bold("you")}> `) : Prompted.End()
+      // A signal from outside (not the Ctrl-C key, which readline reports) ends the wait as Ctrl-C does.
+      const reply = converses
+        ? yield* Effect.raceFirst(out.asking(readLine(`${Output.bold("you")}> `)), Effect.as(signal, Prompted.Interrupted()))
+        : Prompted.End()
       if (reply._tag === "Interrupted") return yield* interrupted("SIGINT")
       if (reply._tag === "End") {
         // The turn stays open, waiting for the user; the session can be continued through a daemon on this store.

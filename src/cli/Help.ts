@@ -3,8 +3,10 @@
  * generic sentences ("A user-defined piece of text.", "This setting is
  * optional.", "One of the following: …") are dropped, since every option says
  * what it takes in its own description; USAGE shows the whole command
- * (`$ troupe sessions answer …`, not `$ answer …`); and each command's
- * description ends with examples (`describe`).
+ * (`$ troupe sessions answer …`, not `$ answer …`); each command's
+ * description ends with examples (`describe`); the options every subcommand
+ * of a group takes (the connection options of `troupe sessions`) are listed
+ * once after its COMMANDS; and every line fits `WIDTH` columns.
  *
  * @since 0.1.0
  */
@@ -68,5 +70,65 @@ export const tidy = (text: string, path: ReadonlyArray<string>): string => {
     const examples = examplesOf.get(plain)
     if (examples !== undefined) kept.push(renderExamples(examples))
   }
-  return kept.join("\n\n")
+  return fit(commonOptionsOnce(kept.join("\n\n")))
+}
+
+/** The width help lines fit in. */
+export const WIDTH = 80
+
+/** The words of a line, an option in brackets (`[--tcp HOST:PORT]`, `[(-f, --follow)]`) being one. */
+const atoms = (text: string): ReadonlyArray<string> => text.match(/\[[^\]]*\](\.\.\.)?|<[^>]*>(\.\.\.)?|\S+/g) ?? []
+
+/**
+ * One line wrapped at `WIDTH` columns between words (never inside an
+ * option): continuation lines keep the indentation, four more after a
+ * command line (`$ …`, `- …`).
+ */
+const wrap = (line: string): string => {
+  const plain = stripAnsi(line)
+  if (plain.length <= WIDTH) return line.trimEnd()
+  const indent = /^ */.exec(line)![0]
+  const more = /^ *(\$|-) /.test(plain) ? `${indent}    ` : indent
+  const lines: Array<string> = []
+  let current = indent
+  for (const atom of atoms(line)) {
+    const start = current.trim() === ""
+    if (!start && stripAnsi(current).length + 1 + stripAnsi(atom).length > WIDTH) {
+      lines.push(current)
+      current = more + atom
+    } else current = start ? current + atom : `${current} ${atom}`
+  }
+  lines.push(current)
+  return lines.join("\n")
+}
+
+/** Every line of a help text within `WIDTH` columns, without trailing spaces. */
+const fit = (text: string): string => text.split("\n").map(wrap).join("\n")
+
+/**
+ * The options every command of a COMMANDS list takes, said once after the
+ * list instead of on each command's line; each command's description goes on
+ * the line below it (@effect/cli pads the usages into a column).
+ */
+const commonOptionsOnce = (text: string): string => {
+  const lines = text.split("\n")
+  const commands = lines.flatMap((line, i) => (/^ {2}- \S+/.test(stripAnsi(line)) ? [i] : []))
+  if (commands.length < 2) return text
+  const parts = new Map(commands.map((i) => {
+    const plain = stripAnsi(lines[i]!).trimEnd()
+    const split = /^(.*?\S)\s{2,}(\S.*)$/.exec(plain)
+    return [i, { usage: atoms(split === null ? plain : split[1]!), description: split === null ? "" : split[2]! }] as const
+  }))
+  const optionsOf = (i: number) => parts.get(i)!.usage.slice(2).filter((atom) => atom.startsWith("["))
+  const common = optionsOf(commands[0]!).filter((option) => commands.every((i) => optionsOf(i).includes(option)))
+  for (const i of commands) {
+    const { description, usage } = parts.get(i)!
+    const [dash, name, ...rest] = usage
+    const kept = rest.filter((atom) => !common.includes(atom)).map((atom) => ` ${atom}`).join("")
+    lines[i] = `  ${dash} ${name}${kept}${description === "" ? "" : `\n      ${description}`}`
+  }
+  if (common.length > 0) {
+    lines.splice(commands[commands.length - 1]! + 1, 0, "", `  Every command also takes: ${common.join(" ")}`)
+  }
+  return lines.join("\n")
 }

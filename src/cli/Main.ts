@@ -83,7 +83,10 @@ const withOneLineUsageErrors = (args: ReadonlyArray<string>) => <A, E, R>(self: 
     return Effect.withConsole(self, console).pipe(
       Effect.tapError((error) => {
         if (!ValidationError.isValidationError(error)) return Effect.void
-        const message = Output.stripAnsi(printed.join("\n")).split("\n").map((line) => line.trim()).filter((line) => line !== "").join(" ")
+        const message = Argv.nameBadValue(
+          Output.stripAnsi(printed.join("\n")).split("\n").map((line) => line.trim()).filter((line) => line !== "").join(" "),
+          args
+        )
         const command = Argv.commandPath(tree, args).join(" ")
         return base.error(ExitCode.line(message === "" ? "the command line is not valid" : message, `\`${command} --help\` says how to use it`))
       })
@@ -102,7 +105,10 @@ const withTidyHelp = (args: ReadonlyArray<string>) => <A, E, R>(self: Effect.Eff
 
 /** Runs the program on a command line (`process.argv`) and answers its exit code. */
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<ExitCode.ExitCode> =>
-  Option.match(Argv.check(tree, argv.slice(2)), { onSome: refuse, onNone: () => run(argv) })
+  // The version alone, as one line (@effect/cli's adds a blank line after it).
+  argv.length === 3 && argv[2] === "--version"
+    ? Effect.as(Console.log(VERSION), ExitCode.ExitCode.Ok)
+    : Option.match(Argv.check(tree, argv.slice(2)), { onSome: refuse, onNone: () => run(argv) })
 
 const run = (argv: ReadonlyArray<string>): Effect.Effect<ExitCode.ExitCode> =>
   cli(argv).pipe(

@@ -122,6 +122,13 @@ export interface Output {
   readonly retrying: (note: string) => Effect.Effect<void>
   /** Ends a line of stdout text left open, so what follows starts on a new line. */
   readonly endLine: Effect.Effect<void>
+  /**
+   * Runs a question on the terminal (`self` writes the prompt and reads the
+   * answer): the status line is hidden and not drawn, and text and notes that
+   * come meanwhile are held and written after it, so nothing erases the
+   * prompt or lands on its line.
+   */
+  readonly asking: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 /** A status line's text: the label, the seconds since it was set (from 1 s on), and a retry note. */
@@ -143,6 +150,13 @@ export const make = (options: { readonly json: boolean }): Effect.Effect<Output,
     let retry: string | undefined
     let drawn = false
     let frame = 0
+    // Questions on the terminal under way, and the writes held until they are answered.
+    let asking = 0
+    const held: Array<() => void> = []
+    const whenFree = (write: () => void) => {
+      if (asking > 0) held.push(write)
+      else write()
+    }
 
     const erase = () => {
       if (drawn) process.stderr.write("\r\x1b[2K")
@@ -150,7 +164,7 @@ export const make = (options: { readonly json: boolean }): Effect.Effect<Output,
     }
     const draw = () => {
       // A status line drawn after open stdout text would overwrite it.
-      if (!spinning || label === undefined || (shared && openLine)) return
+      if (!spinning || label === undefined || asking > 0 || (shared && openLine)) return
       process.stderr.write(`\r\x1b[2K${dim(`${FRAMES[frame++ % FRAMES.length]} ${statusText(label, Date.now() - since, retry)}`)}`)
       drawn = true
     }
@@ -170,27 +184,33 @@ export const make = (options: { readonly json: boolean }): Effect.Effect<Output,
     return {
       json,
       text: (text) =>
-        json || text.length === 0 ? Effect.void : Effect.sync(() => {
-          erase()
-          process.stdout.write(text)
-          openLine = !text.endsWith("\n")
-        }),
+        json || text.length === 0 ? Effect.void : Effect.sync(() =>
+          whenFree(() => {
+            erase()
+            process.stdout.write(text)
+            openLine = !text.endsWith("\n")
+          })
+        ),
       line: (text) =>
-        json ? Effect.void : Effect.sync(() => {
-          erase()
-          if (openLine) process.stdout.write("\n")
-          process.stdout.write(`${text}\n`)
-          openLine = false
-        }),
-      note: (text) =>
-        Effect.sync(() => {
-          erase()
-          if (shared && openLine) {
-            process.stdout.write("\n")
+        json ? Effect.void : Effect.sync(() =>
+          whenFree(() => {
+            erase()
+            if (openLine) process.stdout.write("\n")
+            process.stdout.write(`${text}\n`)
             openLine = false
-          }
-          process.stderr.write(`${text}\n`)
-        }),
+          })
+        ),
+      note: (text) =>
+        Effect.sync(() =>
+          whenFree(() => {
+            erase()
+            if (shared && openLine) {
+              process.stdout.write("\n")
+              openLine = false
+            }
+            process.stderr.write(`${text}\n`)
+          })
+        ),
       jsonLine: (value) => Effect.sync(() => void process.stdout.write(`${JSON.stringify(value)}\n`)),
       status: (next) =>
         Effect.sync(() => {
@@ -207,6 +227,23 @@ export const make = (options: { readonly json: boolean }): Effect.Effect<Output,
           retry = note
           draw()
         }),
-      endLine
+      endLine,
+      asking: (self) =>
+        Effect.acquireUseRelease(
+          Effect.sync(() => {
+            erase()
+            if (openLine) process.stdout.write("\n")
+            openLine = false
+            asking++
+          }),
+          () => self,
+          () =>
+            Effect.sync(() => {
+              asking--
+              if (asking > 0) return
+              for (const write of held.splice(0)) write()
+              draw()
+            })
+        )
     } satisfies Output
   })

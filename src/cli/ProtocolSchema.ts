@@ -83,7 +83,11 @@ export const messages: ReadonlyArray<MessageEntry> = [
   { type: T.callbackProvideEnd, answer: Messages.CallbackProvideEnd },
   { type: T.callbackProvideCancel, request: Messages.Empty },
   { type: T.callbackAnswer, request: Messages.CallbackAnswer },
-  { type: T.callbackAccepted, answer: Messages.Empty }
+  { type: T.callbackAccepted, answer: Messages.Empty },
+  { type: T.sessionChildren, request: Messages.SessionChildren },
+  { type: T.sessionChildrenPage, answer: Messages.SessionChildrenPage },
+  // As `session.snapshot`: the answer has the request's name.
+  { type: T.sessionTree, request: Messages.SessionTreeRequest, answer: Messages.SessionTree }
 ]
 
 /** Every log record body, by its tag, and the unions and envelopes around them. */
@@ -113,9 +117,13 @@ const allowUnknownFields = (value: unknown): unknown => {
   )
 }
 
-/** The JSON Schema of an Effect schema's encoded form, self-contained (its own `$defs`). */
+/**
+ * The JSON Schema of an Effect schema's encoded form, self-contained (its own
+ * `$defs`), in draft 2020-12: the draft whose `$schema` says `$defs` (draft-07
+ * named them `definitions`).
+ */
 export const jsonSchemaOf = (schema: Schema.Schema.Any): JsonSchema =>
-  allowUnknownFields(JSONSchema.make(schema as Schema.Schema<unknown, unknown, never>)) as JsonSchema
+  allowUnknownFields(JSONSchema.make(schema as Schema.Schema<unknown, unknown, never>, { target: "jsonSchema2020-12" })) as JsonSchema
 
 /** The file a message payload's schema is written to: `messages/<type>.<direction>.json`. */
 export const messageFile = (type: string, direction: Direction): string => `messages/${type}.${direction}.json`
@@ -153,9 +161,22 @@ export const schemaFiles = (): ReadonlyMap<string, JsonSchema> => {
 // ---------------------------------------------------------------------------
 // TypeScript declarations, generated from the JSON Schemas.
 
-/** A TypeScript name for a `$defs` key such as `troupe/Record/TurnEnded`. */
+/** A TypeScript name in PascalCase from a dotted, slashed or snake_case name. */
 const typeName = (key: string): string =>
   key.replace(/^troupe\//, "").split(/[^A-Za-z0-9]+/).filter((part) => part !== "").map((part) => part[0]!.toUpperCase() + part.slice(1)).join("")
+
+/** `name` with the word `kind` after it, unless it already has that word (no `LogRecordRecord`). */
+const withKind = (name: string, kind: "Record" | "Event"): string => (name.includes(kind) ? name : `${name}${kind}`)
+
+/**
+ * A TypeScript name for a `$defs` key: `troupe/Record/TurnEnded` is
+ * `TurnEndedRecord`, the name the record's own declaration has, so one type
+ * has one name.
+ */
+const defName = (key: string): string => {
+  const match = /^troupe\/(Record|Event)\/(.+)$/.exec(key)
+  return match === null ? typeName(key) : withKind(typeName(match[2]!), match[1] as "Record" | "Event")
+}
 
 /** The `$defs` key a `$ref` points at (a JSON Pointer: `~1` is `/`, `~0` is `~`). */
 export const refKey = (ref: string): string =>
@@ -172,7 +193,7 @@ export const typeOf = (schema: unknown, indent = ""): string => {
   if (schema === true || schema === undefined) return "unknown"
   if (schema === false) return "never"
   const s = schema as JsonSchema
-  if (typeof s["$ref"] === "string") return typeName(refKey(s["$ref"] as string))
+  if (typeof s["$ref"] === "string") return defName(refKey(s["$ref"] as string))
   if ("const" in s) return JSON.stringify(s["const"])
   if (Array.isArray(s["enum"])) return (s["enum"] as ReadonlyArray<unknown>).map((value) => JSON.stringify(value)).join(" | ")
   for (const key of ["anyOf", "oneOf"]) {
@@ -228,7 +249,9 @@ export const declarations = (): string => {
   const named: Array<string> = []
   const declare = (name: string, schema: JsonSchema, doc: string) => {
     for (const [key, def] of Object.entries((schema["$defs"] ?? {}) as { readonly [key: string]: unknown })) defs.set(key, def)
-    named.push(`/** ${doc} */\nexport type ${name} = ${typeOf(schema)}\n`)
+    const type = typeOf(schema)
+    // A reference to a shared definition of the same name is that definition: no second declaration.
+    if (type !== name) named.push(`/** ${doc} */\nexport type ${name} = ${type}\n`)
   }
   for (const entry of messages) {
     for (const direction of ["request", "answer"] as const) {
@@ -236,11 +259,11 @@ export const declarations = (): string => {
       if (schema !== undefined) declare(messageTypeName(entry.type, direction), jsonSchemaOf(schema), `The payload of \`${entry.type}\` (${direction}).`)
     }
   }
-  for (const [name, schema] of records) declare(`${typeName(name)}Record`, jsonSchemaOf(schema), `The log record ${name}.`)
-  for (const [name, schema] of events) declare(`${typeName(name)}Event`, jsonSchemaOf(schema), `The session event ${name}.`)
+  for (const [name, schema] of records) declare(withKind(typeName(name), "Record"), jsonSchemaOf(schema), `The log record ${name}.`)
+  for (const [name, schema] of events) declare(withKind(typeName(name), "Event"), jsonSchemaOf(schema), `The session event ${name}.`)
   const shared = [...defs.entries()]
     .sort(([a], [b]) => a.localeCompare(b))
-    .map(([key, def]) => `/** ${key} */\nexport type ${typeName(key)} = ${typeOf(def)}\n`)
+    .map(([key, def]) => `/** ${key} */\nexport type ${defName(key)} = ${typeOf(def)}\n`)
   const types = messages.flatMap((entry) =>
     (["request", "answer"] as const).filter((direction) => entry[direction] !== undefined).map((direction) =>
       `  readonly ${JSON.stringify(`${entry.type}.${direction}`)}: ${messageTypeName(entry.type, direction)}`

@@ -35,6 +35,7 @@ import type * as Http from "../http/Api.js"
 import type * as Messages from "../protocol/Messages.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
+import type { InvalidCallbackAnswer } from "../schema/Errors.js"
 import type { ListScope, Session } from "../schema/Session.js"
 import { type ApiFailure, type HttpSessionClientError, toClientError } from "./http/Errors.js"
 import * as Callbacks from "./http/Callbacks.js"
@@ -78,11 +79,11 @@ export interface HttpSessionClient extends SessionsApi<HttpSessionClientError> {
   /** The session's pending callbacks. */
   readonly callbacks: (sessionId: SessionId) => Effect.Effect<ReadonlyArray<PendingCallback>, HttpSessionClientError>
   /** Serves callbacks of `kinds` in the session's tree until interrupted, or until the server ends it (`callbacks/stream`). */
-  readonly provideCallbacks: <E>(
+  readonly provideCallbacks: <E, K extends CallbackKind = CallbackKind>(
     sessionId: SessionId,
-    kinds: ReadonlyArray<CallbackKind>,
-    handler: Handler<E>
-  ) => Effect.Effect<void, E | HttpSessionClientError>
+    kinds: ReadonlyArray<K>,
+    handler: Handler<E, K>
+  ) => Effect.Effect<void, E | InvalidCallbackAnswer | HttpSessionClientError>
 }
 
 /** A list scope as the query string writes it. */

@@ -14,7 +14,7 @@
  */
 import { Cause, Chunk, Effect, ExecutionStrategy, Exit, Fiber, Option, Scope, Stream } from "effect"
 import type * as Messages from "../protocol/Messages.js"
-import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
+import type { AnswerOf, CallbackKind, CallbackOf } from "../schema/Callback.js"
 import type { Snapshot } from "../schema/Event.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { Principal } from "../schema/Principal.js"
@@ -45,8 +45,15 @@ const runPromise = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
     throw Cause.squash(exit.cause)
   })
 
-/** A callback handler for the Promise API: a result answers, `undefined` leaves the callback to others. */
-export type PromiseHandler = (callback: PendingCallback) => unknown | Promise<unknown>
+/**
+ * A callback handler for the Promise API, typed by the kinds it serves: an
+ * answer of the callback's kind answers, `undefined` leaves the callback to
+ * others; an answer of the wrong shape rejects the provider's `done` with
+ * `InvalidCallbackAnswer`.
+ */
+export type PromiseHandler<K extends CallbackKind = CallbackKind> = (
+  callback: CallbackOf<K>
+) => AnswerOf<K> | undefined | Promise<AnswerOf<K> | undefined>
 
 /**
  * An event subscription of the Promise API: an async iterator of `EventFrame`
@@ -227,8 +234,8 @@ export class PromiseClient {
   }
 
   /** Serves callbacks of `kinds` in the session's tree with `handler` until `stop()`. */
-  provideCallbacks(sessionId: SessionId, kinds: ReadonlyArray<CallbackKind>, handler: PromiseHandler): CallbackProvider {
-    const provider = this.client.provideCallbacks(sessionId, kinds, (callback) =>
+  provideCallbacks<K extends CallbackKind>(sessionId: SessionId, kinds: ReadonlyArray<K>, handler: PromiseHandler<K>): CallbackProvider {
+    const provider = this.client.provideCallbacks<unknown, K>(sessionId, kinds, (callback) =>
       Effect.tryPromise({ try: async () => handler(callback), catch: (error) => error }).pipe(
         Effect.map((result) => (result === undefined ? Option.none() : Option.some(result)))
       ))

@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { type Option, Schema } from "effect"
+import { type Effect, type Option, Schema } from "effect"
 import { CallbackId, OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
 
@@ -116,3 +116,27 @@ export class PendingCallback extends Schema.Class<PendingCallback>("troupe/Pendi
   /** When an unanswered approval expires (epoch ms), if its turn has an approval timeout; an answer after it is stale. */
   expiresAt: Schema.optional(Schema.Number)
 }) {}
+
+/** The request of each kind. */
+export interface RequestOf {
+  readonly approval: ApprovalRequest
+  readonly client_tool: ClientToolRequest
+}
+
+/** A pending callback of kind `K`, its request typed by that kind. */
+export type CallbackOf<K extends CallbackKind = CallbackKind> = K extends CallbackKind
+  ? PendingCallback & { readonly kind: K; readonly request: RequestOf[K] }
+  : never
+
+/** What a handler answers a callback of kind `K` with (the encoded answer: a plain object). */
+export type AnswerOf<K extends CallbackKind = CallbackKind> = (typeof answerSchema)[K]["Encoded"]
+
+/**
+ * A provider's handler for the kinds `K`: `Some(answer)` answers, `None`
+ * leaves the callback to the next provider (or a manual answer). An answer
+ * that does not decode as its kind's at run time (a cast, plain JavaScript)
+ * ends the provider with `InvalidCallbackAnswer`.
+ */
+export type Handler<E = never, K extends CallbackKind = CallbackKind> = (
+  callback: CallbackOf<K>
+) => Effect.Effect<Option.Option<AnswerOf<K>>, E>

@@ -65,10 +65,15 @@ export class SessionClosed extends Schema.TaggedError<SessionClosed>()("SessionC
 /** The store could not be reached or failed; the driver's error is the cause. */
 export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {
   operation: Schema.String,
+  /** Which store, where it is known (`sqlite:PATH`): set when opening it failed. */
+  store: Schema.optional(Schema.String),
   cause: Schema.Defect
 }) {
   override get message() {
-    return `store unavailable during ${this.operation}`
+    if (this.store === undefined) return `store unavailable during ${this.operation}`
+    // Opening a named store: the path and the reason are what the user can act on.
+    const why = this.cause instanceof Error ? this.cause.message : typeof this.cause === "string" ? this.cause : undefined
+    return `store ${this.store} unavailable during ${this.operation}${why === undefined ? "" : `: ${why}`}`
   }
 }
 
@@ -187,6 +192,25 @@ export class StaleCallback extends Schema.TaggedError<StaleCallback>()("StaleCal
 }) {
   override get message() {
     return `callback ${this.callbackId} of session ${this.sessionId} is stale (${this.reason})`
+  }
+}
+
+/**
+ * A callback provider's handler answered with a value that is not an answer
+ * of the callback's kind (or, for a client tool, not that tool's success):
+ * the provider ends with this error and the callback stays open for another.
+ */
+export class InvalidCallbackAnswer extends Schema.TaggedError<InvalidCallbackAnswer>()("InvalidCallbackAnswer", {
+  sessionId: SessionId,
+  callbackId: CallbackId,
+  kind: Schema.Literal("approval", "client_tool"),
+  /** The client tool's name, for a `client_tool` callback. */
+  toolName: Schema.optional(Schema.String),
+  reason: Schema.String
+}) {
+  override get message() {
+    const what = this.toolName === undefined ? `${this.kind} callback` : `${this.kind} callback of ${this.toolName}`
+    return `the provider's answer to ${what} ${this.callbackId} is not a valid answer: ${this.reason}`
   }
 }
 

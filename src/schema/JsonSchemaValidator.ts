@@ -23,7 +23,7 @@ const KNOWN = new Set([
   "$schema", "$id", "$defs", "$ref", "$comment", "title", "description", "default", "examples", "format", "identifier",
   "type", "const", "enum", "anyOf", "oneOf", "allOf",
   "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
-  "items", "additionalItems", "minItems", "maxItems",
+  "items", "prefixItems", "additionalItems", "minItems", "maxItems",
   "pattern", "minLength", "maxLength",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"
 ])
@@ -114,12 +114,14 @@ export const validate = (schema: Schema, value: unknown, root: Schema = schema, 
   if (Array.isArray(value)) {
     if (typeof s["minItems"] === "number" && value.length < (s["minItems"] as number)) fail(`fewer than ${s["minItems"]} items`)
     if (typeof s["maxItems"] === "number" && value.length > (s["maxItems"] as number)) fail(`more than ${s["maxItems"]} items`)
-    const items = s["items"]
+    // A tuple is `items: [...]` + `additionalItems` up to 2019-09, `prefixItems: [...]` + `items` from 2020-12.
+    const tuple2020 = Array.isArray(s["prefixItems"])
+    const items = tuple2020 ? s["prefixItems"] : s["items"]
     if (Array.isArray(items)) {
       items.forEach((item, i) => {
         if (i < value.length) problems.push(...validate(item as Schema, value[i], root, `${path}[${i}]`))
       })
-      const rest = s["additionalItems"]
+      const rest = tuple2020 ? s["items"] : s["additionalItems"]
       for (let i = items.length; i < value.length; i++) {
         if (rest !== undefined) problems.push(...validate(rest as Schema, value[i], root, `${path}[${i}]`))
       }

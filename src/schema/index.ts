@@ -13,6 +13,8 @@ export * as Agent from "./Agent.js"
 export * as Budget from "./Budget.js"
 /** Callbacks: requests for something outside the runtime to answer. */
 export * as Callback from "./Callback.js"
+/** Callback handlers typed by kind: approval answers, and each client tool's typed success. */
+export * as CallbackHandlers from "./CallbackHandlers.js"
 /** Context compaction settings (per agent and per run) and the `context_compacted` record. */
 export * as Compaction from "./Compaction.js"
 /** Errors that cross a boundary (store, wire, public API). */

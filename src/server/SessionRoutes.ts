@@ -446,6 +446,8 @@ const provide: Act<typeof Messages.CallbackProvide.Type> = ({ sessions }, princi
     const provider = yield* Effect.forkScoped(
       sessions.provideCallbacks(principal, request.sessionId, request.kinds, (callback) =>
         Effect.flatMap(callbackOpen({ callback }), exchange.emit).pipe(Effect.as(Option.none())))
+        // This handler never answers (the client does, with `callback.answer`): no answer of its can be of the wrong shape.
+        .pipe(Effect.catchTag("InvalidCallbackAnswer", Effect.die))
     )
     // The provider runs until it fails (an unknown session) or the client cancels; the scope withdraws it.
     yield* Effect.raceFirst(Fiber.join(provider), Deferred.await(cancelled))

@@ -19,13 +19,17 @@
  */
 import { Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Schema } from "effect"
 import {
+  type AnswerOf,
   answerSchema,
   CallbackRequest,
   type CallbackKind,
+  type Handler,
   type OpenCallback,
   PendingCallback
 } from "../schema/Callback.js"
+import * as CallbackHandlers from "../schema/CallbackHandlers.js"
 import {
+  type InvalidCallbackAnswer,
   InvalidInput,
   type SessionNotFound,
   StaleCallback,
@@ -33,11 +37,13 @@ import {
 } from "../schema/Errors.js"
 import { type CallbackId, makeInputId, type OperationId, type SessionId, type TurnId } from "../schema/Ids.js"
 import { CallbackAnswer } from "../schema/Inbox.js"
+import { failure } from "../schema/ProductEvent.js"
 import { closedReason, SessionStore } from "./SessionStore.js"
 import { StoreSignals } from "./StoreSignals.js"
+import { Telemetry } from "./Telemetry.js"
 
-/** A provider's handler: `Some(result)` answers, `None` leaves the callback pending. */
-export type Handler<E = never> = (callback: PendingCallback) => Effect.Effect<Option.Option<unknown>, E>
+/** A provider's handler, typed by the kinds it serves (`Callback.Handler`). */
+export type { Handler }
 
 /** What an answer must match besides its callback id. */
 export interface AnswerMatch {
@@ -51,13 +57,15 @@ export class CallbackBroker extends Context.Tag("troupe/CallbackBroker")<
   {
     /**
      * Serves callbacks of `kinds` opened in `sessionId`'s tree until
-     * interrupted; fails with the handler's first error.
+     * interrupted; fails with the handler's first error, or with
+     * `InvalidCallbackAnswer` (counted as `provider.failed`) for its first
+     * answer of the wrong shape.
      */
-    readonly provide: <E>(
+    readonly provide: <E, K extends CallbackKind = CallbackKind>(
       sessionId: SessionId,
-      kinds: ReadonlyArray<CallbackKind>,
-      handler: Handler<E>
-    ) => Effect.Effect<never, E | SessionNotFound | StoreUnavailable>
+      kinds: ReadonlyArray<K>,
+      handler: Handler<E, K>
+    ) => Effect.Effect<never, E | InvalidCallbackAnswer | SessionNotFound | StoreUnavailable>
     /** Offers a just-opened callback to the providers of its session's ancestry (returns at once). */
     readonly dispatch: (callback: OpenCallback) => Effect.Effect<void>
     /** Stops offering a callback that was closed. */
@@ -98,9 +106,8 @@ export const prepareAnswer = (
     }
     const schema = answerSchema[open.kind] as Schema.Schema<unknown, unknown>
     const decoded = yield* Schema.decodeUnknown(schema)(result).pipe(
-      Effect.mapError((error) =>
-        new InvalidInput({ what: "callback answer", reason: `not a ${open.kind} answer: ${error.message}` })
-      )
+      // One plain line (the CLI and the wire show it as it is): what the kind's answer is, not the schema's tree.
+      Effect.mapError(() => new InvalidInput({ what: "callback answer", reason: expectedAnswer[open.kind] }))
     )
     return new CallbackAnswer({
       inputId: yield* makeInputId,
@@ -111,9 +118,15 @@ export const prepareAnswer = (
     }, true)
   })
 
+/** What an answer of each kind looks like, said to a caller who sent another shape. */
+const expectedAnswer: { readonly [K in CallbackKind]: string } = {
+  approval: `not an approval answer: expected { decision: "approve" | "approve_session" | "deny", reason?: string }`,
+  client_tool: "not a client_tool answer: expected { output: <the tool's result, any JSON>, isError?: boolean }"
+}
+
 interface Job {
   readonly callback: PendingCallback
-  readonly reply: Deferred.Deferred<Option.Option<unknown>>
+  readonly reply: Deferred.Deferred<Option.Option<AnswerOf>>
 }
 
 interface Provider {
@@ -137,6 +150,7 @@ const decodeRequest = Schema.decodeUnknown(CallbackRequest)
 export const make = Effect.gen(function*() {
   const store = yield* SessionStore
   const signals = yield* StoreSignals
+  const telemetry = yield* Telemetry
   const providers = new Map<SessionId, Array<Provider>>()
   const dispatches = yield* FiberMap.make<CallbackId>()
   const answered = yield* Queue.unbounded<SessionId>()
@@ -211,7 +225,7 @@ export const make = Effect.gen(function*() {
     Effect.gen(function*() {
       if (provider.offered.has(callback.callbackId)) return Option.none()
       provider.offered.add(callback.callbackId)
-      const reply = yield* Deferred.make<Option.Option<unknown>>()
+      const reply = yield* Deferred.make<Option.Option<AnswerOf>>()
       yield* Queue.offer(provider.jobs, { callback, reply })
       return yield* Effect.raceFirst(Deferred.await(reply), Effect.as(Deferred.await(provider.done), Option.none()))
     })
@@ -301,7 +315,7 @@ export const make = Effect.gen(function*() {
       }
     })
 
-  const provide = <E>(sessionId: SessionId, kinds: ReadonlyArray<CallbackKind>, handler: Handler<E>) =>
+  const provide = <E, K extends CallbackKind>(sessionId: SessionId, kinds: ReadonlyArray<K>, handler: Handler<E, K>) =>
     Effect.scoped(Effect.gen(function*() {
       const sessions = yield* tree(sessionId)
       const provider: Provider = {
@@ -331,8 +345,18 @@ export const make = Effect.gen(function*() {
       if (signals.shared) yield* Effect.forkScoped(followTree(provider, sessions))
       for (;;) {
         const job = yield* Queue.take(provider.jobs)
-        const answer = yield* handler(job.callback)
-        yield* Deferred.succeed(job.reply, answer)
+        const answer = yield* handler(job.callback as Parameters<typeof handler>[0])
+        if (Option.isSome(answer)) {
+          // A wrong shape ends the provider, as a handler's failure does: left open, the callback goes to the next one.
+          const checked = CallbackHandlers.check(job.callback, answer.value)
+          if (checked._tag === "Left") {
+            yield* telemetry.emit(failure("provider.failed", "invalid_input"))
+            return yield* checked.left
+          }
+          yield* Deferred.succeed(job.reply, Option.some(checked.right))
+        } else {
+          yield* Deferred.succeed(job.reply, answer)
+        }
       }
     }))
 
@@ -353,4 +377,4 @@ export const make = Effect.gen(function*() {
 })
 
 /** The broker as a layer over the store. */
-export const layer: Layer.Layer<CallbackBroker, never, SessionStore | StoreSignals> = Layer.scoped(CallbackBroker, make)
+export const layer: Layer.Layer<CallbackBroker, never, SessionStore | StoreSignals | Telemetry> = Layer.scoped(CallbackBroker, make)

@@ -21,6 +21,7 @@ import {
   BudgetExhausted,
   ChildControlForbidden,
   type Conflict,
+  type InvalidCallbackAnswer,
   InvalidInput,
   InvalidOutput,
   SessionBusy,
@@ -210,14 +211,16 @@ export interface Service {
   /**
    * Serves the callbacks of `kinds` opened in the session or any descendant
    * (nearest provider first) until interrupted: fork it in the scope that
-   * should own the provider. Fails with the handler's first error.
+   * should own the provider. Fails with the handler's first error, or with
+   * `InvalidCallbackAnswer` for its first answer of the wrong shape (the
+   * callback stays open for the next provider or a manual answer).
    */
-  readonly provideCallbacks: <E>(
+  readonly provideCallbacks: <E, K extends CallbackKind = CallbackKind>(
     principal: Principal,
     sessionId: SessionId,
-    kinds: ReadonlyArray<CallbackKind>,
-    handler: Handler<E>
-  ) => Effect.Effect<never, E | Lookup>
+    kinds: ReadonlyArray<K>,
+    handler: Handler<E, K>
+  ) => Effect.Effect<never, E | InvalidCallbackAnswer | Lookup>
   /**
    * The session's events after `after`: the log replayed, then live events,
    * with no gap and no duplicate.
@@ -274,11 +277,11 @@ export type Scoped =
       schema: Schema.Schema<A, I>,
       options?: { readonly after?: number | undefined }
     ) => Effect.Effect<A, Lookup | TurnNotFound | TurnFailed | TurnInterrupted | BudgetExhausted | InvalidOutput>
-    readonly provideCallbacks: <E>(
+    readonly provideCallbacks: <E, K extends CallbackKind = CallbackKind>(
       sessionId: SessionId,
-      kinds: ReadonlyArray<CallbackKind>,
-      handler: Handler<E>
-    ) => Effect.Effect<never, E | Lookup>
+      kinds: ReadonlyArray<K>,
+      handler: Handler<E, K>
+    ) => Effect.Effect<never, E | InvalidCallbackAnswer | Lookup>
     readonly prompt: <A = string, I = string>(
       sessionId: SessionId,
       input: Prompt.Input,

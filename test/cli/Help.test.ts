@@ -5,7 +5,10 @@
  * file) and the local principal.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { type Console, Effect, Either } from "effect"
+import { type Console, Effect, Either, Layer } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import * as Address from "../../src/cli/Address.js"
 import * as AgentsFile from "../../src/cli/AgentsFile.js"
 import { ExitCode } from "../../src/cli/ExitCode.js"
@@ -13,6 +16,7 @@ import * as LocalPrincipal from "../../src/cli/LocalPrincipal.js"
 import * as Main from "../../src/cli/Main.js"
 import * as Serve from "../../src/cli/Serve.js"
 import * as StoreOption from "../../src/cli/StoreOption.js"
+import * as SqliteSessionStore from "../../src/layers/SqliteSessionStore.js"
 
 /** Runs the program in process on `args`, with what it prints through `Console` captured. */
 const cli = (...args: ReadonlyArray<string>) =>
@@ -224,4 +228,45 @@ describe("the troupe command line", () => {
     assert.strictEqual(new Set([alice.customerId, alice.organizationId, alice.workspaceId]).size, 3)
     assert.strictEqual(alice.userId, "alice")
   })
+})
+
+describe("messages that name what is wrong (issue 34)", () => {
+  it.effect("a bad option value names the option; --version is one line; help fits 80 columns with the connection options once", () =>
+    Effect.gen(function*() {
+      const level = yield* cli("--log-level", "loud", "sessions", "list")
+      assert.strictEqual(level.code, ExitCode.Usage)
+      assert.include(level.stderr, `--log-level: "loud" is not one of all, trace, debug, info, warning, error, fatal, none`)
+      assert.notInclude(level.stderr, "subcommand")
+      const limit = yield* cli("sessions", "list", "--limit", "abc")
+      assert.strictEqual(limit.code, ExitCode.Usage)
+      assert.include(limit.stderr, `--limit: "abc" is not an integer`)
+      const approve = yield* cli("run", "--approve", "maybe", "hi")
+      assert.strictEqual(approve.code, ExitCode.Usage)
+      assert.include(approve.stderr, `--approve: "maybe" is not one of all, none`)
+
+      assert.strictEqual((yield* cli("--version")).stdout, Main.VERSION)
+
+      for (const words of [[], ["run"], ["serve"], ["sessions"], ["sessions", "list"], ["sessions", "answer"]]) {
+        const help = (yield* cli(...words, "--help")).stdout
+        const wide = help.split("\n").filter((line) => line.length > 80)
+        assert.deepStrictEqual(wide, [], `troupe ${words.join(" ")} --help`)
+      }
+      const sessions = (yield* cli("sessions", "--help")).stdout
+      assert.strictEqual(sessions.split("--socket PATH").length - 1, 1, sessions)
+      assert.include(sessions, "  - list [--all] [--limit N]\n      List the newest root sessions.")
+    }))
+
+  it.scoped("a SQLite store that cannot be opened names its path and the reason", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "h34-"))),
+        (path) => Effect.sync(() => rmSync(path, { recursive: true, force: true }))
+      )
+      const filename = join(dir, "missing", "t.db")
+      const error = yield* Effect.flip(Layer.build(SqliteSessionStore.layer({ filename })))
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.strictEqual(error.store, `sqlite:${filename}`)
+      assert.include(error.message, filename)
+      assert.include(error.message, "the directory does not exist")
+    }))
 })

@@ -15,9 +15,11 @@ import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Main from "../../src/cli/Main.js"
+import * as ProtocolSchema from "../../src/cli/ProtocolSchema.js"
 import * as AgentClient from "../../src/client/AgentClient.js"
 import * as Envelope from "../../src/protocol/Envelope.js"
 import * as Frame from "../../src/protocol/Frame.js"
+import * as Messages from "../../src/protocol/Messages.js"
 import { show, validate } from "../../src/schema/JsonSchemaValidator.js"
 import { envFor, serve, tempDir } from "./harness.js"
 
@@ -41,6 +43,27 @@ interface Index {
 }
 
 describe("troupe protocol", () => {
+  it("the export holds the whole message table, each way a type goes; its $schema is the draft of its $defs; no stutter names", () => {
+    const files = ProtocolSchema.schemaFiles()
+    const index = files.get("index.json") as unknown as Index
+    assert.sameMembers(Object.keys(index.messages), Object.values(Messages.Type))
+    for (const [type, use] of Object.entries(Messages.usage)) {
+      if (use.client !== undefined) assert.isDefined(index.messages[type]?.request, `${type} (request)`)
+      if (use.server !== undefined) assert.isDefined(index.messages[type]?.answer, `${type} (answer)`)
+    }
+    for (const [path, schema] of files) {
+      if (path === "index.json") continue
+      // `$defs` is 2019-09 and later: a draft-07 `$schema` would tell validators to ignore them.
+      assert.strictEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema", path)
+      assert.notProperty(schema, "definitions", path)
+    }
+    const names = [...ProtocolSchema.declarations().matchAll(/^export type (\w+)/gm)].map((match) => match[1]!)
+    assert.includeMembers(names, ["SessionChildrenRequest", "SessionChildrenPageAnswer", "SessionTreeRequest", "SessionTreeAnswer"])
+    assert.includeMembers(names, ["TurnEndedRecord", "LogRecord", "SessionEvent", "DurableEvent"])
+    assert.deepStrictEqual(names.filter((name, i) => names.indexOf(name) !== i), [], "each type declared once")
+    assert.deepStrictEqual(names.filter((name) => /(Event|Record)\1|^(Record|Event)(?!Body)[A-Z]/.test(name)), [], "stutter names")
+  })
+
   it.scopedLive("the JSON Schemas validate every frame of a real session exchange, and refuse a wrong one", () =>
     Effect.gen(function*() {
       const home = yield* tempDir

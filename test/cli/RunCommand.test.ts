@@ -8,12 +8,13 @@
  * from `run`.
  */
 import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
 import { Effect } from "effect"
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { ExitCode } from "../../src/cli/ExitCode.js"
 import * as OpenAiServer from "../support/openAiServer.js"
-import { envFor, hasTerminal, jsonLines, start, tempDir, troupe } from "./harness.js"
+import { envFor, hasTerminal, jsonLines, programPid, start, tempDir, troupe } from "./harness.js"
 
 const { chunk, sse } = OpenAiServer
 
@@ -196,4 +197,41 @@ describe("troupe run", () => {
       assert.strictEqual(tools.length, 2)
       for (const tool of tools) assert.notInclude(tool.content, "denied")
     }), 60_000)
+
+  it.scopedLive.skipIf(!hasTerminal)(
+    "on a terminal: client tools are named before the turn; the approval prompt stays on screen; SIGINT from outside there ends the turn and the program",
+    () =>
+      Effect.gen(function*() {
+        const home = yield* tempDir
+        const agentsFile = join(home, "agents.json")
+        writeFileSync(agentsFile, JSON.stringify(AGENTS))
+        const model = yield* OpenAiServer.make
+        yield* model.enqueue(
+          sse([chunk.role(), chunk.toolCall(0, { id: "call_1", name: "delete_file", arguments: "{\"path\":\"a.txt\"}" }), chunk.finish("tool_calls"), chunk.usage(20, 6)])
+        )
+        const env = envFor(home, { TROUPE_MODEL_BASE_URL: model.baseUrl, TROUPE_MODEL: "gpt-test", TROUPE_MODEL_API_KEY: "k" })
+        const db = join(home, "t.db")
+        const child = yield* start(["run", "--store", `sqlite:${db}`, "--agents", agentsFile, "Delete a.txt"], env, { terminal: true })
+        yield* child.waitFor("for this session: ", "stdout", "60 seconds")
+        const screen = child.stdout()
+        const prompt = screen.lastIndexOf("allow delete_file")
+        // Said before the turn started, not at the call.
+        const note = screen.indexOf("delete_file is a client tool of careful")
+        assert.isTrue(note >= 0 && note < prompt, screen)
+        // The spinner ticks every 80 ms: given several ticks, nothing after the prompt erases its line or says a tool runs.
+        yield* Effect.sleep("500 millis")
+        const after = child.stdout().slice(prompt)
+        assert.notInclude(after, "\x1b[2K", JSON.stringify(after))
+        assert.notInclude(after, "running delete_file", JSON.stringify(after))
+
+        process.kill(programPid(child)!, "SIGINT")
+        const result = yield* child.exit.pipe(Effect.timeout("4 seconds"), Effect.orDie)
+        assert.strictEqual(result.code, 130, result.stdout)
+        const ends = new Database(db, { readonly: true }).prepare("SELECT body FROM troupe_log").all()
+          .map((row) => JSON.parse((row as { body: string }).body) as { _tag: string; outcome?: string })
+          .filter((body) => body._tag === "turn_ended")
+        assert.deepStrictEqual(ends.map((end) => end.outcome), ["interrupted"])
+      }),
+    60_000
+  )
 })

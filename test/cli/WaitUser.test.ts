@@ -17,7 +17,7 @@ import { Effect } from "effect"
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as OpenAiServer from "../support/openAiServer.js"
-import { envFor, hasTerminal, ok, serve, start, tempDir, troupe } from "./harness.js"
+import { envFor, hasTerminal, ok, programPid, serve, start, tempDir, troupe } from "./harness.js"
 
 const { chunk, sse } = OpenAiServer
 
@@ -78,6 +78,29 @@ describe("a wait_user agent from the command line", () => {
       assert.strictEqual(result.code, 130, result.stdout)
       assert.include(result.stdout, "interrupted")
       // The log says so: the turn ended as interrupted.
+      const db = new Database(join(home, "t.db"), { readonly: true })
+      const ends = db.prepare("SELECT body FROM troupe_log").all()
+        .map((row) => JSON.parse((row as { body: string }).body) as { _tag: string; outcome?: string })
+        .filter((body) => body._tag === "turn_ended")
+      db.close()
+      assert.deepStrictEqual(ends.map((end) => end.outcome), ["interrupted"])
+    }), 60_000)
+
+  it.scopedLive.skipIf(!hasTerminal)("SIGINT from outside at the you> prompt interrupts the turn (recorded) and ends the program", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir
+      const agentsFile = join(home, "agents.json")
+      writeFileSync(agentsFile, JSON.stringify(AGENTS))
+      const model = yield* OpenAiServer.make
+      yield* model.enqueue(reply("Which file?"))
+      const env = envFor(home, { TROUPE_MODEL_BASE_URL: model.baseUrl, TROUPE_MODEL: "gpt-test", TROUPE_MODEL_API_KEY: "k" })
+      const child = yield* start(["run", "--store", `sqlite:${join(home, "t.db")}`, "--agents", agentsFile, "Delete a file."], env, {
+        terminal: true
+      })
+      yield* child.waitFor("you> ", "stdout", "60 seconds")
+      process.kill(programPid(child)!, "SIGINT")
+      const result = yield* child.exit.pipe(Effect.timeout("4 seconds"), Effect.orDie)
+      assert.strictEqual(result.code, 130, result.stdout)
       const db = new Database(join(home, "t.db"), { readonly: true })
       const ends = db.prepare("SELECT body FROM troupe_log").all()
         .map((row) => JSON.parse((row as { body: string }).body) as { _tag: string; outcome?: string })

@@ -198,3 +198,21 @@ export const serve = (
 /** The JSON values of a text of JSON lines. */
 export const jsonLines = (text: string): ReadonlyArray<unknown> =>
   text.split("\n").filter((line) => line.trim() !== "").map((line) => JSON.parse(line))
+
+/**
+ * The pid of the program itself under `script(1)` (a terminal child's
+ * `proc` is `script`, whose shell starts node): a signal sent to it comes
+ * from outside, as `kill -INT` would, not from the terminal's Ctrl-C key.
+ */
+export const programPid = (child: Child): number | undefined => {
+  const rows = spawnSync("ps", ["-e", "-o", "pid=,ppid=,args="], { encoding: "utf8" }).stdout.split("\n").flatMap((line) => {
+    const match = /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(line)
+    return match === null ? [] : [{ pid: Number(match[1]), ppid: Number(match[2]), args: match[3]! }]
+  })
+  const below = new Set([child.proc.pid!])
+  for (let grew = true; grew;) {
+    grew = false
+    for (const row of rows) if (below.has(row.ppid) && !below.has(row.pid)) grew = below.add(row.pid) !== undefined
+  }
+  return rows.find((row) => below.has(row.pid) && row.args.startsWith(process.execPath) && row.args.includes(bin))?.pid
+}

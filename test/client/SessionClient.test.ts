@@ -6,7 +6,7 @@
  * automatic resume after `slow_consumer`) and callbacks served by the client.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Ref, Schedule, Scope, Stream } from "effect"
+import { Cause, Chunk, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Ref, Schedule, Scope, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -251,6 +251,25 @@ describe("SessionClient", () => {
       yield* Fiber.interrupt(provider)
       // The connection is still good for other exchanges.
       assert.strictEqual((yield* client.get(session.id)).status, "idle")
+    })))
+
+  it.live("a provider's answer of the wrong shape fails it with InvalidCallbackAnswer; nothing is sent and the callback stays open", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { a, path, sessions } = yield* daemon(yield* Ref.make(0))
+      const client = yield* connect(path, TOKEN_A)
+      const session = yield* client.create({ agent: "worker" })
+      const provider = yield* Effect.fork(
+        // A cast stands for plain JavaScript: the handler's type would refuse it.
+        client.provideCallbacks(session.id, ["approval"], () => Effect.succeed(Option.some({ decision: "maybe" } as never)))
+      )
+      yield* client.send(session.id, { text: "ship it" })
+      const exit = yield* Fiber.await(provider)
+      assert.isTrue(Exit.isFailure(exit))
+      const error = Cause.squash((exit as Exit.Failure<unknown, unknown>).cause) as { _tag: string; kind: string; callbackId: string }
+      assert.strictEqual(error._tag, "InvalidCallbackAnswer")
+      assert.strictEqual(error.kind, "approval")
+      const open = yield* sessions.callbacks(a, session.id)
+      assert.deepStrictEqual(open.map((callback) => callback.callbackId), [error.callbackId])
     })))
 
   it.live("a subscriber that falls behind is ended as a slow consumer, and the client resumes without a gap", () =>

@@ -15,6 +15,8 @@ import { type HttpClient, HttpClientRequest } from "@effect/platform"
 import { Effect, Either, Option, type Schedule, Stream } from "effect"
 import { Callbacks } from "../../http/Api.js"
 import type { CallbackKind } from "../../schema/Callback.js"
+import * as CallbackHandlers from "../../schema/CallbackHandlers.js"
+import type { InvalidCallbackAnswer } from "../../schema/Errors.js"
 import type { SessionId } from "../../schema/Ids.js"
 import * as ForwardCompatible from "../ForwardCompatible.js"
 import type { AnswerOptions, Handler } from "../session/Api.js"
@@ -39,17 +41,17 @@ const parseJson = (text: string): unknown => {
 }
 
 /** Serves the callbacks of `kinds` in `sessionId`'s subtree with `handler` until interrupted or the server ends it. */
-export const provide = <E>(
+export const provide = <E, K extends CallbackKind>(
   http: HttpClient.HttpClient,
   address: string,
   sessionId: SessionId,
-  kinds: ReadonlyArray<CallbackKind>,
-  handler: Handler<E>,
+  kinds: ReadonlyArray<K>,
+  handler: Handler<E, K>,
   answer: (sessionId: SessionId, answer: AnswerOptions) => Effect.Effect<void, HttpSessionClientError>,
   reconnect: Schedule.Schedule<unknown> | undefined
-): Effect.Effect<void, E | HttpSessionClientError> => {
+): Effect.Effect<void, E | InvalidCallbackAnswer | HttpSessionClientError> => {
   /** One callback offered: handled, and answered when the handler says so. */
-  const serve = (data: string): Effect.Effect<void, HandlerFailure<E> | HttpSessionClientError> =>
+  const serve = (data: string): Effect.Effect<void, HandlerFailure<E | InvalidCallbackAnswer> | HttpSessionClientError> =>
     Effect.gen(function*() {
       const callback = ForwardCompatible.decodeCallbackOpen(parseJson(data))
       if (Either.isLeft(callback)) {
@@ -62,11 +64,15 @@ export const provide = <E>(
         )
       }
       const open = callback.right
-      const result = yield* Effect.mapError(handler(open), (error) => new HandlerFailure(error))
+      // The server offers only the kinds asked for, so the callback is one of `K`.
+      const result = yield* Effect.mapError(handler(open as Parameters<typeof handler>[0]), (error) => new HandlerFailure(error))
       if (Option.isNone(result)) return
+      // Checked here, where the handler is: a wrong shape ends this provider, as the socket client's does.
+      const checked = CallbackHandlers.check(open, result.value)
+      if (checked._tag === "Left") return yield* Effect.fail(new HandlerFailure(checked.left))
       yield* answer(open.sessionId, {
         callbackId: open.callbackId,
-        result: result.value,
+        result: checked.right,
         turnId: open.turnId,
         operationId: open.operationId
       }).pipe(
@@ -85,7 +91,7 @@ export const provide = <E>(
     let resume: boolean | undefined
     const served = open(http, address, "callbacks/stream", request).pipe(
       Stream.takeUntil((event) => event.event === "end"),
-      Stream.mapEffect((event): Effect.Effect<void, HandlerFailure<E> | HttpSessionClientError | Dropped> => {
+      Stream.mapEffect((event): Effect.Effect<void, HandlerFailure<E | InvalidCallbackAnswer> | HttpSessionClientError | Dropped> => {
         if (event.event === "end") return Effect.sync(() => void (resume = endOf(event).resume))
         return event.event === "callback" ? serve(event.data) : Effect.void
       })
@@ -93,6 +99,8 @@ export const provide = <E>(
     return Stream.concat(served, Stream.suspend(() => (resume === false ? Stream.empty : Stream.fail(notFinal(resume)))))
   })
   return Stream.runDrain(retrying(once, reconnect)).pipe(
-    Effect.mapError((error): E | HttpSessionClientError => (error instanceof HandlerFailure ? error.error as E : error as HttpSessionClientError))
+    Effect.mapError((error): E | InvalidCallbackAnswer | HttpSessionClientError =>
+      error instanceof HandlerFailure ? error.error as E | InvalidCallbackAnswer : error as HttpSessionClientError
+    )
   )
 }

@@ -5,11 +5,12 @@
  *
  * @since 0.1.0
  */
-import type { Effect, Option, Stream } from "effect"
+import type { Effect, Stream } from "effect"
 import type { ToolsetBinding } from "../../schema/Toolset.js"
 import type * as Messages from "../../protocol/Messages.js"
 import type { Budgets } from "../../schema/Budget.js"
-import type { CallbackKind, PendingCallback } from "../../schema/Callback.js"
+import type { CallbackKind, Handler } from "../../schema/Callback.js"
+import type { InvalidCallbackAnswer } from "../../schema/Errors.js"
 import type { Snapshot } from "../../schema/Event.js"
 import type { CallbackId, OperationId, SessionId, TurnId } from "../../schema/Ids.js"
 import type { Principal } from "../../schema/Principal.js"
@@ -93,8 +94,8 @@ export interface ChildrenOptions {
   readonly limit?: number | undefined
 }
 
-/** A provider's handler: `Some(result)` answers, `None` leaves the callback to others. */
-export type Handler<E = never> = (callback: PendingCallback) => Effect.Effect<Option.Option<unknown>, E>
+/** A provider's handler, typed by the kinds it serves (`Callback.Handler`). */
+export type { Handler }
 
 /**
  * What every transport offers, whatever it fails with: the socket client
@@ -159,10 +160,14 @@ export interface SessionClient {
   /** The session's events after `after`, then live ones; see the module doc for how it ends. */
   readonly events: (sessionId: SessionId, options?: EventOptions) => Stream.Stream<EventFrame, SessionClientError>
   readonly answerCallback: (sessionId: SessionId, answer: AnswerOptions) => Effect.Effect<void, SessionClientError>
-  /** Serves callbacks of `kinds` in the session's tree until interrupted, or until the server ends it. */
-  readonly provideCallbacks: <E>(
+  /**
+   * Serves callbacks of `kinds` in the session's tree until interrupted, or
+   * until the server ends it; an answer of the wrong shape for its kind ends
+   * it with `InvalidCallbackAnswer` (nothing is sent: the callback stays open).
+   */
+  readonly provideCallbacks: <E, K extends CallbackKind = CallbackKind>(
     sessionId: SessionId,
-    kinds: ReadonlyArray<CallbackKind>,
-    handler: Handler<E>
-  ) => Effect.Effect<void, E | SessionClientError>
+    kinds: ReadonlyArray<K>,
+    handler: Handler<E, K>
+  ) => Effect.Effect<void, E | InvalidCallbackAnswer | SessionClientError>
 }

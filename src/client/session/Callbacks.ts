@@ -8,6 +8,8 @@
 import { Effect, Either, Option } from "effect"
 import * as Messages from "../../protocol/Messages.js"
 import type { CallbackKind } from "../../schema/Callback.js"
+import * as CallbackHandlers from "../../schema/CallbackHandlers.js"
+import type { InvalidCallbackAnswer } from "../../schema/Errors.js"
 import type { SessionId } from "../../schema/Ids.js"
 import * as ForwardCompatible from "../ForwardCompatible.js"
 import type { AnswerOptions, Handler } from "./Api.js"
@@ -37,13 +39,13 @@ export const answerCallback = (source: Source, sessionId: SessionId, answer: Ans
   )))
 
 /** Serves callbacks over one connection until the server ends the exchange. */
-const provideOnce = <E>(
+const provideOnce = <E, K extends CallbackKind>(
   source: Source,
   link: Link,
   sessionId: SessionId,
-  kinds: ReadonlyArray<CallbackKind>,
-  handler: Handler<E>
-): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
+  kinds: ReadonlyArray<K>,
+  handler: Handler<E, K>
+): Effect.Effect<void, HandlerFailure<E | InvalidCallbackAnswer> | SessionClientError> =>
   Effect.scoped(Effect.gen(function*() {
     const { pull } = yield* openStream(
       link.connection,
@@ -71,11 +73,15 @@ const provideOnce = <E>(
         )
         continue
       }
-      const result = yield* Effect.mapError(handler(callback), (error) => new HandlerFailure(error))
+      // The server offers only the kinds asked for, so the callback is one of `K`.
+      const result = yield* Effect.mapError(handler(callback as Parameters<typeof handler>[0]), (error) => new HandlerFailure(error))
       if (Option.isNone(result)) continue
+      // Checked here, where the handler is: a wrong shape ends this provider instead of becoming the server's `invalid_input`.
+      const checked = CallbackHandlers.check(callback, result.value)
+      if (checked._tag === "Left") return yield* Effect.fail(new HandlerFailure(checked.left))
       yield* answerCallback(source, callback.sessionId, {
         callbackId: callback.callbackId,
-        result: result.value,
+        result: checked.right,
         turnId: callback.turnId,
         operationId: callback.operationId
       }).pipe(
@@ -89,20 +95,20 @@ const provideOnce = <E>(
   }))
 
 /** Serves callbacks until interrupted, registering again on each new connection. */
-export const provideCallbacks = <E>(
+export const provideCallbacks = <E, K extends CallbackKind>(
   source: Source,
   sessionId: SessionId,
-  kinds: ReadonlyArray<CallbackKind>,
-  handler: Handler<E>
+  kinds: ReadonlyArray<K>,
+  handler: Handler<E, K>
 ) => {
   // After a drop the provider registers again; the server offers it the callbacks still open.
-  const serve = (link: Link): Effect.Effect<void, HandlerFailure<E> | SessionClientError> =>
+  const serve = (link: Link): Effect.Effect<void, HandlerFailure<E | InvalidCallbackAnswer> | SessionClientError> =>
     provideOnce(source, link, sessionId, kinds, handler).pipe(
       Effect.catchIf(isClosed, (error) => Effect.flatMap(source.renew(link, error), serve))
     )
   return Effect.flatMap(source.live, serve).pipe(
-    Effect.catchAll((error): Effect.Effect<never, E | SessionClientError> =>
-      Effect.fail(error instanceof HandlerFailure ? error.error as E : error as SessionClientError)
+    Effect.catchAll((error): Effect.Effect<never, E | InvalidCallbackAnswer | SessionClientError> =>
+      Effect.fail(error instanceof HandlerFailure ? error.error as E | InvalidCallbackAnswer : error as SessionClientError)
     )
   )
 }

@@ -79,7 +79,8 @@ export const open = (filename: string) =>
         }
         return db
       },
-      catch: (cause) => new StoreUnavailable({ operation: "open", cause })
+      // Which file, and why: "unable to open database file" alone does not say where.
+      catch: (cause) => new StoreUnavailable({ operation: "open", store: `sqlite:${filename}`, cause })
     })),
     (db) => Effect.sync(() => db.close())
   ).pipe(Effect.map(handleOf))
