@@ -12,122 +12,14 @@
  *
  * @since 0.1.0
  */
-import { Cause, Chunk, Effect, ExecutionStrategy, Exit, Fiber, Option, Scope, Stream } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import type * as Messages from "../protocol/Messages.js"
-import type { AnswerOf, CallbackKind, CallbackOf } from "../schema/Callback.js"
-import type { Snapshot } from "../schema/Event.js"
-import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { Principal } from "../schema/Principal.js"
-import type { Session } from "../schema/Session.js"
+import { PromiseSessions, runPromise } from "./PromiseSessions.js"
 import * as SessionClient from "./SessionClient.js"
-import type {
-  Accepted,
-  AgentInfo,
-  AnswerOptions,
-  ChildrenOptions,
-  ChildrenPage,
-  ConnectOptions,
-  CreateOptions,
-  EventFrame,
-  EventOptions,
-  Interrupted,
-  ListOptions,
-  SendOptions,
-  SessionClientError,
-  SessionPage,
-  SessionTree
-} from "./SessionClient.js"
+import type { ConnectOptions, SessionClientError } from "./SessionClient.js"
 
-/** Runs an effect for the Promise API, rejecting with the typed error itself rather than a wrapper. */
-const runPromise = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
-  Effect.runPromiseExit(effect).then((exit) => {
-    if (Exit.isSuccess(exit)) return exit.value
-    throw Cause.squash(exit.cause)
-  })
-
-/**
- * A callback handler for the Promise API, typed by the kinds it serves: an
- * answer of the callback's kind answers, `undefined` leaves the callback to
- * others; an answer of the wrong shape rejects the provider's `done` with
- * `InvalidCallbackAnswer`.
- */
-export type PromiseHandler<K extends CallbackKind = CallbackKind> = (
-  callback: CallbackOf<K>
-) => AnswerOf<K> | undefined | Promise<AnswerOf<K> | undefined>
-
-/**
- * An event subscription of the Promise API: an async iterator of `EventFrame`
- * that resumes by itself as `events` does. Leaving early (`break`, `close()`)
- * sends `session.events.cancel`.
- */
-export class EventIterator<E = SessionClientError> implements AsyncIterableIterator<EventFrame> {
-  private buffer: ReadonlyArray<EventFrame> = []
-  private index = 0
-  private finished = false
-
-  /** @internal */
-  constructor(
-    private readonly pull: Effect.Effect<Chunk.Chunk<EventFrame>, Option.Option<E>>,
-    private readonly scope: Scope.CloseableScope
-  ) {}
-
-  /** The next event; rejects with the stream's error (`ServerError`, `Closed`, …). */
-  async next(): Promise<IteratorResult<EventFrame>> {
-    while (this.index >= this.buffer.length) {
-      if (this.finished) return { done: true, value: undefined }
-      const exit = await Effect.runPromiseExit(this.pull)
-      if (Exit.isSuccess(exit)) {
-        this.buffer = Chunk.toReadonlyArray(exit.value)
-        this.index = 0
-        continue
-      }
-      await this.close()
-      const failure = Cause.failureOption(exit.cause)
-      if (Option.isSome(failure)) {
-        if (Option.isNone(failure.value)) return { done: true, value: undefined }
-        throw failure.value.value
-      }
-      throw Cause.squash(exit.cause)
-    }
-    return { done: false, value: this.buffer[this.index++]! }
-  }
-
-  /** Stops the iteration (a `break` out of `for await` calls this). */
-  async return(): Promise<IteratorResult<EventFrame>> {
-    await this.close()
-    return { done: true, value: undefined }
-  }
-
-  /** Ends the subscription. Idempotent. */
-  close(): Promise<void> {
-    this.finished = true
-    this.buffer = []
-    this.index = 0
-    return runPromise(Scope.close(this.scope, Exit.void))
-  }
-
-  [Symbol.asyncIterator](): AsyncIterableIterator<EventFrame> {
-    return this
-  }
-}
-
-/** A callback provider of the Promise API. */
-export class CallbackProvider {
-  /** Settles when the provider stops: resolves after `stop()` or when the server ends it, rejects with its error. */
-  readonly done: Promise<void>
-
-  /** @internal */
-  constructor(private readonly fiber: Fiber.RuntimeFiber<void, unknown>) {
-    this.done = runPromise(Effect.flatMap(Fiber.await(fiber), (exit) =>
-      Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause) ? Effect.failCause(exit.cause) : Effect.void
-    ))
-  }
-
-  /** Withdraws the provider (`callback.provide.cancel`). */
-  stop(): Promise<void> {
-    return runPromise(Effect.asVoid(Fiber.interrupt(this.fiber)))
-  }
-}
+export { CallbackProvider, EventIterator, type PromiseHandler } from "./PromiseSessions.js"
 
 /**
  * The Promise API of `SessionClient`, for plain TypeScript: the same
@@ -135,13 +27,7 @@ export class CallbackProvider {
  * `provideCallbacks` with an async handler. It reconnects as the Effect API
  * does. `disconnect()` when done (a session is closed with `close(sessionId)`).
  */
-export class PromiseClient {
-  private constructor(
-    /** The Effect API of this same client. */
-    readonly client: SessionClient.SessionClient,
-    private readonly scope: Scope.CloseableScope
-  ) {}
-
+export class PromiseClient extends PromiseSessions<SessionClientError, SessionClient.SessionClient> {
   /** @internal */
   static open<E>(effect: Effect.Effect<SessionClient.SessionClient, E, Scope.Scope>): Promise<PromiseClient> {
     return runPromise(Effect.gen(function*() {
@@ -163,88 +49,6 @@ export class PromiseClient {
 
   ping(): Promise<void> {
     return runPromise(this.client.ping)
-  }
-
-  /** The agents the daemon serves. */
-  agents(): Promise<ReadonlyArray<AgentInfo>> {
-    return runPromise(this.client.agents)
-  }
-
-  create(options: CreateOptions): Promise<Session> {
-    return runPromise(this.client.create(options))
-  }
-
-  get(sessionId: SessionId): Promise<Session> {
-    return runPromise(this.client.get(sessionId))
-  }
-
-  list(options?: ListOptions): Promise<SessionPage> {
-    return runPromise(this.client.list(options))
-  }
-
-  send(sessionId: SessionId, options: SendOptions): Promise<Accepted> {
-    return runPromise(this.client.send(sessionId, options))
-  }
-
-  /** Interrupts exactly `expectedTurnId`; another running turn is `turn_mismatch`. */
-  interrupt(sessionId: SessionId, expectedTurnId: TurnId, reason?: string): Promise<Interrupted> {
-    return runPromise(this.client.interrupt(sessionId, expectedTurnId, reason))
-  }
-
-  rename(sessionId: SessionId, title: string): Promise<Session> {
-    return runPromise(this.client.rename(sessionId, title))
-  }
-
-  archive(sessionId: SessionId, archived: boolean): Promise<Session> {
-    return runPromise(this.client.archive(sessionId, archived))
-  }
-
-  /** Closes the session (not the connection: that is `disconnect`). */
-  close(sessionId: SessionId): Promise<Session> {
-    return runPromise(this.client.close(sessionId))
-  }
-
-  /** The session's direct children, newest first, archived included. */
-  children(sessionId: SessionId, options?: ChildrenOptions): Promise<ChildrenPage> {
-    return runPromise(this.client.children(sessionId, options))
-  }
-
-  /** The session and every session below it, at most 10,000. */
-  tree(sessionId: SessionId, options?: { readonly includeArchived?: boolean | undefined }): Promise<SessionTree> {
-    return runPromise(this.client.tree(sessionId, options))
-  }
-
-  /** The session with its cursor and pending work. */
-  snapshot(sessionId: SessionId): Promise<Snapshot> {
-    return runPromise(this.client.snapshot(sessionId))
-  }
-
-  /** The session's events after `options.after`, then live ones, as an async iterator. */
-  events(sessionId: SessionId, options?: EventOptions): Promise<EventIterator> {
-    const stream = this.client.events(sessionId, options)
-    return runPromise(Effect.gen(this, function*() {
-      const scope = yield* Scope.fork(this.scope, ExecutionStrategy.sequential)
-      const pull = yield* Scope.extend(Stream.toPull(stream), scope)
-      return new EventIterator(pull, scope)
-    }))
-  }
-
-  answerCallback(sessionId: SessionId, answer: AnswerOptions): Promise<void> {
-    return runPromise(this.client.answerCallback(sessionId, answer))
-  }
-
-  /** Serves callbacks of `kinds` in the session's tree with `handler` until `stop()`. */
-  provideCallbacks<K extends CallbackKind>(sessionId: SessionId, kinds: ReadonlyArray<K>, handler: PromiseHandler<K>): CallbackProvider {
-    const provider = this.client.provideCallbacks<unknown, K>(sessionId, kinds, (callback) =>
-      Effect.tryPromise({ try: async () => handler(callback), catch: (error) => error }).pipe(
-        Effect.map((result) => (result === undefined ? Option.none() : Option.some(result)))
-      ))
-    return new CallbackProvider(Effect.runSync(Effect.forkIn(provider, this.scope)))
-  }
-
-  /** Closes the connection, every event iterator and every provider of this client. Idempotent. */
-  disconnect(): Promise<void> {
-    return runPromise(Scope.close(this.scope, Exit.void))
   }
 }
 
