@@ -40,6 +40,30 @@ export type Step =
 /** Shows events; `onEvent` answers a step of the turn when one comes. */
 export interface TurnView {
   readonly onEvent: (event: SessionEvent | ClientEvent) => Effect.Effect<Option.Option<Step>>
+  /**
+   * The events resumed after a drop (`EventOptions.onResume`): the deltas of a
+   * model call in flight are held back until its record says what it replied,
+   * since a restarted daemon makes the call again from its start.
+   */
+  readonly resumed: () => void
+}
+
+/**
+ * What to print of a model call's recorded reply `recorded`, given the text
+ * already printed for it (`printed`, before a resume) and the deltas held back
+ * since (`held`): the rest of the reply when it goes on from what was printed,
+ * else the whole reply on a line of its own; and whether the call was made
+ * again (the held deltas start the reply anew). Pure.
+ */
+export const afterResume = (
+  recorded: string,
+  printed: string,
+  held: string
+): { readonly text: string; readonly newLine: boolean; readonly remade: boolean } => {
+  const remade = held.length > 0 && printed.length > 0 && recorded.startsWith(held) && !recorded.startsWith(printed + held)
+  return recorded.startsWith(printed)
+    ? { text: recorded.slice(printed.length), newLine: false, remade }
+    : { text: recorded, newLine: true, remade }
 }
 
 /** How the view reads the turn. */
@@ -56,12 +80,40 @@ export const make = (out: Output.Output, watch: Watch, options: Options = {}): T
   const onCallback = options.onCallback ?? (() => Option.none())
   let turnId: TurnId | undefined = watch._tag === "input" ? watch.running : undefined
   let streamed = false
+  // The current model call's text as printed, and (after a resume) its deltas held back.
+  let printed = ""
+  let held: string | undefined
   const tools = new Set<string>()
   const models = new Set<string>()
   // Model calls this view saw start: a call that failed (a 401) is one the turn made, counted or not.
   let modelCallsStarted = 0
 
   const ours = (id: TurnId) => turnId !== undefined && id === turnId
+
+  /** A model call's record came: after a resume, print what its held-back deltas stood for, once. */
+  const settle = (output: unknown, isError: boolean) =>
+    Effect.gen(function*() {
+      const wasHeld = held
+      const before = printed
+      held = undefined
+      printed = ""
+      if (wasHeld === undefined || out.json || isError) return
+      const reply = Operation.decodeModelReply(output)
+      if (Option.isNone(reply)) return
+      const shown = afterResume(reply.value.text, before, wasHeld)
+      yield* out.status(undefined)
+      // The deltas do not say which call they stream: only a reply that started again proves it was made again.
+      yield* out.note(Output.dim(
+        shown.remade
+          ? "(the model call was made again after the daemon restarted: its reply is printed once, as recorded)"
+          : "(the events were cut during the model call, and a restarted daemon makes the call again: its reply is printed once, as recorded)"
+      ))
+      if (shown.newLine && before.length > 0) yield* out.endLine
+      if (shown.text.length > 0) {
+        streamed = true
+        yield* out.text(shown.text)
+      }
+    })
 
   const onEvent = (event: SessionEvent | ClientEvent): Effect.Effect<Option.Option<Step>> =>
     Effect.gen(function*() {
@@ -70,7 +122,12 @@ export const make = (out: Output.Output, watch: Watch, options: Options = {}): T
       if (event._tag === "unknown") return Option.none()
       if (event._tag === "assistant_delta") {
         if (!ours(event.turnId)) return Option.none()
+        if (held !== undefined) {
+          held += event.text
+          return Option.none()
+        }
         streamed = true
+        printed += event.text
         yield* out.status(undefined)
         yield* out.text(event.text)
         return Option.none()
@@ -110,6 +167,7 @@ export const make = (out: Output.Output, watch: Watch, options: Options = {}): T
           return Option.none()
         }
         case "operation_completed": {
+          if (models.has(record.operationId)) yield* settle(record.output, record.isError)
           if (models.delete(record.operationId)) {
             if (!options.waitsForUser || record.isError) return Option.none()
             // Decoded once: a reply without tool calls waits for the user.
@@ -159,5 +217,9 @@ export const make = (out: Output.Output, watch: Watch, options: Options = {}): T
       }
     })
 
-  return { onEvent }
+  const resumed = () => {
+    if (turnId !== undefined && held === undefined) held = ""
+  }
+
+  return { onEvent, resumed }
 }

@@ -56,7 +56,8 @@ export const send = Command.make(
         // Subscribed before sending, from the last event on: the first event (that one, replayed)
         // says the subscription is live, and the message's events all come after it.
         const subscribed = yield* Deferred.make<void>()
-        const ending = yield* client.events(o.session, { after: Math.max(0, snapshot.cursor - 1), volatile: !o.json }).pipe(
+        // After a drop (a restarted daemon), a model call in flight is made again: the view prints its reply once.
+        const ending = yield* client.events(o.session, { after: Math.max(0, snapshot.cursor - 1), volatile: !o.json, onResume: view.resumed }).pipe(
           Stream.tap(() => Deferred.succeed(subscribed, undefined)),
           Stream.filter((frame) => frame.cursor === undefined || frame.cursor > snapshot.cursor),
           Stream.mapEffect((frame) => view.onEvent(frame.event)),

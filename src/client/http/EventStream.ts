@@ -180,7 +180,10 @@ export const events = (
         })
       )
       // What a reconnecting EventSource sends: it wins over `after` on the server.
-      if (resuming) request = HttpClientRequest.setHeader(request, "last-event-id", String(last))
+      if (resuming) {
+        request = HttpClientRequest.setHeader(request, "last-event-id", String(last))
+        options.onResume?.()
+      }
       resuming = true
       let resume: boolean | undefined
       const frames = open(http, address, "events", request).pipe(

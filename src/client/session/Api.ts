@@ -64,6 +64,13 @@ export interface EventOptions {
   readonly volatile?: boolean | undefined
   /** Keep following live events after the replay (default true). */
   readonly follow?: boolean | undefined
+  /**
+   * Called each time the stream subscribes again after a drop (a restarted
+   * daemon, a cut connection, `slow_consumer`): durable events go on from the
+   * last cursor, but the volatile deltas of the gap are gone, and a model call
+   * in flight may be made again from its start.
+   */
+  readonly onResume?: (() => void) | undefined
 }
 
 /**

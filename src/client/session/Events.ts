@@ -98,8 +98,14 @@ export const events = (
             if (!(error instanceof Resume)) return Stream.fail(error)
             const why = error.why
             return why._tag === "slow_consumer"
-              ? from(why.cursor)
-              : Stream.unwrap(Effect.as(source.renew(link, why.error), Stream.suspend(() => from(last))))
+              ? Stream.suspend(() => {
+                options.onResume?.()
+                return from(why.cursor)
+              })
+              : Stream.unwrap(Effect.as(source.renew(link, why.error), Stream.suspend(() => {
+                options.onResume?.()
+                return from(last)
+              })))
           })
         )))
     return from(options.after)
