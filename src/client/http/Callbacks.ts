@@ -12,12 +12,12 @@
  * @since 0.3.0
  */
 import { type HttpClient, HttpClientRequest } from "@effect/platform"
-import { Effect, Either, Option, type Schedule, Stream } from "effect"
+import { Effect, Either, type Schedule, Stream } from "effect"
 import { Callbacks } from "../../http/Api.js"
 import type { CallbackKind } from "../../schema/Callback.js"
-import * as CallbackHandlers from "../../schema/CallbackHandlers.js"
 import type { InvalidCallbackAnswer } from "../../schema/Errors.js"
 import type { SessionId } from "../../schema/Ids.js"
+import * as CallbackOffer from "../CallbackOffer.js"
 import * as ForwardCompatible from "../ForwardCompatible.js"
 import type { AnswerOptions, Handler } from "../session/Api.js"
 import { UnexpectedAnswer } from "../session/Errors.js"
@@ -25,12 +25,6 @@ import type { HttpSessionClientError } from "./Errors.js"
 import { type Dropped, endOf, notFinal, open, retrying } from "./EventStream.js"
 
 const streamPath = Callbacks.endpoints.stream!.path
-
-/** A failure of the handler, kept apart from the client's own errors (and never retried). */
-class HandlerFailure<E> {
-  readonly _tag = "HandlerFailure"
-  constructor(readonly error: E) {}
-}
 
 const parseJson = (text: string): unknown => {
   try {
@@ -51,37 +45,13 @@ export const provide = <E, K extends CallbackKind>(
   reconnect: Schedule.Schedule<unknown> | undefined
 ): Effect.Effect<void, E | InvalidCallbackAnswer | HttpSessionClientError> => {
   /** One callback offered: handled, and answered when the handler says so. */
-  const serve = (data: string): Effect.Effect<void, HandlerFailure<E | InvalidCallbackAnswer> | HttpSessionClientError> =>
+  const serve = (data: string): Effect.Effect<void, CallbackOffer.HandlerFailure<E | InvalidCallbackAnswer> | HttpSessionClientError> =>
     Effect.gen(function*() {
       const callback = ForwardCompatible.decodeCallbackOpen(parseJson(data))
       if (Either.isLeft(callback)) {
         return yield* new UnexpectedAnswer({ request: "callbacks/stream", reason: `callback: ${callback.left.message}` })
       }
-      if (ForwardCompatible.isUnknown(callback.right)) {
-        // A newer daemon's callback this client cannot read: left open for one that can (or a manual answer).
-        return yield* Effect.logWarning("a callback this client cannot read was left open").pipe(
-          Effect.annotateLogs({ kind: callback.right.kind })
-        )
-      }
-      const open = callback.right
-      // The server offers only the kinds asked for, so the callback is one of `K`.
-      const result = yield* Effect.mapError(handler(open as Parameters<typeof handler>[0]), (error) => new HandlerFailure(error))
-      if (Option.isNone(result)) return
-      // Checked here, where the handler is: a wrong shape ends this provider, as the socket client's does.
-      const checked = CallbackHandlers.check(open, result.value)
-      if (checked._tag === "Left") return yield* Effect.fail(new HandlerFailure(checked.left))
-      yield* answer(open.sessionId, {
-        callbackId: open.callbackId,
-        result: checked.right,
-        turnId: open.turnId,
-        operationId: open.operationId
-      }).pipe(
-        // Another provider or a manual answer came first, or the turn ended: the callback is no longer ours.
-        Effect.catchIf(
-          (error) => error._tag === "ServerError" && (error.kind === "stale_callback" || error.kind === "session_closed"),
-          () => Effect.void
-        )
-      )
+      yield* CallbackOffer.serve(callback.right, handler, answer)
     })
 
   const request = HttpClientRequest.get(streamPath.replace(":id", encodeURIComponent(sessionId))).pipe(
@@ -91,7 +61,7 @@ export const provide = <E, K extends CallbackKind>(
     let resume: boolean | undefined
     const served = open(http, address, "callbacks/stream", request).pipe(
       Stream.takeUntil((event) => event.event === "end"),
-      Stream.mapEffect((event): Effect.Effect<void, HandlerFailure<E | InvalidCallbackAnswer> | HttpSessionClientError | Dropped> => {
+      Stream.mapEffect((event): Effect.Effect<void, CallbackOffer.HandlerFailure<E | InvalidCallbackAnswer> | HttpSessionClientError | Dropped> => {
         if (event.event === "end") return Effect.sync(() => void (resume = endOf(event).resume))
         return event.event === "callback" ? serve(event.data) : Effect.void
       })
@@ -100,7 +70,7 @@ export const provide = <E, K extends CallbackKind>(
   })
   return Stream.runDrain(retrying(once, reconnect)).pipe(
     Effect.mapError((error): E | InvalidCallbackAnswer | HttpSessionClientError =>
-      error instanceof HandlerFailure ? error.error as E | InvalidCallbackAnswer : error as HttpSessionClientError
+      error instanceof CallbackOffer.HandlerFailure ? error.error as E | InvalidCallbackAnswer : error as HttpSessionClientError
     )
   )
 }

@@ -8,9 +8,9 @@
 import { Effect, Either, Option } from "effect"
 import * as Messages from "../../protocol/Messages.js"
 import type { CallbackKind } from "../../schema/Callback.js"
-import * as CallbackHandlers from "../../schema/CallbackHandlers.js"
 import type { InvalidCallbackAnswer } from "../../schema/Errors.js"
 import type { SessionId } from "../../schema/Ids.js"
+import * as CallbackOffer from "../CallbackOffer.js"
 import * as ForwardCompatible from "../ForwardCompatible.js"
 import type { AnswerOptions, Handler } from "./Api.js"
 import { jsonTooDeep, read } from "./Codec.js"
@@ -20,11 +20,6 @@ import { call } from "./Requests.js"
 import { openStream } from "./Streams.js"
 
 const { Type } = Messages
-
-/** A failure of the handler given to `provideCallbacks`, kept apart from the client's own errors. */
-class HandlerFailure<E> {
-  constructor(readonly error: E) {}
-}
 
 /** `callback.answer`; not repeated after a drop, since it may have taken effect. */
 export const answerCallback = (source: Source, sessionId: SessionId, answer: AnswerOptions) =>
@@ -45,7 +40,7 @@ const provideOnce = <E, K extends CallbackKind>(
   sessionId: SessionId,
   kinds: ReadonlyArray<K>,
   handler: Handler<E, K>
-): Effect.Effect<void, HandlerFailure<E | InvalidCallbackAnswer> | SessionClientError> =>
+): Effect.Effect<void, CallbackOffer.HandlerFailure<E | InvalidCallbackAnswer> | SessionClientError> =>
   Effect.scoped(Effect.gen(function*() {
     const { pull } = yield* openStream(
       link.connection,
@@ -66,31 +61,7 @@ const provideOnce = <E, K extends CallbackKind>(
         ForwardCompatible.decodeCallbackOpen(body.payload),
         (error) => unexpected(Type.callbackProvide, body.t, error)
       )
-      if (ForwardCompatible.isUnknown(callback)) {
-        // A newer daemon's callback this client cannot read: left open for one that can (or a manual answer).
-        yield* Effect.logWarning("a callback this client cannot read was left open").pipe(
-          Effect.annotateLogs({ kind: callback.kind })
-        )
-        continue
-      }
-      // The server offers only the kinds asked for, so the callback is one of `K`.
-      const result = yield* Effect.mapError(handler(callback as Parameters<typeof handler>[0]), (error) => new HandlerFailure(error))
-      if (Option.isNone(result)) continue
-      // Checked here, where the handler is: a wrong shape ends this provider instead of becoming the server's `invalid_input`.
-      const checked = CallbackHandlers.check(callback, result.value)
-      if (checked._tag === "Left") return yield* Effect.fail(new HandlerFailure(checked.left))
-      yield* answerCallback(source, callback.sessionId, {
-        callbackId: callback.callbackId,
-        result: checked.right,
-        turnId: callback.turnId,
-        operationId: callback.operationId
-      }).pipe(
-        // Another provider or a manual answer came first, or the turn ended: the callback is no longer ours.
-        Effect.catchIf(
-          (error) => error._tag === "ServerError" && (error.kind === "stale_callback" || error.kind === "session_closed"),
-          () => Effect.void
-        )
-      )
+      yield* CallbackOffer.serve(callback, handler, (id, answer) => answerCallback(source, id, answer))
     }
   }))
 
@@ -102,13 +73,13 @@ export const provideCallbacks = <E, K extends CallbackKind>(
   handler: Handler<E, K>
 ) => {
   // After a drop the provider registers again; the server offers it the callbacks still open.
-  const serve = (link: Link): Effect.Effect<void, HandlerFailure<E | InvalidCallbackAnswer> | SessionClientError> =>
+  const serve = (link: Link): Effect.Effect<void, CallbackOffer.HandlerFailure<E | InvalidCallbackAnswer> | SessionClientError> =>
     provideOnce(source, link, sessionId, kinds, handler).pipe(
       Effect.catchIf(isClosed, (error) => Effect.flatMap(source.renew(link, error), serve))
     )
   return Effect.flatMap(source.live, serve).pipe(
     Effect.catchAll((error): Effect.Effect<never, E | InvalidCallbackAnswer | SessionClientError> =>
-      Effect.fail(error instanceof HandlerFailure ? error.error as E | InvalidCallbackAnswer : error as SessionClientError)
+      Effect.fail(error instanceof CallbackOffer.HandlerFailure ? error.error as E | InvalidCallbackAnswer : error as SessionClientError)
     )
   )
 }
