@@ -22,6 +22,7 @@ import { JsonObject } from "../schema/Json.js"
 import { ApprovalSettings, SubagentPolicy } from "../schema/Policy.js"
 import { McpServers } from "../schema/Toolset.js"
 import * as Builtins from "../tools/Builtins.js"
+import * as Shell from "../tools/workspace/Shell.js"
 
 const Names = Schema.Array(Name)
 
@@ -119,7 +120,7 @@ export const agentFields = {
   builtins: Schema.optional(Schema.Array(BuiltinName)),
   /** Variables its built-in `bash` and `process.start` get, over `--env`'s (host configuration: never stored in a session). */
   env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }).pipe(Schema.filter((env) => {
-    const bad = Object.keys(env).find((name) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+    const bad = Object.keys(env).find((name) => !Shell.isVariableName(name))
     return bad === undefined || `${JSON.stringify(bad)} is not a variable name (letters, digits and _, not starting with a digit)`
   })))
 }

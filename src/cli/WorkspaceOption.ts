@@ -14,6 +14,7 @@ import * as LocalWorkspace from "../layers/LocalWorkspace.js"
 import type { Agent } from "../schema/Agent.js"
 import type * as Toolkit from "../services/Toolkit.js"
 import * as Builtins from "../tools/Builtins.js"
+import * as Shell from "../tools/workspace/Shell.js"
 
 /** `--workspace DIR`. */
 export const option = Options.directory("workspace", { exists: "either" }).pipe(
@@ -37,7 +38,7 @@ export const env: Options.Options<Option.Option<HashMap.HashMap<string, string>>
     for (const pair of pairs) {
       const at = pair.indexOf("=")
       const name = at < 0 ? "" : pair.slice(0, at)
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+      if (!Shell.isVariableName(name)) {
         return Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--env ${JSON.stringify(pair)}: expected NAME=VALUE, NAME of letters, digits and _`)))
       }
       out.push([name, pair.slice(at + 1)])

@@ -97,15 +97,15 @@ export const events = (
           Stream.catchAll((error): Stream.Stream<EventFrame, SessionClientError> => {
             if (!(error instanceof Resume)) return Stream.fail(error)
             const why = error.why
-            return why._tag === "slow_consumer"
-              ? Stream.suspend(() => {
+            // Told once the new subscription is about to start: the deltas of the gap are gone.
+            const again = (after: number | undefined) =>
+              Stream.suspend(() => {
                 options.onResume?.()
-                return from(why.cursor)
+                return from(after)
               })
-              : Stream.unwrap(Effect.as(source.renew(link, why.error), Stream.suspend(() => {
-                options.onResume?.()
-                return from(last)
-              })))
+            return why._tag === "slow_consumer"
+              ? again(why.cursor)
+              : Stream.unwrap(Effect.as(source.renew(link, why.error), Stream.suspend(() => again(last))))
           })
         )))
     return from(options.after)

@@ -37,6 +37,9 @@ export interface Options {
   readonly ask?: boolean | undefined
 }
 
+/** Whether `name` can name an environment variable of a command: letters, digits and `_`, not starting with a digit. */
+export const isVariableName = (name: string): boolean => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name)
+
 /** The environment of a command: the passed host variables and `env`. */
 export const environment = (env: Readonly<Record<string, string>> = {}): Record<string, string> => {
   const out: Record<string, string> = { TERM: "dumb" }
