@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Layer } from "effect"
+import * as Layer from "effect/Layer"
 import * as InProcessHost from "./actors/InProcessHost.js"
 import * as WorkerPool from "./actors/WorkerPool.js"
 import * as MemorySessionStore from "./layers/MemorySessionStore.js"

@@ -15,6 +15,8 @@
  * - the inspector's page (src/inspector/page, bundled for the browser)
  *   imports only its own modules, and schemas only as types; nothing else
  *   imports it;
+ * - src imports effect by module (`effect/Effect`), never the `effect`
+ *   barrel, which loads all of effect on import (decision 0049);
  * - every room imports only the rooms DESIGN §2 puts below it (`mayImport`,
  *   the new rooms src/http, src/tools and src/inspector included), and the
  *   drivers (SQL, MCP, OpenTelemetry, child processes) appear only in
@@ -300,6 +302,15 @@ describe("layout", () => {
         importsOf(readFileSync(join(root, file), "utf8")).filter((name) => driverPackage.test(packageOf(name))).map((name) =>
           `${file} imports ${name}`
         )
+      ),
+      []
+    )
+  })
+
+  it("src imports effect a module at a time (`effect/Effect`), never the barrel, which loads all of effect (decision 0049)", () => {
+    assert.deepStrictEqual(
+      filesUnder("src").flatMap((file) =>
+        importsOf(readFileSync(join(root, file), "utf8")).filter((name) => name === "effect").map(() => `${file} imports "effect"`)
       ),
       []
     )

@@ -14,7 +14,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Queue, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type * as Doorbell from "../internal/Doorbell.js"
 import type * as Permits from "../internal/Permits.js"
 import type { SessionId } from "../schema/Ids.js"

@@ -17,7 +17,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, HashMap, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as HashMap from "effect/HashMap"
+import * as Schema from "effect/Schema"
 import type { Agent, ToolSpec } from "../schema/Agent.js"
 import { type InputId, makeSessionId, type OperationId, type SessionId } from "../schema/Ids.js"
 import { Interrupt, Message } from "../schema/Inbox.js"

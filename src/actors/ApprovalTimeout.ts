@@ -10,7 +10,11 @@
  *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, Schedule, Schema } from "effect"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import { ExpiredApproval } from "../schema/Callback.js"
 import type { CallbackId, InputId, OperationId, SessionId, TurnId } from "../schema/Ids.js"
 import { CallbackAnswer } from "../schema/Inbox.js"

@@ -7,7 +7,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, HashMap, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as HashMap from "effect/HashMap"
+import * as Schema from "effect/Schema"
 import type { ArchivedResult } from "../schema/Compaction.js"
 import type { SessionId } from "../schema/Ids.js"
 import type { SessionStore } from "../services/SessionStore.js"

@@ -7,7 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Scope from "effect/Scope"
 
 /** One actor's busy slot. */
 export interface BusySlot {

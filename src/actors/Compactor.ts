@@ -16,7 +16,11 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Either, Option, Stream } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import type { Agent } from "../schema/Agent.js"
 import { ContextCompacted } from "../schema/Compaction.js"
 import type { ModelError } from "../schema/Errors.js"

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { HashMap } from "effect"
+import * as HashMap from "effect/HashMap"
 import { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
 import type { InputId, TurnId } from "../schema/Ids.js"
 import type { CallbackAnswer, Command, Control, Interrupt, Message, Steer } from "../schema/Inbox.js"

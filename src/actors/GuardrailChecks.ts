@@ -6,7 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
 import { GuardrailChecked } from "../schema/Record.js"
 import type { Guardrails, Subject } from "../services/Guardrails.js"
 

@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { type Agent, ToolSpec } from "../schema/Agent.js"
 import { makeOperationId, type OperationId, type TurnId } from "../schema/Ids.js"
 import { isToolCallInput, type OperationReceipt } from "../schema/Operation.js"

@@ -10,7 +10,8 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Doorbell from "../internal/Doorbell.js"
 
 /** The host's idleness keeper. */

@@ -10,16 +10,14 @@
  *
  * @since 0.1.0
  */
-import {
-  Cause,
-  Duration,
-  Effect,
-  Exit,
-  FiberSet,
-  Layer,
-  Option,
-  Queue
-} from "effect"
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import type { ModelSettings } from "../schema/Agent.js"
 import { type InputId, type SessionId, ulid } from "../schema/Ids.js"
 import type { Message } from "../schema/Inbox.js"

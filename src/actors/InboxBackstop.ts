@@ -7,7 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import type { SessionId } from "../schema/Ids.js"
 import type * as Doorbell from "../internal/Doorbell.js"
 import type { SessionStore } from "../services/SessionStore.js"

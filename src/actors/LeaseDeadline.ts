@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import type { Clock } from "effect"
+import type * as Clock from "effect/Clock"
 
 /** A lease's local deadline; `confirmedAt` only moves forward. */
 export interface LeaseDeadline {

@@ -15,7 +15,10 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Ref, Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Ref from "effect/Ref"
+import * as Scope from "effect/Scope"
 import type { LeaseLost, StoreUnavailable } from "../schema/Errors.js"
 import { Lease } from "../schema/Lease.js"
 import * as Doorbell from "../internal/Doorbell.js"

@@ -6,7 +6,12 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, Option, PubSub, type Queue, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import type * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import { Durable, type SessionEvent } from "../schema/Event.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { RecordBody, TurnEnded } from "../schema/Record.js"

@@ -6,7 +6,14 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, Fiber, HashMap, HashSet, Queue, type Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as HashMap from "effect/HashMap"
+import * as HashSet from "effect/HashSet"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type { Agent, ModelSettings, ToolSpec } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"

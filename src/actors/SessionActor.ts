@@ -18,7 +18,16 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Duration, Effect, Exit, FiberId, HashMap, Option, Ref, Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as HashMap from "effect/HashMap"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Scope from "effect/Scope"
 import type { ModelSettings } from "../schema/Agent.js"
 import { Usage } from "../schema/Budget.js"
 import { LeaseLost, type StoreUnavailable } from "../schema/Errors.js"

@@ -21,7 +21,9 @@
  *
  * @since 0.1.0
  */
-import { HashMap, HashSet, Option } from "effect"
+import * as HashMap from "effect/HashMap"
+import * as HashSet from "effect/HashSet"
+import * as Option from "effect/Option"
 import type { CallbackResolution } from "../schema/Callback.js"
 import { decodeApprovalResult, OpenCallback } from "../schema/Callback.js"
 import type { ArchivedResult } from "../schema/Compaction.js"

@@ -10,7 +10,12 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, identity, Option, Ref, type Scope } from "effect"
+import { identity } from "effect/Function"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import type * as Scope from "effect/Scope"
 import { type Conflict, LeaseLost, type SpawnRefused, type StoreUnavailable } from "../schema/Errors.js"
 import { type CallbackId, type InputId, makeCommitId, type SessionId } from "../schema/Ids.js"
 import { ChildResult, childResultInputId, type Message } from "../schema/Inbox.js"

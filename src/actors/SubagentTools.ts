@@ -14,7 +14,11 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, HashMap, Option, Schema } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as HashMap from "effect/HashMap"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { Agent, ToolSpec } from "../schema/Agent.js"
 import type { Conflict, SpawnRefused } from "../schema/Errors.js"
 import { type InputId, makeInputId, makeSessionId, type OperationId, type SessionId, TurnId } from "../schema/Ids.js"

@@ -12,7 +12,10 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Either, Schema } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import type { ToolSpec } from "../schema/Agent.js"
 import { ApprovalAnswer, ApprovalRequest, ClientToolAnswer, ClientToolRequest } from "../schema/Callback.js"
 import { makeOperationId, type OperationId } from "../schema/Ids.js"

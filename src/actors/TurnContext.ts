@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import type { Agent } from "../schema/Agent.js"
 import type { CallbackKind, CallbackRequest } from "../schema/Callback.js"
 import type { AssistantDelta } from "../schema/Event.js"

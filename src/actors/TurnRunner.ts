@@ -25,7 +25,11 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, Either, Stream } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Stream from "effect/Stream"
 import type { Agent } from "../schema/Agent.js"
 import type { ModelError } from "../schema/Errors.js"
 import { AssistantDelta } from "../schema/Event.js"

@@ -31,7 +31,14 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Duration, Effect, Fiber, FiberId, Option, Queue, Random } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Random from "effect/Random"
 import type { SessionId } from "../schema/Ids.js"
 import type { RecordBody } from "../schema/Record.js"
 import type * as Doorbell from "../internal/Doorbell.js"

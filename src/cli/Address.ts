@@ -8,7 +8,9 @@
  * @since 0.1.0
  */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Effect, Either, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import { resolve } from "node:path"
 import * as Naming from "../protocol/Naming.js"
 import * as ExitCode from "./ExitCode.js"

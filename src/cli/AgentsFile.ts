@@ -25,7 +25,10 @@
  *
  * @since 0.1.0
  */
-import { Either, Effect, ParseResult, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { readFile } from "node:fs/promises"
 import * as Handoffs from "../actors/Handoffs.js"
 import * as SubagentTools from "../actors/SubagentTools.js"

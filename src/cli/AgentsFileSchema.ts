@@ -14,7 +14,8 @@
  *
  * @since 0.1.0
  */
-import { JSONSchema, Schema } from "effect"
+import * as JSONSchema from "effect/JSONSchema"
+import * as Schema from "effect/Schema"
 import { Idempotency, ModelSettings, Name, NoToolPolicy, PermissionPolicy, SideEffect } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
 import { CompactionSettings } from "../schema/Compaction.js"

@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Command } from "@effect/cli"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Help from "./Help.js"
 import * as Output from "./Output.js"
 

@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { Command, type Usage } from "@effect/cli"
-import { Option } from "effect"
+import * as Option from "effect/Option"
 
 /** A command as the check sees it: its options, or its subcommands. */
 export type Tree =

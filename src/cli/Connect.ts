@@ -18,7 +18,11 @@
  * @since 0.1.0
  */
 import { Options } from "@effect/cli"
-import { Config, Effect, Option, Redacted, type Scope } from "effect"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
 import type * as AgentClient from "../client/AgentClient.js"
 import type * as HttpSessionClient from "../client/HttpSessionClient.js"
 import type * as SessionClient from "../client/SessionClient.js"

@@ -16,7 +16,11 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { existsSync } from "node:fs"
 import { dirname } from "node:path"
 import * as ProductEvent from "../schema/ProductEvent.js"

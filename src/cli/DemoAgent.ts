@@ -11,7 +11,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type * as ScriptedModel from "../layers/ScriptedModel.js"
 import { Agent, ModelRef } from "../schema/Agent.js"
 import type * as Model from "../services/Model.js"

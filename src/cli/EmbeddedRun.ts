@@ -23,7 +23,14 @@
  *
  * @since 0.1.0
  */
-import { Context, Data, Deferred, Effect, Either, Option, Queue, Stream } from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Stream from "effect/Stream"
 import * as readline from "node:readline"
 import type { Agent } from "../schema/Agent.js"
 import type { AnswerOf, PendingCallback } from "../schema/Callback.js"

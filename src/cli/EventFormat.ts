@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import type { Usage } from "../schema/Budget.js"
 import type { ClientEvent } from "../client/ForwardCompatible.js"
 import { type Durable, SessionEvent } from "../schema/Event.js"

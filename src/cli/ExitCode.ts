@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** The documented exit codes. */
 export const ExitCode = {

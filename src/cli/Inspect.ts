@@ -20,7 +20,10 @@
  *
  * @since 0.3.0
  */
-import { Context, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { existsSync } from "node:fs"
 import * as Inspector from "../inspector/Inspector.js"
 import * as Authenticator from "../server/Authenticator.js"

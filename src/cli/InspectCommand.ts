@@ -6,7 +6,7 @@
  * @since 0.3.0
  */
 import { Command } from "@effect/cli"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Help from "./Help.js"
 import * as InspectOptions from "./InspectOptions.js"
 

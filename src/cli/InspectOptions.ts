@@ -6,7 +6,8 @@
  * @since 0.3.0
  */
 import { type Command, HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Effect, Either } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Address from "./Address.js"
 import * as StoreOption from "./StoreOption.js"
 

@@ -11,7 +11,11 @@
  * @since 0.1.0
  */
 import { Options } from "@effect/cli"
-import { Config, type ConfigError, Effect, type Layer, Option } from "effect"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as ConfigError from "effect/ConfigError"
+import type * as Layer from "effect/Layer"
 import type { Agent } from "../schema/Agent.js"
 import type { ModelKind } from "../schema/ProductEvent.js"
 import type { Model } from "../services/Model.js"

@@ -10,7 +10,13 @@
  *
  * @since 0.1.0
  */
-import { Cause, type Console, Duration, Effect, Logger, Schedule, type Scope } from "effect"
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
+import * as Schedule from "effect/Schedule"
+import type * as Console from "effect/Console"
+import type * as Scope from "effect/Scope"
 
 /** Whether a stream is a terminal. */
 const isTty = (stream: NodeJS.WriteStream): boolean => stream.isTTY === true

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { Command, Options } from "@effect/cli"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import * as ExitCode from "./ExitCode.js"

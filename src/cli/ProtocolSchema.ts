@@ -13,7 +13,8 @@
  *
  * @since 0.1.0
  */
-import { JSONSchema, Schema } from "effect"
+import * as JSONSchema from "effect/JSONSchema"
+import * as Schema from "effect/Schema"
 import * as Handshake from "../protocol/Handshake.js"
 import * as Messages from "../protocol/Messages.js"
 import * as ProtocolError from "../protocol/ProtocolError.js"

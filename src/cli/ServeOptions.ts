@@ -6,7 +6,9 @@
  * @since 0.1.0
  */
 import { type Command, HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Duration, Effect, Either } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Address from "./Address.js"
 import * as ModelOption from "./ModelOption.js"
 import * as StoreOption from "./StoreOption.js"

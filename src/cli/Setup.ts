@@ -6,7 +6,11 @@
  *
  * @since 0.1.0
  */
-import { type Context, Effect, Layer, Option, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Context from "effect/Context"
+import type * as Scope from "effect/Scope"
 import type * as InProcessHost from "../actors/InProcessHost.js"
 import * as EnvTelemetry from "../layers/EnvTelemetry.js"
 import type { Agent } from "../schema/Agent.js"

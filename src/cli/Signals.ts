@@ -13,7 +13,11 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Duration, Effect, Schedule, type Scope } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 
 /** A signal that asks the program to stop. */
 export type Signal = "SIGINT" | "SIGTERM"

@@ -11,7 +11,11 @@
  * @since 0.1.0
  */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
-import { type ConfigError, Effect, Either, Layer, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as ConfigError from "effect/ConfigError"
 import { existsSync, mkdirSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import * as Naming from "../protocol/Naming.js"

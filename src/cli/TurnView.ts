@@ -14,7 +14,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { ClientEvent } from "../client/ForwardCompatible.js"
 import type { SessionEvent } from "../schema/Event.js"
 import type { TurnId } from "../schema/Ids.js"

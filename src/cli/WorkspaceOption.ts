@@ -8,7 +8,10 @@
  * @since 0.3.0
  */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Effect, HashMap, Layer, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as HashMap from "effect/HashMap"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { resolve as resolvePath } from "node:path"
 import * as LocalWorkspace from "../layers/LocalWorkspace.js"
 import type { Agent } from "../schema/Agent.js"

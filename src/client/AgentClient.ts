@@ -22,21 +22,19 @@
  *
  * @since 0.1.0
  */
-import {
-  Cause,
-  Chunk,
-  Deferred,
-  Duration,
-  Effect,
-  Either,
-  Exit,
-  Fiber,
-  Option,
-  Queue,
-  Schema,
-  Scope,
-  Stream
-} from "effect"
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import * as net from "node:net"
 import * as Envelope from "../protocol/Envelope.js"
 import * as Frame from "../protocol/Frame.js"

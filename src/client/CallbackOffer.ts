@@ -8,7 +8,8 @@
  *
  * @since 0.3.0
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { CallbackKind } from "../schema/Callback.js"
 import * as CallbackHandlers from "../schema/CallbackHandlers.js"
 import type { InvalidCallbackAnswer } from "../schema/Errors.js"

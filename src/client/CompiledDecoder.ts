@@ -19,7 +19,11 @@
  *
  * @since 0.1.0
  */
-import { Either, Option, type ParseResult, Schema, SchemaAST as AST } from "effect"
+import * as AST from "effect/SchemaAST"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as ParseResult from "effect/ParseResult"
 
 /** What the compiled walk returns when it gives the input up to the schema's own decoder. */
 export const Miss: unique symbol = Symbol.for("troupe/CompiledDecoder/Miss")

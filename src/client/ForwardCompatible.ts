@@ -26,7 +26,9 @@
  *
  * @since 0.1.0
  */
-import { Either, type ParseResult, Schema } from "effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import type * as ParseResult from "effect/ParseResult"
 import * as Messages from "../protocol/Messages.js"
 import type { PendingCallback } from "../schema/Callback.js"
 import type { SessionEvent } from "../schema/Event.js"

@@ -12,7 +12,8 @@
  *
  * @since 0.3.0
  */
-import { Effect, Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Scope from "effect/Scope"
 import type { PendingCallback } from "../schema/Callback.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 import type { Session } from "../schema/Session.js"

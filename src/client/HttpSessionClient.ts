@@ -32,7 +32,7 @@
  *
  * @since 0.3.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { HttpOptions, HttpSessionClient } from "./http/Api.js"
 
 export type { HttpOptions, HttpSessionClient, TurnAnswer, TurnView, UpdateOptions } from "./http/Api.js"

@@ -12,7 +12,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
 import type * as Messages from "../protocol/Messages.js"
 import type { Principal } from "../schema/Principal.js"
 import { PromiseSessions, runPromise } from "./PromiseSessions.js"

@@ -6,7 +6,15 @@
  *
  * @since 0.3.0
  */
-import { Cause, Chunk, Effect, ExecutionStrategy, Exit, Fiber, Option, Scope, Stream } from "effect"
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import type { AnswerOf, CallbackKind, CallbackOf } from "../schema/Callback.js"
 import type { Snapshot } from "../schema/Event.js"
 import type { InvalidCallbackAnswer } from "../schema/Errors.js"

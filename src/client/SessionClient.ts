@@ -45,7 +45,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import * as Naming from "../protocol/Naming.js"
 import type { InvalidName } from "../protocol/ProtocolError.js"
 import * as AgentClient from "./AgentClient.js"

@@ -14,7 +14,8 @@
  * @since 0.3.0
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
-import { Context, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Schema from "effect/Schema"
 import * as Messages from "../protocol/Messages.js"
 import { Usage } from "../schema/Budget.js"
 import { PendingCallback } from "../schema/Callback.js"

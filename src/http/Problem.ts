@@ -11,7 +11,7 @@
  * @since 0.3.0
  */
 import { HttpApiSchema } from "@effect/platform"
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** The media type of every error answer. */
 export const contentType = "application/problem+json"

@@ -12,7 +12,7 @@
  *
  * @since 0.3.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { createHash } from "node:crypto"
 import { existsSync, readFileSync } from "node:fs"
 import { gzipSync } from "node:zlib"

@@ -7,7 +7,7 @@
  *
  * @since 0.3.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { pathToFileURL } from "node:url"
 import { gzipSync } from "node:zlib"

@@ -14,7 +14,8 @@
  * @since 0.3.0
  */
 import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { InspectorUnavailable } from "../schema/Errors.js"
 import * as Assets from "./Assets.js"
 

@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Message } from "../schema/Inbox.js"
 import type { Decision } from "../services/SessionHost.js"
 

@@ -9,7 +9,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import { InvalidInput } from "../schema/Errors.js"
 import { SessionId } from "../schema/Ids.js"
 import type { Principal } from "../schema/Principal.js"

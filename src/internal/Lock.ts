@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 /** Runs an effect holding the lock: at once when it is free, else once it is handed over. */
 export type Exclusive = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>

@@ -6,7 +6,9 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Option } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { Readable, Writable } from "node:stream"
 import { type Transport, TransportError } from "../protocol/Transport.js"
 

@@ -12,7 +12,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 interface Waiter {
   readonly n: number

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { Agent, childAgentNames } from "../schema/Agent.js"
 import { Budgets } from "../schema/Budget.js"
 import { SpawnRefused } from "../schema/Errors.js"

@@ -10,7 +10,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Exit } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
 import type { Interest } from "../services/SessionHost.js"
 
 /** A one-shot answer, awaited before or after it comes. */

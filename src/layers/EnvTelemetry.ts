@@ -13,7 +13,11 @@
  *
  * @since 0.1.0
  */
-import { Config, type ConfigError, Effect, Layer, Option } from "effect"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as ConfigError from "effect/ConfigError"
 import * as Telemetry from "../services/Telemetry.js"
 import * as LogTelemetry from "./LogTelemetry.js"
 import * as OtelTelemetry from "./OtelTelemetry.js"

@@ -9,7 +9,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
 import { type ChildProcess, spawn as spawnChild } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { constants, existsSync, statSync } from "node:fs"

@@ -7,7 +7,16 @@
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Clock, Config, type ConfigError, Effect, Either, FiberRef, Layer, Option, Schema, type Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as FiberRef from "effect/FiberRef"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as ConfigError from "effect/ConfigError"
+import type * as Scope from "effect/Scope"
 import * as Path from "node:path"
 import { Line } from "../schema/ProductEvent.js"
 import { excluded, Telemetry } from "../services/Telemetry.js"

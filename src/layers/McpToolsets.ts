@@ -10,7 +10,11 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Layer, ParseResult, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import type { ToolSpec } from "../schema/Agent.js"
 import { InvalidInput } from "../schema/Errors.js"
 import type { Principal } from "../schema/Principal.js"

@@ -5,7 +5,12 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Either, Layer, Option, Schema } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { OpenCallback } from "../schema/Callback.js"
 import {
   Conflict,

@@ -7,7 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { PathRefused, WorkspaceFailure } from "../schema/Errors.js"
 import * as Workspace from "../services/Workspace.js"
 

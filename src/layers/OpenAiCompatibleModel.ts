@@ -14,24 +14,22 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import {
-  Chunk,
-  Clock,
-  Config,
-  type ConfigError,
-  Context,
-  Duration,
-  Effect,
-  Either,
-  Layer,
-  Option,
-  Predicate,
-  Redacted,
-  Schedule,
-  Schema,
-  Stream,
-  Take
-} from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Take from "effect/Take"
+import type * as ConfigError from "effect/ConfigError"
 import { ModelError } from "../schema/Errors.js"
 import * as Model from "../services/Model.js"
 

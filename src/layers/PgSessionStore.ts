@@ -6,7 +6,10 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Cause, Effect, Layer, Redacted } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import { StoreUnavailable } from "../schema/Errors.js"
 import { SessionStore } from "../services/SessionStore.js"
 import * as PgAppend from "./sql/pg/PgAppend.js"

@@ -22,7 +22,11 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Layer, Queue, Schedule } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
 import type pg from "pg"
 import { AssistantDelta } from "../schema/Event.js"
 import { type SessionId, type TurnId, ulid } from "../schema/Ids.js"

@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { spawn } from "node:child_process"
 import * as Glob from "../internal/Glob.js"
 import { WorkspaceFailure } from "../schema/Errors.js"

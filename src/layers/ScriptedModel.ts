@@ -7,7 +7,10 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Effect, Layer, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
 import { ModelError } from "../schema/Errors.js"
 import * as Model from "../services/Model.js"
 

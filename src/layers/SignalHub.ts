@@ -7,7 +7,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Queue, Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Queue from "effect/Queue"
+import * as Scope from "effect/Scope"
 import type { SessionId } from "../schema/Ids.js"
 import { Signal, type WatchOptions } from "../services/StoreSignals.js"
 

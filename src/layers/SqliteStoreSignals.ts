@@ -30,7 +30,10 @@
  * @since 0.1.0
  */
 import type Database from "better-sqlite3"
-import { Duration, Effect, Layer, Queue } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
 import { type SessionId, ulid } from "../schema/Ids.js"
 import { layerNoop, Signal, StoreSignals } from "../services/StoreSignals.js"
 import * as SignalHub from "./SignalHub.js"

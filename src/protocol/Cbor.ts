@@ -18,7 +18,7 @@
  * @since 0.1.0
  */
 import { Decoder, Encoder, type Options } from "cbor-x"
-import { Either } from "effect"
+import * as Either from "effect/Either"
 
 /** The deepest nesting of arrays and maps a received document may have. */
 export const MAX_DEPTH = 256

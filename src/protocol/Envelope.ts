@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import * as Cbor from "./Cbor.js"
 import { InvalidPayload, MalformedMessage, UnsupportedGeneration } from "./ProtocolError.js"
 

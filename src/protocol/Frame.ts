@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import { FrameTooLarge, FrameTooShort, type FramingError, InvalidFlags, InvalidId } from "./ProtocolError.js"
 
 /** The largest `len` a frame may declare: 4 MiB. */

@@ -5,7 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Either, ParseResult, Schema } from "effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import * as Envelope from "./Envelope.js"
 import { MAX_ID, type RawFrame } from "./Frame.js"
 import { InvalidId, InvalidPayload, MalformedMessage } from "./ProtocolError.js"

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { MAX_JSON_DEPTH, tooDeep } from "./Cbor.js"
 import { FLAG_SESSION_START, FLAG_SHUTDOWN, FLAG_TERMINAL } from "./Frame.js"
 import { Budgets } from "../schema/Budget.js"

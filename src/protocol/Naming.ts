@@ -8,7 +8,9 @@
  *
  * @since 0.1.0
  */
-import { Config, Effect, Either } from "effect"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type { ConfigError } from "effect/ConfigError"
 import { createHash } from "node:crypto"
 import { homedir } from "node:os"

@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** A frame's declared length exceeds the maximum: the stream cannot be resynchronised. */
 export class FrameTooLarge extends Schema.TaggedError<FrameTooLarge>()("FrameTooLarge", {

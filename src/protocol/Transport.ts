@@ -13,7 +13,10 @@
  *
  * @since 0.1.0
  */
-import { type Duration, type Effect, type Option, Schema } from "effect"
+import * as Schema from "effect/Schema"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
 
 /** The stream failed or was closed; `reason` is a short description (an errno code or `closed`). */
 export class TransportError extends Schema.TaggedError<TransportError>()("TransportError", {

@@ -3,7 +3,9 @@
  *
  * @since 0.1.0
  */
-import { type Effect, JSONSchema, Schema } from "effect"
+import * as JSONSchema from "effect/JSONSchema"
+import * as Schema from "effect/Schema"
+import type * as Effect from "effect/Effect"
 import { Budgets } from "./Budget.js"
 import { CompactionSettings } from "./Compaction.js"
 import { ApprovalSettings, SubagentPolicy } from "./Policy.js"

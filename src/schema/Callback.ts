@@ -3,7 +3,9 @@
  *
  * @since 0.1.0
  */
-import { type Effect, type Option, Schema } from "effect"
+import * as Schema from "effect/Schema"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
 import { CallbackId, OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
 

@@ -9,7 +9,11 @@
  *
  * @since 0.4.0
  */
-import { Effect, Either, Option, ParseResult, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import {
   type AnswerOf,
   answerSchema,

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { BudgetDimension, Usage } from "./Budget.js"
 import { CallbackId, SessionId, TurnId } from "./Ids.js"
 import { FailureCode } from "./Turn.js"

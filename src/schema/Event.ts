@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { Usage } from "./Budget.js"
 import { SessionId, TurnId } from "./Ids.js"
 import { LogRecord, RecordBody } from "./Record.js"

@@ -5,7 +5,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 const ULID_BODY = "[0-9A-HJKMNP-TV-Z]{26}"

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { CallbackId, InputId, OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
 import { RunOptions } from "./Run.js"

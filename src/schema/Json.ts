@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** Any JSON value (object, array, string, number, boolean, null). */
 export const Json: Schema.Schema<unknown> = Schema.Unknown.annotations({ identifier: "Json" })

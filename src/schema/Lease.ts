@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { CommitId, InputId, SessionId } from "./Ids.js"
 import { Message } from "./Inbox.js"
 import { RecordBody } from "./Record.js"

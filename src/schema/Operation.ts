@@ -3,7 +3,9 @@
  *
  * @since 0.1.0
  */
-import { Option, Predicate, Schema } from "effect"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
 import { OperationId, SessionId, TurnId } from "./Ids.js"
 import { Json } from "./Json.js"
 import { FailureCode, TurnOutcome } from "./Turn.js"

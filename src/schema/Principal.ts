@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { createHash } from "node:crypto"
 import { userInfo } from "node:os"
 

@@ -9,7 +9,8 @@
  *
  * @since 0.1.0
  */
-import { Either, Schema } from "effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import { CompactionMode } from "./Compaction.js"
 import { SpawnLimit } from "./Errors.js"
 import { FailureCode, TurnOutcome } from "./Turn.js"

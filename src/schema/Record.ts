@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { BudgetDimension, Usage } from "./Budget.js"
 import { ApprovalRequest, CallbackKind, CallbackRequest, CallbackResolution, ClientToolRequest } from "./Callback.js"
 import { ContextCompacted } from "./Compaction.js"

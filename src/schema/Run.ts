@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { ModelSettings, NoToolPolicy, Permission, PermissionLayer, PermissionRules } from "./Agent.js"
 import { Budgets } from "./Budget.js"
 import { CompactionSettings } from "./Compaction.js"

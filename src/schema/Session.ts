@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { Agent } from "./Agent.js"
 import { Budgets } from "./Budget.js"
 import { SessionId, TurnId } from "./Ids.js"

@@ -17,7 +17,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 type Fields = Readonly<Record<PropertyKey, unknown>>
 

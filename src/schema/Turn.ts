@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** A turn's lifecycle status. */
 export const TurnStatus = Schema.Literal("running", "waiting", "completed", "failed", "interrupted")

@@ -10,7 +10,12 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { createHash } from "node:crypto"
 import { readFile, stat } from "node:fs/promises"
 import { Principal } from "../schema/Principal.js"

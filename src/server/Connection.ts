@@ -25,7 +25,14 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Duration, Effect, Either, FiberMap, Option, Queue } from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as FiberMap from "effect/FiberMap"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Frame from "../protocol/Frame.js"
 import * as Handshake from "../protocol/Handshake.js"
 import type * as ProtocolError from "../protocol/ProtocolError.js"

@@ -19,14 +19,22 @@
  * @since 0.3.0
  */
 import { HttpServerResponse } from "@effect/platform"
-import { Chunk, Deferred, Duration, Effect, Either, Fiber, Option, Queue, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Stream from "effect/Stream"
 import * as Problem from "../http/Problem.js"
 import * as Sse from "../http/Sse.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"
 import { PendingCallback as PendingCallbackSchema } from "../schema/Callback.js"
 import type { SessionId } from "../schema/Ids.js"
 import type { Principal } from "../schema/Principal.js"
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { eventFramePayload, type Deps, type Item, produceEvents, type Stop, toWireError } from "./SessionRoutes.js"
 
 /** Stream tuning. */

@@ -23,7 +23,9 @@
  * @since 0.3.0
  */
 import { HttpApiError, HttpApp, HttpServerRequest, HttpServerResponse, HttpIncomingMessage } from "@effect/platform"
-import { Cause, Effect, Option } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { Api } from "../http/Api.js"
 import * as Problem from "../http/Problem.js"
 import * as Cbor from "../protocol/Cbor.js"

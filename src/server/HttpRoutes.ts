@@ -9,7 +9,12 @@
  */
 import { HttpApiBuilder } from "@effect/platform"
 import { refsOf } from "../schema/Toolset.js"
-import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { Api, Authorization, CurrentPrincipal, openApi } from "../http/Api.js"
 import type * as Http from "../http/Api.js"
 import * as Problem from "../http/Problem.js"

@@ -27,7 +27,15 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, Exit, FiberId, FiberSet, Option, Schema, type Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import { chmod, lstat, mkdir, mkdtemp, rename, rm, unlink } from "node:fs/promises"
 import * as net from "node:net"
 import { dirname, join, sep } from "node:path"

@@ -15,7 +15,11 @@
  *
  * @since 0.1.0
  */
-import { Context, type Effect, type Option, type Queue, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Schema from "effect/Schema"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import type * as Queue from "effect/Queue"
 import type { Principal } from "../schema/Principal.js"
 import { ErrorKind } from "../protocol/ProtocolError.js"
 

@@ -7,7 +7,12 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, Layer, Option, type Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type { Authenticator } from "./Authenticator.js"
 import * as Connection from "./Connection.js"
 import * as Listener from "./Listener.js"

@@ -16,7 +16,17 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Deferred, Effect, Either, Fiber, Layer, Option, ParseResult, Queue, Schema, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Queue from "effect/Queue"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import { refsOf } from "../schema/Toolset.js"
 import * as Cbor from "../protocol/Cbor.js"
 import { MAX_BODY_SIZE } from "../protocol/Frame.js"

@@ -11,7 +11,7 @@
  *
  * @since 0.3.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { StoreUnavailable } from "../schema/Errors.js"
 import type { CallbackId, SessionId } from "../schema/Ids.js"
 import type { RecordBody } from "../schema/Record.js"

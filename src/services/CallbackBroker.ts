@@ -17,7 +17,14 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as FiberMap from "effect/FiberMap"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Schema from "effect/Schema"
 import {
   type AnswerOf,
   answerSchema,

@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Context, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Layer from "effect/Layer"
 
 /** A model's price per token, in millionths of the host's currency unit. */
 export interface Price {

@@ -9,7 +9,9 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { SessionId, TurnId } from "../schema/Ids.js"
 
 /** What a guardrail answers. */

@@ -9,7 +9,10 @@
  *
  * @since 0.1.0
  */
-import { Context, Data, type Effect, type Stream } from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type * as Effect from "effect/Effect"
+import type * as Stream from "effect/Stream"
 import type { ModelSettings, OutputSpec, ToolSpec } from "../schema/Agent.js"
 import type { ModelError } from "../schema/Errors.js"
 import type { SessionId, TurnId } from "../schema/Ids.js"

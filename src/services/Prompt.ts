@@ -8,7 +8,11 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option, Schema, type Scope, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import type * as Scope from "effect/Scope"
 import type { Usage } from "../schema/Budget.js"
 import {
   type BudgetExhausted,

@@ -5,7 +5,14 @@
  *
  * @since 0.1.0
  */
-import { Context, Data, type Duration, Effect, Exit, type Option, type Queue, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Duration from "effect/Duration"
+import type * as Option from "effect/Option"
+import type * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import { SessionBusy, StaleCallback, TurnMismatch } from "../schema/Errors.js"
 import type { SessionEvent } from "../schema/Event.js"
 import type { InputId, SessionId, TurnId } from "../schema/Ids.js"

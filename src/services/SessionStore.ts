@@ -8,7 +8,9 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, type Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
 import type { Agent } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import type { OpenCallback } from "../schema/Callback.js"

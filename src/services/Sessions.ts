@@ -13,7 +13,16 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Context, Duration, Effect, Layer, Option, Queue, Schedule, Schema, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type { Agent } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
 import type { CallbackKind, PendingCallback } from "../schema/Callback.js"

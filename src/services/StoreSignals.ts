@@ -21,7 +21,12 @@
  *
  * @since 0.1.0
  */
-import { Context, Data, Effect, Layer, Queue, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type { AssistantDelta } from "../schema/Event.js"
 import type { SessionId } from "../schema/Ids.js"
 

@@ -14,7 +14,15 @@
  *
  * @since 0.1.0
  */
-import { Clock, Config, Context, DefaultServices, Effect, Exit, FiberRef, Layer, Tracer } from "effect"
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as DefaultServices from "effect/DefaultServices"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as Layer from "effect/Layer"
+import * as Tracer from "effect/Tracer"
 import { dual } from "effect/Function"
 import { globalValue } from "effect/GlobalValue"
 import type { ProductEvent } from "../schema/ProductEvent.js"

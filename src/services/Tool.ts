@@ -15,7 +15,11 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, JSONSchema, ParseResult, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as JSONSchema from "effect/JSONSchema"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { MAX_JSON_DEPTH, tooDeep } from "../protocol/Cbor.js"
 import { type Idempotency, type SideEffect, ToolSpec } from "../schema/Agent.js"
 import type { OperationId, SessionId, TurnId } from "../schema/Ids.js"

@@ -7,7 +7,9 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { type Agent, carriedTools, reachable, type ToolSpec } from "../schema/Agent.js"
 import { ToolNotProvided } from "../schema/Errors.js"
 import type { SessionId } from "../schema/Ids.js"

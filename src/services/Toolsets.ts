@@ -8,7 +8,10 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 import { Agent, type ToolSpec } from "../schema/Agent.js"
 import { InvalidInput } from "../schema/Errors.js"
 import type { SessionId } from "../schema/Ids.js"

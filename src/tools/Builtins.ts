@@ -11,7 +11,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
 import { ToolSpec } from "../schema/Agent.js"
 import type * as Tool from "../services/Tool.js"
 import * as Toolkit from "../services/Toolkit.js"

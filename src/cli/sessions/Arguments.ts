@@ -5,7 +5,9 @@
  * @since 0.1.0
  */
 import { Args, HelpDoc, Options } from "@effect/cli"
-import { Effect, Either, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import { SessionId } from "../../schema/Ids.js"
 
 /** `--json`: JSON lines on stdout, nothing else there. */

@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import type * as SessionClient from "../../client/SessionClient.js"
 import type { SessionId } from "../../schema/Ids.js"
 import type { CallbackOpened } from "../../schema/Record.js"

@@ -4,7 +4,8 @@
  * @since 0.1.0
  */
 import { Command, Options } from "@effect/cli"
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Messages from "../../protocol/Messages.js"
 import * as Connect from "../Connect.js"
 import * as Output from "../Output.js"

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Connect from "../Connect.js"
 import type * as ExitCode from "../ExitCode.js"
 

@@ -4,7 +4,8 @@
  * @since 0.1.0
  */
 import { Command, Options } from "@effect/cli"
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Connect from "../Connect.js"
 import * as ExitCode from "../ExitCode.js"
 import * as Help from "../Help.js"

@@ -4,7 +4,8 @@
  * @since 0.1.0
  */
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Effect, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import * as Connect from "../Connect.js"
 import * as EventFormat from "../EventFormat.js"
 import * as Help from "../Help.js"

@@ -4,7 +4,7 @@
  * @since 0.1.0
  */
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Connect from "../Connect.js"
 import * as Help from "../Help.js"
 import * as Output from "../Output.js"

@@ -4,7 +4,12 @@
  * @since 0.1.0
  */
 import { Command, Options } from "@effect/cli"
-import { Deferred, Effect, Either, Fiber, Option, Stream } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import * as Connect from "../Connect.js"
 import * as ExitCode from "../ExitCode.js"
 import * as Help from "../Help.js"

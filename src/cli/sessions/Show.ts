@@ -4,7 +4,8 @@
  * @since 0.1.0
  */
 import { Command } from "@effect/cli"
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { Snapshot } from "../../schema/Event.js"
 import * as Connect from "../Connect.js"
 import * as Help from "../Help.js"

@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { Session } from "../../schema/Session.js"
 import * as Output from "../Output.js"
 

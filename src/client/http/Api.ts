@@ -5,7 +5,7 @@
  *
  * @since 0.3.0
  */
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import type * as Http from "../../http/Api.js"
 import type { CallbackKind, PendingCallback } from "../../schema/Callback.js"
 import type { InvalidCallbackAnswer } from "../../schema/Errors.js"

@@ -12,7 +12,10 @@
  * @since 0.3.0
  */
 import { type HttpClient, HttpClientRequest } from "@effect/platform"
-import { Effect, Either, type Schedule, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Stream from "effect/Stream"
+import type * as Schedule from "effect/Schedule"
 import { Callbacks } from "../../http/Api.js"
 import type { CallbackKind } from "../../schema/Callback.js"
 import type { InvalidCallbackAnswer } from "../../schema/Errors.js"

@@ -6,7 +6,7 @@
  * @since 0.3.0
  */
 import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { Api } from "../../http/Api.js"
 import type * as Messages from "../../protocol/Messages.js"
 import type { SessionId } from "../../schema/Ids.js"

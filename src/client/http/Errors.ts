@@ -13,7 +13,8 @@
  * @since 0.3.0
  */
 import type { HttpApiError, HttpClientError } from "@effect/platform"
-import { ParseResult, Schema } from "effect"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import * as Problem from "../../http/Problem.js"
 import { ErrorKind } from "../../protocol/ProtocolError.js"
 import type { InvalidInput } from "../../schema/Errors.js"

@@ -17,7 +17,12 @@
  * @since 0.3.0
  */
 import { type HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { Effect, Either, Option, Schedule, Schema, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import { Events } from "../../http/Api.js"
 import * as Problem from "../../http/Problem.js"
 import * as Sse from "../../http/Sse.js"

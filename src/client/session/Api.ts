@@ -5,7 +5,8 @@
  *
  * @since 0.1.0
  */
-import type { Effect, Stream } from "effect"
+import type * as Effect from "effect/Effect"
+import type * as Stream from "effect/Stream"
 import type { ToolsetBinding } from "../../schema/Toolset.js"
 import type * as Messages from "../../protocol/Messages.js"
 import type { Budgets } from "../../schema/Budget.js"

@@ -5,7 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as Messages from "../../protocol/Messages.js"
 import type { CallbackKind } from "../../schema/Callback.js"
 import type { InvalidCallbackAnswer } from "../../schema/Errors.js"

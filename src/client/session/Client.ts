@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Messages from "../../protocol/Messages.js"
 import { InputId, makeInputId } from "../../schema/Ids.js"
 import type * as AgentClient from "../AgentClient.js"

@@ -5,7 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import * as Cbor from "../../protocol/Cbor.js"
 import * as Envelope from "../../protocol/Envelope.js"
 import * as Messages from "../../protocol/Messages.js"

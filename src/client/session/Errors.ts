@@ -5,7 +5,8 @@
  *
  * @since 0.1.0
  */
-import { type ParseResult, Schema } from "effect"
+import * as Schema from "effect/Schema"
+import type * as ParseResult from "effect/ParseResult"
 import * as ProtocolError from "../../protocol/ProtocolError.js"
 import type { InvalidInput } from "../../schema/Errors.js"
 import type * as AgentClient from "../AgentClient.js"

@@ -5,7 +5,12 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as Messages from "../../protocol/Messages.js"
 import type { SessionId } from "../../schema/Ids.js"
 import type * as AgentClient from "../AgentClient.js"

@@ -5,7 +5,13 @@
  *
  * @since 0.1.0
  */
-import { Config, Duration, Effect, Either, Exit, Schedule, Scope } from "effect"
+import * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
 import * as Envelope from "../../protocol/Envelope.js"
 import * as Handshake from "../../protocol/Handshake.js"
 import type * as Messages from "../../protocol/Messages.js"

@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Schema } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Schema from "effect/Schema"
 import * as Messages from "../../protocol/Messages.js"
 import type { SessionClientError } from "./Errors.js"
 import { answerAs, bodyOf } from "./Codec.js"

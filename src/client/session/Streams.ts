@@ -4,7 +4,10 @@
  *
  * @since 0.1.0
  */
-import { Chunk, Effect, Option, type Schema } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Schema from "effect/Schema"
 import * as Envelope from "../../protocol/Envelope.js"
 import * as Frame from "../../protocol/Frame.js"
 import type * as AgentClient from "../AgentClient.js"

@@ -4,7 +4,7 @@
  *
  * @since 0.3.0
  */
-import type { Schema } from "effect"
+import type * as Schema from "effect/Schema"
 import type { PendingCallback as PendingCallbackSchema } from "../../schema/Callback.js"
 import type { RecordBody as RecordBodySchema } from "../../schema/Record.js"
 import type { Session as SessionSchema, TreeNode as TreeNodeSchema } from "../../schema/Session.js"

@@ -12,7 +12,10 @@
  * @since 0.1.0
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { Effect, Exit, ExecutionStrategy, Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
 import { isHttp, type McpServer } from "../../schema/Toolset.js"
 import type { CallResult, ListedTool } from "../../tools/mcp/McpTools.js"
 

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import { Conflict, LeaseLost, SequenceConflict, SessionNotFound } from "../../schema/Errors.js"
 import { type TurnId } from "../../schema/Ids.js"
 import { type Message } from "../../schema/Inbox.js"

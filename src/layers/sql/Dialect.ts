@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { Conflict, LeaseLost, SequenceConflict, SessionClosed, SessionNotFound } from "../../schema/Errors.js"
 import { type InputId, type SessionId } from "../../schema/Ids.js"
 import { Admission } from "../../schema/Inbox.js"

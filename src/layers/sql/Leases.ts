@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { LeaseLost, SessionNotFound } from "../../schema/Errors.js"
 import { type SessionId } from "../../schema/Ids.js"
 import { Lease } from "../../schema/Lease.js"

@@ -7,7 +7,7 @@
  */
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 /** The migrations table troupe keeps its own history in. */
 export const table = "troupe_migrations"

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import { Conflict, SessionClosed, SessionNotFound, StaleCallback } from "../../schema/Errors.js"
 import { type InputId, type OperationId, type SessionId, type TurnId } from "../../schema/Ids.js"
 import { Admission, type CallbackAnswer } from "../../schema/Inbox.js"

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { InvalidInput, SessionNotFound } from "../../schema/Errors.js"
 import { type SessionId, type TurnId } from "../../schema/Ids.js"
 import { Principal } from "../../schema/Principal.js"

@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Clock, Dialect } from "./Dialect.js"
 import { type SessionRow, sessionColumns } from "./Rows.js"
 import * as SqlStatements from "./SqlStatements.js"

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import { Conflict, LeaseLost, SessionClosed, SessionNotFound, type SpawnRefused } from "../../schema/Errors.js"
 import { type SessionId } from "../../schema/Ids.js"
 import { Admission } from "../../schema/Inbox.js"

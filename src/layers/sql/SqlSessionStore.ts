@@ -13,7 +13,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schedule } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import { StoreUnavailable } from "../../schema/Errors.js"
 import { SessionStore } from "../../services/SessionStore.js"
 import type { Dialect } from "./Dialect.js"

@@ -12,7 +12,8 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 
 /** Placeholder style of a database. */
 export type Placeholders = "?" | "$n"

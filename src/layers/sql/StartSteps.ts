@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Either, Option } from "effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import { SessionNotFound } from "../../schema/Errors.js"
 import { type SessionId } from "../../schema/Ids.js"
 import { type ActorStart } from "../../services/SessionStore.js"

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 
 /** One statement of a commit: `?`-placeholder text and the parameters it binds. */
 export interface Step {

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { StoreUnavailable } from "../../schema/Errors.js"
 
 /** Maps a driver failure to `StoreUnavailable`, keeping the driver error as the cause. */

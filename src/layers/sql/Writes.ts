@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { Conflict, SessionNotFound, StaleCallback } from "../../schema/Errors.js"
 import { makeSessionId, type SessionId } from "../../schema/Ids.js"
 import { type CallbackAnswer, Command } from "../../schema/Inbox.js"

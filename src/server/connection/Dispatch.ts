@@ -5,7 +5,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Envelope from "../../protocol/Envelope.js"
 import * as Frame from "../../protocol/Frame.js"
 import * as Messages from "../../protocol/Messages.js"

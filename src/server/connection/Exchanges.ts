@@ -5,7 +5,13 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Either, Exit, FiberMap, Option, Queue } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as FiberMap from "effect/FiberMap"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Envelope from "../../protocol/Envelope.js"
 import * as Frame from "../../protocol/Frame.js"
 import * as Messages from "../../protocol/Messages.js"

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import * as Envelope from "../../protocol/Envelope.js"
 import * as Frame from "../../protocol/Frame.js"
 import * as Handshake from "../../protocol/Handshake.js"

@@ -5,7 +5,8 @@
  *
  * @since 0.1.0
  */
-import { Duration, type Effect } from "effect"
+import * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
 import * as Frame from "../../protocol/Frame.js"
 import * as Handshake from "../../protocol/Handshake.js"
 import type { AuthPeer } from "../Authenticator.js"

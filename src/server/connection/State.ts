@@ -6,7 +6,11 @@
  *
  * @since 0.1.0
  */
-import { type Clock, Effect, FiberMap, Option, type Queue } from "effect"
+import * as Effect from "effect/Effect"
+import * as FiberMap from "effect/FiberMap"
+import * as Option from "effect/Option"
+import type * as Clock from "effect/Clock"
+import type * as Queue from "effect/Queue"
 import type * as Frame from "../../protocol/Frame.js"
 import * as Messages from "../../protocol/Messages.js"
 import * as ProtocolError from "../../protocol/ProtocolError.js"

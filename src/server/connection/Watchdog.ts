@@ -5,7 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Option } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { TransportError } from "../../protocol/Transport.js"
 import { errorFrame, SHUTDOWN_FRAME } from "./Frames.js"
 import type { State } from "./State.js"

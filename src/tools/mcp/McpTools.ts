@@ -19,7 +19,7 @@
  *
  * @since 0.1.0
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import { createHash } from "node:crypto"
 import { ToolSpec } from "../../schema/Agent.js"
 import * as JsonSchemaValidator from "../../schema/JsonSchemaValidator.js"

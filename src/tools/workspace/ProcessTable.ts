@@ -13,7 +13,15 @@
  *
  * @since 0.3.0
  */
-import { Context, Effect, ExecutionStrategy, Exit, Fiber, Option, Schema, Scope, Stream } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { ProcessCursorRefused, ProcessUnavailable } from "../../schema/Errors.js"
 import type { SessionId } from "../../schema/Ids.js"
 import type * as Tool from "../../services/Tool.js"

@@ -9,7 +9,8 @@
  *
  * @since 0.3.0
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Tool from "../../services/Tool.js"
 import { BUFFER_BYTES, ProcessTable } from "./ProcessTable.js"
 import * as Shell from "./Shell.js"

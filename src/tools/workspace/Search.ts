@@ -7,7 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Glob from "../../internal/Glob.js"
 import * as Tool from "../../services/Tool.js"
 import * as Workspace from "../../services/Workspace.js"

@@ -9,7 +9,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Schema, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as Tool from "../../services/Tool.js"
 import { handleOf } from "./Files.js"
 

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Workspace from "../../services/Workspace.js"
 
 /** What a walk visits. */

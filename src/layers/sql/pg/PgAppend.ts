@@ -16,7 +16,8 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { createHash } from "node:crypto"
 import { Conflict, LeaseLost, SequenceConflict, SessionNotFound } from "../../../schema/Errors.js"
 import type { SessionId, TurnId } from "../../../schema/Ids.js"

@@ -29,7 +29,9 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, FiberSet, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
 import { type Named, statementName } from "./PgAppend.js"
 
 /** How group commit is tuned. */

@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { Conflict, SessionClosed, SessionNotFound } from "../../../schema/Errors.js"
 import type { InputId, SessionId } from "../../../schema/Ids.js"
 import { Admission } from "../../../schema/Inbox.js"

@@ -12,7 +12,9 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import type Database from "better-sqlite3"
-import { Effect, Scope, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { StoreUnavailable } from "../../../schema/Errors.js"
 
 /** An open better-sqlite3 database and the statements prepared on it. */

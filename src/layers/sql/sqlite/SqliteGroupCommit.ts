@@ -22,7 +22,7 @@
  * @since 0.1.0
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 /** How group commit is tuned. */
 export interface Options {
