@@ -9,8 +9,8 @@
  * - `troupe --help` and `troupe run "hello"` (the scripted model, a fresh
  *   `TROUPE_HOME`, telemetry off).
  *
- * troupe runs as installed: compiled with the repository's tsc into a
- * package directory of its own (package.json, bin/, dist/, no src/, so
+ * troupe runs as installed: built by the tree's own build (scripts/build.mjs)
+ * into a package directory of its own (package.json, bin/, dist/, no src/, so
  * `bin/troupe.mjs` runs dist/ without looking at sources), its node_modules
  * the repository's. `--before REF` builds REF the same way from
  * `git archive` and measures both in one run, the processes of the two
@@ -47,23 +47,32 @@ writeFileSync(
     `process.on("exit", () => { const u = process.cpuUsage(); writeFileSync(${JSON.stringify(cpuOut)}, String(u.user + u.system)) })\n`
 )
 
-/** Compiles the sources under `from` into a package directory `to` laid out as an install is. */
+/**
+ * Builds the sources under `from` into a package directory `to` laid out as an install is:
+ * with the tree's own build (scripts/build.mjs: the bundled library and program), or, for a
+ * tree from before it, tsc's module-per-file output.
+ */
 const buildPackage = (from: string, to: string) => {
   mkdirSync(to, { recursive: true })
   // tsc resolves the packages' types from the sources' directory.
   if (!existsSync(join(from, "node_modules"))) symlinkSync(join(repo, "node_modules"), join(from, "node_modules"))
   for (const entry of ["package.json", "bin"]) cpSync(join(from, entry), join(to, entry), { recursive: true })
-  execFileSync(process.execPath, [
-    join(repo, "node_modules", "typescript", "bin", "tsc"),
-    "-p",
-    join(from, "tsconfig.build.json"),
-    "--outDir",
-    join(to, "dist"),
-    "--declaration",
-    "false",
-    "--sourceMap",
-    "false"
-  ], { cwd: from, stdio: "inherit" })
+  const script = join(from, "scripts", "build.mjs")
+  execFileSync(
+    process.execPath,
+    existsSync(script) ? [script, "--out", join(to, "dist")] : [
+      join(repo, "node_modules", "typescript", "bin", "tsc"),
+      "-p",
+      join(from, "tsconfig.build.json"),
+      "--outDir",
+      join(to, "dist"),
+      "--declaration",
+      "false",
+      "--sourceMap",
+      "false"
+    ],
+    { cwd: from, stdio: ["ignore", "ignore", "inherit"] }
+  )
   symlinkSync(join(repo, "node_modules"), join(to, "node_modules"))
 }
 
@@ -78,7 +87,8 @@ if (before !== "") {
   const source = join(work, "before-src")
   mkdirSync(source)
   const tar = join(work, "before.tar")
-  execFileSync("git", ["-C", repo, "archive", "-o", tar, before, "src", "bin", "package.json", "tsconfig.json", "tsconfig.build.json"])
+  const hasBuildScript = spawnSync("git", ["-C", repo, "cat-file", "-e", `${before}:scripts/build.mjs`]).status === 0
+  execFileSync("git", ["-C", repo, "archive", "-o", tar, before, "src", "bin", "package.json", "tsconfig.json", "tsconfig.build.json", ...(hasBuildScript ? ["scripts"] : [])])
   execFileSync("tar", ["-x", "-C", source, "-f", tar])
   console.log(`building ${before} …`)
   buildPackage(source, join(work, "before"))

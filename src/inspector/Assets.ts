@@ -44,10 +44,13 @@ export const asset = (name: keyof typeof files, body: Uint8Array): Asset => ({
   etag: `"${createHash("sha256").update(body).digest("hex").slice(0, 24)}"`
 })
 
+// Both are found from this module's URL by way of `../inspector/`: in a source checkout this
+// module is src/inspector/Assets.ts, in a package it is bundled into a file one folder below
+// dist/ (dist/chunks/, dist/cli/, dist/inspector/: scripts/build.mjs).
 /** The page's sources, beside this module in a source checkout. */
-export const pageDir = new URL("./page/", import.meta.url)
-/** The prebuilt files, beside this module in `dist/`. */
-export const builtDir = new URL("./assets/", import.meta.url)
+export const pageDir = new URL("../inspector/page/", import.meta.url)
+/** The prebuilt files: `dist/inspector/assets/` in a package. */
+export const builtDir = new URL("../inspector/assets/", import.meta.url)
 
 /** Bundles `page/` with esbuild into the three files (in memory). */
 export const bundle = (dir: URL = pageDir): Effect.Effect<Map<keyof typeof files, Uint8Array>, InspectorUnavailable> =>

@@ -1,5 +1,5 @@
 /**
- * The build step of the inspector's page (`npm run build`, after tsc): bundles
+ * The build step of the inspector's page (`npm run build`: scripts/build.mjs): bundles
  * `src/inspector/page/` with esbuild into `dist/inspector/assets/`, which an
  * installed package serves (`Assets`). Prints the files and their sizes.
  *

@@ -60,7 +60,8 @@ beforeAll(() => {
   const pkg = join(dir, "pkg")
   mkdirSync(pkg)
   for (const entry of ["package.json", "README.md", "bin"]) cpSync(join(repo, entry), join(pkg, entry), { recursive: true })
-  run(process.execPath, [tsc, "-p", join(repo, "tsconfig.build.json"), "--outDir", join(pkg, "dist")], repo)
+  // The build `npm pack` runs (prepack), into the package's copy: types, the bundled library and program.
+  run(process.execPath, [join(repo, "scripts", "build.mjs"), "--out", join(pkg, "dist")], repo)
   run("npm", ["pack", "--ignore-scripts", "--pack-destination", dir], pkg)
   const manifest = JSON.parse(readFileSync(join(repo, "package.json"), "utf8"))
   const tarball = join(dir, `troupe-${manifest.version}.tgz`)
@@ -177,7 +178,38 @@ describe("the packed package", () => {
     assert.strictEqual(run(bin, ["--version"], app).stdout.trim(), manifest.version)
     const answer = run(bin, ["run", "--store", "memory", "hello"], app)
     assert.include(answer.stdout, "You said: hello")
+    // The default store: SQLite in TROUPE_HOME, its driver (native) loaded from node_modules by the bundled program.
+    assert.include(run(bin, ["run", "hello again"], app).stdout, "You said: hello again")
     assert.include(run("npx", ["--offline", "--no-install", "troupe", "--version"], app).stdout.trim(), manifest.version)
+  }, 60_000)
+
+  it("troupe inspect serves the page built into the package (over the default SQLite file)", async () => {
+    const proc = spawn(join(app, "node_modules", ".bin", "troupe"), ["inspect", "--http", "127.0.0.1:0"], {
+      cwd: app,
+      env: env(),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    try {
+      let stdout = ""
+      let stderr = ""
+      proc.stderr!.setEncoding("utf8").on("data", (data: string) => (stderr += data))
+      const url = await new Promise<string>((resolve, reject) => {
+        proc.stdout!.setEncoding("utf8").on("data", (data: string) => {
+          stdout += data
+          const found = /^(http:\/\/\S+)\/$/m.exec(stdout)
+          if (found) resolve(found[1]!)
+        })
+        proc.on("exit", (code) => reject(new Error(`troupe inspect exited ${code}: ${stdout}${stderr}`)))
+      })
+      const page = await fetch(`${url}/`)
+      assert.strictEqual(page.status, 200)
+      assert.include(await page.text(), "<html")
+      const script = await fetch(`${url}/inspector/app.js`)
+      assert.strictEqual(script.status, 200)
+      assert.isAbove((await script.arrayBuffer()).byteLength, 1000)
+    } finally {
+      proc.kill("SIGTERM")
+    }
   }, 60_000)
 
   it("SIGTERM through node_modules/.bin/troupe and through npx drains the daemon, which exits 0", async () => {

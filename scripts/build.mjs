@@ -1,0 +1,97 @@
+/**
+ * Builds the package's dist/ (`npm run build`, and `npm ci` through `prepare`), as
+ * docs/decisions/0049-a-bundled-dist.md says and why:
+ *
+ * - the types: tsc writes one `.d.ts` per module (the `exports` map's `types`);
+ * - the library: esbuild bundles the entry points (`troupe`, `troupe/client`,
+ *   `troupe/schema`) with troupe's own modules, code shared between them in
+ *   `dist/chunks/`, every package left external (the caller's `effect` is the one
+ *   troupe uses), each lazily loaded driver in a chunk of its own;
+ * - the program: esbuild bundles `dist/cli/Main.js` (which bin/troupe.mjs runs) with
+ *   effect and the @effect packages inlined, since the program is a process of its
+ *   own and nobody shares its effect; troupe's other dependencies stay external,
+ *   and each subcommand's code is a chunk loaded when it runs;
+ * - the inspector's page: src/inspector/Build.ts bundles src/inspector/page into
+ *   `dist/inspector/assets/` (`dist/inspector/Build.js` is the same step, shipped).
+ *
+ *   node scripts/build.mjs [--out DIR]
+ *
+ * Run it from the repository's root; `--out` writes elsewhere (the package tests
+ * and the start-up bench build into a package directory of their own).
+ */
+import { build } from "esbuild"
+import { execFileSync } from "node:child_process"
+import { readFileSync, rmSync } from "node:fs"
+import { join, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const repo = fileURLToPath(new URL("..", import.meta.url))
+const at = process.argv.indexOf("--out")
+const out = resolve(at > 0 ? process.argv[at + 1] : join(repo, "dist"))
+const manifest = JSON.parse(readFileSync(join(repo, "package.json"), "utf8"))
+
+/** What esbuild shares between both bundles. */
+const common = {
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  sourcemap: true,
+  logLevel: "warning"
+}
+
+/** Packages the program inlines: effect and its family, and the pure modules they import. */
+const inlined = (name) => name === "effect" || name.startsWith("@effect/")
+/**
+ * Packages the program leaves to node_modules: troupe's own dependencies (drivers, some
+ * native) and the build-time ones it loads in a source checkout (esbuild, tsx), and the
+ * optional native add-ons their packages look for.
+ */
+const programExternal = [
+  ...Object.keys(manifest.dependencies),
+  ...Object.keys(manifest.devDependencies),
+  "bufferutil",
+  "utf-8-validate",
+  "cbor-extract",
+  "pg-native"
+].filter((name) => !inlined(name)).flatMap((name) => [name, `${name}/*`])
+
+rmSync(out, { recursive: true, force: true })
+execFileSync(process.execPath, [
+  join(repo, "node_modules", "typescript", "bin", "tsc"),
+  "-p",
+  join(repo, "tsconfig.build.json"),
+  "--outDir",
+  out,
+  "--emitDeclarationOnly"
+], { cwd: repo, stdio: "inherit" })
+
+await build({
+  ...common,
+  entryPoints: {
+    "index": join(repo, "src/index.ts"),
+    "client/index": join(repo, "src/client/index.ts"),
+    "schema/index": join(repo, "src/schema/index.ts"),
+    "inspector/Build": join(repo, "src/inspector/Build.ts")
+  },
+  outdir: out,
+  chunkNames: "chunks/[name]-[hash]",
+  packages: "external"
+})
+
+await build({
+  ...common,
+  entryPoints: { Main: join(repo, "src/cli/Main.ts") },
+  outdir: join(out, "cli"),
+  chunkNames: "[name]-[hash]",
+  external: programExternal,
+  // The CommonJS modules inlined with the @effect packages (ws and the like) call `require`.
+  banner: { js: `import { createRequire as __troupeCreateRequire } from "node:module"; const require = __troupeCreateRequire(import.meta.url);` }
+})
+
+// From the sources (tsx, a devDependency like esbuild), so that `--out` may be outside the repository.
+execFileSync(process.execPath, ["--import", "tsx", join(repo, "src", "inspector", "Build.ts"), join(repo, "src", "inspector", "page"), join(out, "inspector", "assets")], {
+  cwd: repo,
+  stdio: "inherit"
+})
