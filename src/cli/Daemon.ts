@@ -37,7 +37,7 @@ import * as ModelOption from "./ModelOption.js"
 import * as Output from "./Output.js"
 import type { ServeOptions } from "./ServeOptions.js"
 import * as Setup from "./Setup.js"
-import * as WorkspaceOption from "./WorkspaceOption.js"
+import * as WorkspaceToolkit from "./WorkspaceToolkit.js"
 import * as Signals from "./Signals.js"
 import * as StoreOption from "./StoreOption.js"
 
@@ -91,8 +91,8 @@ export const serve = (o: ServeOptions): Effect.Effect<void, ExitCode.CliFailure>
           "troupe: warning: --tcp without --tokens: TCP clients always need a token, so none can connect — give --tokens FILE (docs/configuration.md)"
         )
       }
-      if (WorkspaceOption.usesBuiltins(agents) || Option.isSome(o.workspace)) {
-        yield* out.note(`troupe: built-in tools work in ${WorkspaceOption.rootOf(o)}${o.workspacePerSession ? " (a directory per session tree)" : ""}`)
+      if (WorkspaceToolkit.usesBuiltins(agents) || Option.isSome(o.workspace)) {
+        yield* out.note(`troupe: built-in tools work in ${WorkspaceToolkit.rootOf(o)}${o.workspacePerSession ? " (a directory per session tree)" : ""}`)
       }
       const missing = ModelOption.missingDefault(model, agents)
       if (Option.isSome(missing)) yield* out.note(`troupe: warning: ${missing.value}; their turns will fail`)

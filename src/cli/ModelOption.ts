@@ -20,7 +20,6 @@ import type { Agent } from "../schema/Agent.js"
 import type { ModelKind } from "../schema/ProductEvent.js"
 import type { Model } from "../services/Model.js"
 import type { Toolkit } from "../services/Toolkit.js"
-import * as DemoAgent from "./DemoAgent.js"
 
 /** What `--model` may say. */
 export type Choice = "auto" | "scripted" | "openai-compatible"
@@ -68,8 +67,11 @@ export const configured: Config.Config<boolean> = Config.all([
   Config.option(Config.nonEmptyString("TROUPE_MODEL"))
 ]).pipe(Config.map(([baseUrl, model]) => Option.isSome(baseUrl) || Option.isSome(model)))
 
+/** The built-in agents and their tools: loaded when a model is resolved (a command that runs a turn), not for --help. */
+const demoAgent = Effect.promise(() => import("./DemoAgent.js"))
+
 const scripted = (note: Option.Option<string>): Effect.Effect<Resolved> =>
-  Effect.map(Effect.promise(() => import("../layers/ScriptedModel.js")), (ScriptedModel) => ({
+  Effect.map(Effect.promise(() => Promise.all([import("../layers/ScriptedModel.js"), import("./DemoAgent.js")])), ([ScriptedModel, DemoAgent]) => ({
     kind: "scripted",
     layer: ScriptedModel.layer(DemoAgent.scripts),
     builtIns: [DemoAgent.demo, DemoAgent.assistant],
@@ -90,6 +92,7 @@ export const resolve = (choice: Choice): Effect.Effect<Resolved, ConfigError.Con
     }
     // Loaded here: the client commands never need an HTTP client.
     const OpenAiCompatibleModel = yield* Effect.promise(() => import("../layers/OpenAiCompatibleModel.js"))
+    const DemoAgent = yield* demoAgent
     const options = yield* OpenAiCompatibleModel.config
     return {
       kind: "openai_compatible",

@@ -23,6 +23,7 @@ import * as ExitCode from "./ExitCode.js"
 import * as ModelOption from "./ModelOption.js"
 import * as StoreOption from "./StoreOption.js"
 import * as WorkspaceOption from "./WorkspaceOption.js"
+import * as WorkspaceToolkit from "./WorkspaceToolkit.js"
 
 /** A failure while setting up: its telemetry category and the exit it causes. */
 export interface SetupFailure {
@@ -120,7 +121,7 @@ export const runtime = (
       agents: resolved.agents,
       // The built-in agents' tools run here; a file's agents have client tools, and the built-ins they name
       // (`builtins`), which run here on the workspace.
-      tools: WorkspaceOption.toolkit(resolved.workspace ?? {}, resolved.agents, resolved.fromFile ? undefined : resolved.model.tools),
+      tools: WorkspaceToolkit.toolkit(resolved.workspace ?? {}, resolved.agents, resolved.fromFile ? undefined : resolved.model.tools),
       toolsets: toolsetsLayer(resolved.mcpServers ?? {}),
       telemetry: Layer.succeedContext(telemetry)
     })

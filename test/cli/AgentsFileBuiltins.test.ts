@@ -3,7 +3,7 @@
  * built-ins' frozen specs (server tools with their policy metadata); a name that
  * is no built-in, or a declared tool of a built-in's name, is an error that
  * says where; and the host toolkit `troupe run`/`serve` build
- * (`WorkspaceOption.toolkit`) runs them on the `--workspace` directory (the
+ * (`WorkspaceToolkit.toolkit`) runs them on the `--workspace` directory (the
  * daemon's own front door is test/cli/AgentsTree.test.ts's file).
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -12,7 +12,7 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as AgentsFile from "../../src/cli/AgentsFile.js"
-import * as WorkspaceOption from "../../src/cli/WorkspaceOption.js"
+import * as WorkspaceToolkit from "../../src/cli/WorkspaceToolkit.js"
 import { Principal } from "../../src/schema/Principal.js"
 import { Sessions } from "../../src/services/Sessions.js"
 import * as Toolkit from "../../src/services/Toolkit.js"
@@ -30,7 +30,7 @@ describe("agents file: builtins", () => {
       assert.deepStrictEqual(names, ["read_file", "find_files", "search_files", "bash", "read_artifact"])
       assert.isTrue(agent!.tools.every((tool) => !tool.client))
       assert.strictEqual(agent!.tools.find((tool) => tool.name === "bash")!.sideEffect, "execute")
-      assert.isTrue(WorkspaceOption.usesBuiltins([agent!]))
+      assert.isTrue(WorkspaceToolkit.usesBuiltins([agent!]))
       const [ops] = yield* AgentsFile.parse("a.json", file(["process", "process.read"]))
       assert.deepStrictEqual(ops!.tools.map((tool) => [tool.name, tool.sideEffect]), [
         ["process.start", "execute"],
@@ -60,7 +60,7 @@ describe("agents file: builtins", () => {
       const declared = yield* AgentsFile.parseDeclared("a.json", text)
       assert.deepStrictEqual(declared.env, { coder: { STAGE: "agent", ONLY: "coder" } })
       const root = mkdtempSync(join(tmpdir(), "troupe-env-"))
-      const tools = WorkspaceOption.toolkit(
+      const tools = WorkspaceToolkit.toolkit(
         { workspace: Option.some(root), env: Option.some(HashMap.make(["STAGE", "run"], ["RUN", "yes"])), agentEnv: declared.env },
         declared.agents,
         undefined
@@ -80,8 +80,8 @@ describe("agents file: builtins", () => {
       const root = mkdtempSync(join(tmpdir(), "troupe-builtins-"))
       writeFileSync(join(root, "notes.txt"), "the answer is 42\n")
       const [coder] = yield* AgentsFile.parse("a.json", file(["files"]))
-      assert.isUndefined(WorkspaceOption.toolkit({}, [], undefined), "no builtins, no --workspace: no workspace opened")
-      const tools = WorkspaceOption.toolkit({ workspace: Option.some(root) }, [coder!], undefined)
+      assert.isUndefined(WorkspaceToolkit.toolkit({}, [], undefined), "no builtins, no --workspace: no workspace opened")
+      const tools = WorkspaceToolkit.toolkit({ workspace: Option.some(root) }, [coder!], undefined)
       const scripts = {
         fallback: (request: { readonly messages: ReadonlyArray<{ readonly role: string; readonly content: string }> }) => {
           const last = request.messages.at(-1)!

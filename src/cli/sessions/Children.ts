@@ -5,15 +5,11 @@
  */
 import { Command, Options } from "@effect/cli"
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
-import * as Messages from "../../protocol/Messages.js"
 import * as Connect from "../Connect.js"
 import * as Output from "../Output.js"
 import { json, sessionId } from "./Arguments.js"
 import { collect, withClient } from "./Client.js"
-import { summaryRow, table } from "./Table.js"
-
-const encodeChild = Schema.encodeSync(Messages.ChildItem)
+import { summaryRow, table, wireForms } from "./Table.js"
 
 /** `sessions children`: a session's direct children, newest first, archived included. */
 export const children = Command.make(
@@ -34,7 +30,8 @@ export const children = Command.make(
         const items = yield* collect(o.limit, 500, (limit, cursor) =>
           client.children(o.session, { limit, ...(cursor === undefined ? {} : { cursor }) }))
         if (o.json) {
-          for (const item of items) yield* out.jsonLine(encodeChild(item))
+          const encode = yield* wireForms
+          for (const item of items) yield* out.jsonLine(encode.childItem(item))
           return
         }
         if (items.length === 0) return yield* out.note("no children")

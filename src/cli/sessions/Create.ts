@@ -12,7 +12,7 @@ import * as Help from "../Help.js"
 import * as Output from "../Output.js"
 import { json } from "./Arguments.js"
 import { withClient } from "./Client.js"
-import { encodeSession } from "./Table.js"
+import { wireForms } from "./Table.js"
 
 /** `sessions create`: a session of one of the daemon's agents; prints its id. */
 export const create = Command.make(
@@ -38,7 +38,7 @@ export const create = Command.make(
               ? Effect.fail(ExitCode.refused("the daemon serves no agents"))
               : Effect.succeed(agents[0]!.name))
         const session = yield* client.create({ agent, ...(Option.isSome(o.title) ? { title: o.title.value } : {}) })
-        if (o.json) return yield* out.jsonLine(encodeSession(session))
+        if (o.json) return yield* out.jsonLine((yield* wireForms).session(session))
         yield* out.line(session.id)
       }).pipe(Effect.scoped))
 ).pipe(Command.withDescription(Help.describe(

@@ -7,7 +7,6 @@ import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Connect from "../Connect.js"
-import * as EventFormat from "../EventFormat.js"
 import * as Help from "../Help.js"
 import * as Output from "../Output.js"
 import * as Signals from "../Signals.js"
@@ -39,6 +38,8 @@ export const events = Command.make(
     withClient(o, ({ client }) =>
       Effect.gen(function*() {
         const out = yield* Output.make({ json: o.json })
+        // Loaded here: --help does not need the event formats.
+        const EventFormat = yield* Effect.promise(() => import("../EventFormat.js"))
         const stream = client.events(o.session, { after: o.after, follow: o.follow, volatile: o.volatile }).pipe(
           Stream.runForEach((frame) => (o.json ? out.jsonLine(EventFormat.toJson(frame.event)) : out.line(EventFormat.line(frame.event))))
         )

@@ -10,7 +10,7 @@ import * as Help from "../Help.js"
 import * as Output from "../Output.js"
 import { json } from "./Arguments.js"
 import { collect, withClient } from "./Client.js"
-import { encodeSession, summaryRow, table } from "./Table.js"
+import { summaryRow, table, wireForms } from "./Table.js"
 
 /** `sessions list`: the newest root sessions, as a table or JSON lines. */
 export const list = Command.make(
@@ -35,7 +35,8 @@ export const list = Command.make(
         const sessions = yield* collect(o.limit, 500, (limit, cursor) =>
           client.list({ scope: "roots", includeArchived: o.all, limit, ...(cursor === undefined ? {} : { cursor }) }))
         if (o.json) {
-          for (const session of sessions) yield* out.jsonLine(encodeSession(session))
+          const encode = yield* wireForms
+          for (const session of sessions) yield* out.jsonLine(encode.session(session))
           return
         }
         if (sessions.length === 0) return yield* out.note("no sessions")

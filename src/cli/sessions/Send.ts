@@ -15,10 +15,8 @@ import * as ExitCode from "../ExitCode.js"
 import * as Help from "../Help.js"
 import * as Output from "../Output.js"
 import * as Signals from "../Signals.js"
-import * as TurnView from "../TurnView.js"
 import * as Words from "../Words.js"
 import { json, sessionId } from "./Arguments.js"
-import { callbackLine } from "./Callbacks.js"
 import { withClient } from "./Client.js"
 
 /** `sessions send`: a message; `--wait` shows the turn it starts until it ends or waits for a reply. */
@@ -47,6 +45,8 @@ export const send = Command.make(
             `${accepted.disposition ?? "accepted"}${accepted.turnId === undefined ? "" : ` ${accepted.turnId}`}`
           )
         }
+        // Loaded here: --help and a send without --wait do not need the turn's view.
+        const [TurnView, { callbackLine }] = yield* Effect.promise(() => Promise.all([import("../TurnView.js"), import("./Callbacks.js")]))
         const signal = yield* Signals.listen
         const snapshot = yield* client.snapshot(o.session)
         const inputId = `cli-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`

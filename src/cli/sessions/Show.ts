@@ -5,17 +5,12 @@
  */
 import { Command } from "@effect/cli"
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
-import { Snapshot } from "../../schema/Event.js"
 import * as Connect from "../Connect.js"
 import * as Help from "../Help.js"
 import * as Output from "../Output.js"
 import { json, sessionId } from "./Arguments.js"
-import { callbackLine, openCallbacks } from "./Callbacks.js"
 import { withClient } from "./Client.js"
-import { date, table } from "./Table.js"
-
-const encodeSnapshot = Schema.encodeSync(Snapshot)
+import { date, table, wireForms } from "./Table.js"
 
 /** `sessions show`: a session, its active turn, cursor, pending inputs and open callbacks. */
 export const show = Command.make(
@@ -26,9 +21,11 @@ export const show = Command.make(
       Effect.gen(function*() {
         const out = yield* Output.make({ json: o.json })
         const snapshot = yield* client.snapshot(o.session)
+        // Loaded here: --help needs neither the event formats nor the wire forms.
+        const { callbackLine, openCallbacks } = yield* Effect.promise(() => import("./Callbacks.js"))
         const callbacks = snapshot.openCallbacks > 0 ? yield* openCallbacks(client, o.session) : []
         if (o.json) {
-          return yield* out.jsonLine({ ...encodeSnapshot(snapshot), callbacks })
+          return yield* out.jsonLine({ ...(yield* wireForms).snapshot(snapshot), callbacks })
         }
         const s = snapshot.session
         const rows: Array<[string, string]> = [

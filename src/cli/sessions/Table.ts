@@ -5,12 +5,11 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
-import { Session } from "../../schema/Session.js"
+import type { Session } from "../../schema/Session.js"
 import * as Output from "../Output.js"
 
-/** A session in its wire form, for `--json`. */
-export const encodeSession = Schema.encodeSync(Session)
+/** The encoders of `--json` (`WireForms`), loaded when a command prints JSON. */
+export const wireForms = Effect.promise(() => import("./WireForms.js"))
 
 /** A time as `YYYY-MM-DD HH:MM:SS` (UTC). */
 export const date = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace("T", " ")
@@ -34,6 +33,6 @@ export const summaryRow = (session: Session): ReadonlyArray<string> => [
 export const printSession = (o: { readonly json: boolean }, session: Session) =>
   Effect.gen(function*() {
     const out = yield* Output.make({ json: o.json })
-    if (o.json) return yield* out.jsonLine(encodeSession(session))
+    if (o.json) return yield* out.jsonLine((yield* wireForms).session(session))
     for (const row of table([summaryRow(session)])) yield* out.line(row)
   }).pipe(Effect.scoped)

@@ -5,16 +5,13 @@
  */
 import { Command, Options } from "@effect/cli"
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
-import * as Messages from "../../protocol/Messages.js"
+import type * as Messages from "../../protocol/Messages.js"
 import type { Session } from "../../schema/Session.js"
 import * as Connect from "../Connect.js"
 import * as Output from "../Output.js"
 import { json, sessionId } from "./Arguments.js"
 import { withClient } from "./Client.js"
-import { summaryRow, table } from "./Table.js"
-
-const encodeNode = Schema.encodeSync(Messages.TreeItem)
+import { summaryRow, table, wireForms } from "./Table.js"
 
 /** `sessions tree`: a session and every session below it, indented by depth. */
 export const treeCommand = Command.make(
@@ -32,6 +29,7 @@ export const treeCommand = Command.make(
         const answer = yield* client.tree(o.session, { includeArchived: o.all })
         const root = answer.root
         if (o.json) {
+          const encodeNode = (yield* wireForms).treeItem
           yield* out.jsonLine(encodeNode({ session: root, parentId: root.parentId ?? root.id, alias: root.alias, agentPath: root.agentPath }))
           for (const node of answer.nodes) yield* out.jsonLine(encodeNode(node))
           return
