@@ -10,7 +10,9 @@
  * resolves with a `module.register` resolve hook (test/support/importHook.mjs)
  * while test/support/importProbe.mjs imports schema, client and root in turn,
  * then runs the two commands; each step's set is cumulative, and each step is
- * checked against what it may load, which the earlier steps also may.
+ * checked against what it may load, which the earlier steps also may. A
+ * second process runs `--help` alone: it loads the commands' declarations,
+ * not the wire, the clients, the runtime or the tools that run them.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
@@ -29,24 +31,36 @@ const drivers =
 const notForTheCli =
   /\/node_modules\/(pg|@effect\/sql-pg|@opentelemetry\/[^/]+|@effect\/opentelemetry|@modelcontextprotocol\/sdk)\/|\/node_modules\/@effect\/platform-node\/dist\/esm\/NodeHttpServer|\/src\/(cli\/Daemon|server\/Http[A-Za-z]+|http\/[^/]+|client\/http\/[^/]+)\.ts$/
 
+/**
+ * What `--help` alone may not load: beyond the above, the wire and its codec, the clients, the
+ * runtime, the tools, the event formats and the built-in agents (loaded by the commands that use them).
+ */
+const notForHelp =
+  /\/node_modules\/cbor-x\/|\/src\/(protocol\/(Messages|Cbor|Frame)|client\/.+|actors\/.+|layers\/.+|tools\/.+|services\/Tool|cli\/(TurnView|EventFormat|DemoAgent|WorkspaceToolkit|EmbeddedRun|Daemon|Setup))\.ts$/
+
 /** Our own source files among `urls`, relative to src/. */
 const sources = (urls: ReadonlyArray<string>) =>
   urls.filter((url) => url.startsWith("file:") && !url.includes("/node_modules/") && url.includes("/src/")).map((url) => url.slice(url.lastIndexOf("/src/") + 5))
+
+/** This process's environment without the developer's troupe and OpenTelemetry settings. */
+const cleanEnv = (): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value !== undefined && !key.startsWith("TROUPE_") && !key.startsWith("OTEL_")) env[key] = value
+  }
+  return env
+}
 
 describe("start-up", () => {
   it("imports load no driver; client and schema load no runtime; --help and run load no daemon, HTTP server, PG, OTel or MCP", () => {
     const dir = mkdtempSync(join(tmpdir(), "troupe-startup-"))
     try {
       const out = join(dir, "resolved.txt")
-      const env: Record<string, string> = {}
-      for (const [key, value] of Object.entries(process.env)) {
-        if (value !== undefined && !key.startsWith("TROUPE_") && !key.startsWith("OTEL_")) env[key] = value
-      }
       const result = spawnSync(process.execPath, ["--import", "tsx", join(repo, "test", "support", "importProbe.mjs"), out], {
         cwd: repo,
         encoding: "utf8",
         timeout: 60_000,
-        env: { ...env, TROUPE_HOME: join(dir, "home"), TROUPE_TELEMETRY_ENABLED: "false", NO_COLOR: "1" }
+        env: { ...cleanEnv(), TROUPE_HOME: join(dir, "home"), TROUPE_TELEMETRY_ENABLED: "false", NO_COLOR: "1" }
       })
       assert.strictEqual(result.status, 0, `stdout: ${result.stdout}\nstderr: ${result.stderr}`)
       const { codes, steps } = JSON.parse(readFileSync(`${out}.json`, "utf8")) as {
@@ -68,6 +82,30 @@ describe("start-up", () => {
       // The probe itself: the root import did load the runtime, and the commands ran the program.
       assert.isTrue(sources(steps.root).includes("actors/InProcessHost.ts"))
       assert.isTrue(sources(steps.cli).includes("cli/EmbeddedRun.ts"))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 90_000)
+
+  it("--help alone loads @effect/cli and the commands' options, not the code that runs them", () => {
+    const dir = mkdtempSync(join(tmpdir(), "troupe-startup-"))
+    try {
+      const out = join(dir, "resolved.txt")
+      const result = spawnSync(process.execPath, ["--import", "tsx", join(repo, "test", "support", "importProbe.mjs"), out, "help"], {
+        cwd: repo,
+        encoding: "utf8",
+        timeout: 60_000,
+        env: { ...cleanEnv(), TROUPE_HOME: join(dir, "home"), NO_COLOR: "1" }
+      })
+      assert.strictEqual(result.status, 0, `stdout: ${result.stdout}\nstderr: ${result.stderr}`)
+      const { codes, steps } = JSON.parse(readFileSync(`${out}.json`, "utf8")) as {
+        readonly steps: { readonly help: ReadonlyArray<string> }
+        readonly codes: ReadonlyArray<number>
+      }
+      assert.deepStrictEqual(codes, [0], result.stdout)
+      assert.include(result.stdout, "troupe sessions")
+      assert.isTrue(sources(steps.help).includes("cli/SessionsCommand.ts"))
+      assert.deepStrictEqual(steps.help.filter((url) => notForTheCli.test(url) || notForHelp.test(url) || drivers.test(url) && !/@effect\/(cli|platform-node)/.test(url)), [])
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
