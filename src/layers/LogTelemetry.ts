@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import * as FileSystem from "@effect/platform/FileSystem"
+import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
@@ -66,7 +66,9 @@ export const make = (
       )
     }
     const path = options.path
-    const fs = yield* FileSystem.FileSystem
+    // The tag's module (@effect/platform's) loads with a telemetry file, not when troupe is imported.
+    const { FileSystem } = yield* Effect.promise((): Promise<typeof import("@effect/platform/FileSystem")> => import("@effect/platform/FileSystem"))
+    const fs = yield* FileSystem
     const file = yield* fs.makeDirectory(Path.dirname(path), { recursive: true }).pipe(
       Effect.zipRight(fs.open(path, { flag: "a" })),
       // A telemetry file that cannot be opened is a configuration error: fail start-up loudly.

@@ -9,10 +9,8 @@
  *
  * @since 0.1.0
  */
-import * as Sse from "@effect/experimental/Sse"
-import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
-import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
@@ -448,6 +446,14 @@ const requestBody = (request: Model.Request, model: string, options: Options, na
  */
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
+    // @effect/platform's HTTP client and the SSE parser load when a model is made, not when troupe is imported.
+    const [HttpClient, HttpClientRequest, Sse] = yield* Effect.promise(() =>
+      Promise.all([
+        import("@effect/platform/HttpClient"),
+        import("@effect/platform/HttpClientRequest"),
+        import("@effect/experimental/Sse")
+      ])
+    )
     const client = (yield* HttpClient.HttpClient).pipe(
       // Trace ids of this process are nobody else's business.
       HttpClient.withTracerPropagation(false)
