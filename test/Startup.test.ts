@@ -2,7 +2,9 @@
  * What importing troupe loads (issue 33, docs/decisions/0044-drivers-load-when-used.md):
  * the drivers — better-sqlite3, pg, OpenTelemetry, the MCP SDK, the CLI library,
  * platform-node — load only when a layer that needs them is built, and
- * `troupe/schema` and `troupe/client` load without the runtime. The CLI's
+ * `troupe/schema` and `troupe/client` load without the runtime; the root
+ * loads no SQL store, @effect/sql, @effect/ai or @effect/platform until a
+ * layer that needs them is built (decision 0049). The CLI's
  * `--help` and `run "hello"` load neither the daemon nor the HTTP server, PG,
  * OTel or MCP.
  *
@@ -71,6 +73,12 @@ describe("start-up", () => {
       for (const step of ["schema", "client", "root"] as const) {
         assert.deepStrictEqual(steps[step].filter((url) => drivers.test(url)), [], `${step} loads a driver`)
       }
+      // The SQL stores, the @effect/ai bridge and the HTTP model load when their layers are built (decision 0049).
+      assert.deepStrictEqual(
+        steps.root.filter((url) => /\/node_modules\/@effect\/(sql|ai|platform|experimental)\/|\/src\/layers\/(sql|ai)\//.test(url)),
+        [],
+        "the root import loads a store, the @effect/ai bridge or @effect/platform"
+      )
       assert.deepStrictEqual(sources(steps.schema).filter((file) => !file.startsWith("schema/")), [], "troupe/schema loads more than the schemas")
       // The HTTP client's implementation (and the API's declarations it is derived from) loads when a client is made.
       assert.deepStrictEqual(
