@@ -17,8 +17,9 @@
  *
  * @since 0.1.0
  */
-import { Decoder, Encoder, type Options } from "cbor-x"
+import type { Decoder, Encoder, Options } from "cbor-x"
 import * as Either from "effect/Either"
+import { createRequire } from "node:module"
 
 /** The deepest nesting of arrays and maps a received document may have. */
 export const MAX_DEPTH = 256
@@ -62,8 +63,18 @@ const writeOptions: Options & { readonly useTag259ForMaps: boolean } = {
   tagUint8Array: false,
   useTag259ForMaps: false
 }
-const encoder = new Encoder(writeOptions)
-const decoder = new Decoder({ useRecords: false, mapsAsObjects: true })
+/**
+ * cbor-x's encoder and decoder, made at the first encode or decode: cbor-x loads then, not when
+ * the client or the package is imported (docs/decisions/0049-a-bundled-dist.md).
+ */
+let codec: { readonly encoder: Encoder; readonly decoder: Decoder } | undefined
+const cbor = () => {
+  if (codec === undefined) {
+    const { Decoder, Encoder } = createRequire(import.meta.url)("cbor-x") as typeof import("cbor-x")
+    codec = { encoder: new Encoder(writeOptions), decoder: new Decoder({ useRecords: false, mapsAsObjects: true }) }
+  }
+  return codec
+}
 
 const u32 = (bytes: Uint8Array, at: number): number =>
   bytes[at]! * 0x1000000 + ((bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!)
@@ -176,7 +187,7 @@ export const decode = (bytes: Uint8Array): Either.Either<unknown, string> => {
   const invalid = validate(bytes)
   if (invalid !== undefined) return Either.left(invalid)
   try {
-    return Either.right(decoder.decode(bytes))
+    return Either.right(cbor().decoder.decode(bytes))
   } catch (error) {
     // What the scan lets through and cbor-x still refuses: a map key that is an array or a map.
     return Either.left(error instanceof Error ? error.message : "not CBOR")
@@ -236,7 +247,7 @@ export const encode = (value: unknown): Either.Either<Uint8Array, string> => {
   if (tooDeep(value)) return Either.left(`nesting deeper than ${MAX_DEPTH}`)
   let bytes: Uint8Array
   try {
-    bytes = encoder.encode(value)
+    bytes = cbor().encoder.encode(value)
   } catch (error) {
     return Either.left(error instanceof Error ? error.message : "not encodable")
   }
