@@ -35,10 +35,11 @@ const notForTheCli =
 
 /**
  * What `--help` alone may not load: beyond the above, the wire and its codec, the clients, the
- * runtime, the tools, the event formats and the built-in agents (loaded by the commands that use them).
+ * runtime, the tools, the event formats, the built-in agents and the errors' schemas (loaded by the
+ * commands that use them).
  */
 const notForHelp =
-  /\/node_modules\/cbor-x\/|\/src\/(protocol\/(Messages|Cbor|Frame)|client\/.+|actors\/.+|layers\/.+|tools\/.+|services\/Tool|cli\/(TurnView|EventFormat|DemoAgent|WorkspaceToolkit|EmbeddedRun|Daemon|Setup))\.ts$/
+  /\/node_modules\/cbor-x\/|\/src\/(protocol\/(Messages|Cbor|Frame)|client\/.+|actors\/.+|layers\/.+|tools\/.+|services\/Tool|cli\/(TurnView|EventFormat|DemoAgent|WorkspaceToolkit|EmbeddedRun|Daemon|Setup)|schema\/Errors)\.ts$/
 
 /** Our own source files among `urls`, relative to src/. */
 const sources = (urls: ReadonlyArray<string>) =>

@@ -19,7 +19,7 @@ import type * as ConfigError from "effect/ConfigError"
 import { existsSync, mkdirSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import * as Naming from "../protocol/Naming.js"
-import { StoreUnavailable } from "../schema/Errors.js"
+import type { StoreUnavailable } from "../schema/Errors.js"
 import type { StoreKind } from "../schema/ProductEvent.js"
 import type { SessionStore } from "../services/SessionStore.js"
 import { layerNoop, type StoreSignals } from "../services/StoreSignals.js"
@@ -90,8 +90,9 @@ export const resolveStore = (given: Option.Option<Store>): Effect.Effect<Store, 
   Option.match(given, { onNone: () => defaultStore, onSome: Effect.succeed })
 
 /**
- * The store layer; a SQLite file's directory is created first. Drivers are
- * loaded only when a store is opened: the client commands never need them.
+ * The store layer; a SQLite file's directory is created first. Drivers (and the
+ * errors' schemas) are loaded only when a store is opened: the client commands
+ * and `--help` never need them.
  */
 export const layer = (store: Store): Layer.Layer<SessionStore, StoreUnavailable> => {
   switch (store.kind) {
@@ -105,15 +106,18 @@ export const layer = (store: Store): Layer.Layer<SessionStore, StoreUnavailable>
       ))
     case "sqlite":
       return Layer.unwrapEffect(
-        Effect.try({
-          try: () => {
-            if (store.filename !== ":memory:") makeDirectories(dirname(store.filename))
-          },
-          catch: (cause) => new StoreUnavailable({ operation: "open", cause })
-        }).pipe(
-          Effect.zipRight(Effect.promise(() => import("../layers/SqliteSessionStore.js"))),
-          // The store and its signals on one connection (`signalsLayer` leaves SQLite's to it).
-          Effect.map((module) => module.layerWithSignals({ filename: store.filename, synchronous: store.synchronous }))
+        Effect.promise(() => Promise.all([import("../schema/Errors.js"), import("../layers/SqliteSessionStore.js")])).pipe(
+          Effect.flatMap(([{ StoreUnavailable }, module]) =>
+            Effect.try({
+              try: () => {
+                if (store.filename !== ":memory:") makeDirectories(dirname(store.filename))
+              },
+              catch: (cause) => new StoreUnavailable({ operation: "open", cause })
+            }).pipe(
+              // The store and its signals on one connection (`signalsLayer` leaves SQLite's to it).
+              Effect.as(module.layerWithSignals({ filename: store.filename, synchronous: store.synchronous }))
+            )
+          )
         )
       )
   }
