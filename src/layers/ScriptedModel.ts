@@ -57,6 +57,30 @@ export const make = (scripts: Scripts = {}) =>
       positions.set(key, position + 1)
       return script[Math.min(position, script.length - 1)]!
     }
+    // A session's prompts share their history's message objects (never changed once made): a
+    // prompt that starts with the previous one's messages counts only those after them, rather than
+    // walking the whole history per call. Kept by the history's first message, so it goes with it.
+    const counted = new WeakMap<Model.Message, { readonly messages: ReadonlyArray<Model.Message>; readonly characters: number }>()
+    const characters = (request: Model.Request): number => {
+      const { messages } = request
+      const first = messages[0]
+      if (first === undefined) return 0
+      const before = counted.get(first)
+      let from = 0
+      let total = 0
+      if (before !== undefined && before.messages.length <= messages.length) {
+        const prefix = before.messages
+        let i = 0
+        while (i < prefix.length && prefix[i] === messages[i]) i++
+        if (i === prefix.length) {
+          from = i
+          total = before.characters
+        }
+      }
+      for (let i = from; i < messages.length; i++) total += messages[i]!.content.length
+      counted.set(first, { messages, characters: total })
+      return total
+    }
     const pick = (request: Model.Request): ScriptedReply => {
       if (request.purpose === "summary") return (scripts.summarize ?? summarizeByDefault)(request)
       const bySession = scripts.sessions?.[request.sessionId]
@@ -74,9 +98,7 @@ export const make = (scripts: Scripts = {}) =>
         const text = typeof reply === "string" ? reply : reply.text ?? ""
         const toolCalls = typeof reply === "string" ? [] : reply.toolCalls ?? []
         // About four characters a token, as real tokenizers average on English.
-        let characters = request.instructions.length
-        for (const message of request.messages) characters += message.content.length
-        const inputTokens = Math.ceil(characters / 4)
+        const inputTokens = Math.ceil((request.instructions.length + characters(request)) / 4)
         const events: Array<Model.Event> = []
         if (text.length > 0) for (const word of words(text)) events.push(Model.Event.TextDelta({ text: word }))
         for (const call of toolCalls) events.push(Model.Event.ToolCallEvent({ call }))
