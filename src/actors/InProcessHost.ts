@@ -11,9 +11,11 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -224,13 +226,21 @@ export const make = (options: Options = {}) =>
               : Effect.logWarning("session actor stopped", cause).pipe(Effect.annotateLogs({ sessionId }))
           ),
           // A session handed over is decided elsewhere: its waiters here learn so.
-          Effect.onExit((exit) => finish(Exit.isFailure(exit) || handOver.requested())),
-          Effect.provide(context),
-          // An actor outlives whichever caller woke it: it must not inherit that caller's analytics preference.
-          Telemetry.withExcluded(false)
+          Effect.onExit((exit) => finish(Exit.isFailure(exit) || handOver.requested()))
         )
-        // Interruptible whoever launches it (the admitting fiber takes permits uninterruptibly).
-        yield* FiberSet.run(actors, Effect.interruptible(actor))
+        // The actor's fiber takes the host's services and, since an actor outlives whichever caller
+        // woke it, not that caller's analytics preference: set once as the fiber starts, for its
+        // whole life, rather than by `provide` and `locally`, whose undoing (~20 Effect steps) would
+        // only precede the fiber's end. Interruptible whoever launches it (the admitting fiber takes
+        // permits uninterruptibly).
+        yield* FiberSet.run(
+          actors,
+          Effect.interruptible(Effect.zipRight(
+            FiberRef.update(FiberRef.currentContext, (outer) => Context.merge(outer, context)),
+            // What the context now holds is what `actor` requires.
+            Effect.zipRight(FiberRef.set(Telemetry.excluded, false), actor as Effect.Effect<void>)
+          ))
+        )
       })
 
     // Sessions woken while every busy slot is taken wait as ids, their bells already in `entries`:
