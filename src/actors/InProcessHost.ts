@@ -200,13 +200,18 @@ export const make = (options: Options = {}) =>
           crowded: () => entries.size > maxLive && load() > maxBusy,
           slotFree: () => load() < maxBusy,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
-          publishRecords: (firstSeq, at, records) =>
-            Effect.zipRight(
-              events.publishRecords(sessionId)(firstSeq, at, records),
-              signals.announce(sessionId, firstSeq + records.length - 1)
-            ),
+          // Other processes hear of commits and deltas only when there may be any (`shared`).
+          publishRecords: signals.shared
+            ? (firstSeq, at, records) =>
+              Effect.zipRight(
+                events.publishRecords(sessionId)(firstSeq, at, records),
+                signals.announce(sessionId, firstSeq + records.length - 1)
+              )
+            : events.publishRecords(sessionId),
           // Volatile deltas go to followers here and, best effort, in other processes.
-          broadcast: (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas)),
+          broadcast: signals.shared
+            ? (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas))
+            : events.broadcast(sessionId),
           changes: signals.shared ? (f) => signals.onSignal(sessionId, f) : undefined,
           wake: (other) => wake(other),
           expect,

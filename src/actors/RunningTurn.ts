@@ -229,7 +229,8 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       })),
       meter,
       approved: (toolName) => HashSet.has(host.state().approvals, toolName),
-      commit: (records) => Effect.asVoid(host.commit(records)),
+      // The receipt is the turn's to ignore: no `asVoid` step per commit.
+      commit: host.commit,
       beforeOperation: host.beforeOperation,
       publish: host.broadcast,
       awaitSteers,

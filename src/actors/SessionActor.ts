@@ -379,10 +379,11 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       epoch: acquired.epoch,
       state: () => actor.state,
       commit: (records) =>
-        exclusive(writer.append(records, [])).pipe(
-          Effect.catchAll(() => Effect.interrupt),
-          Effect.tap(() => (handOver.requested() && WorkerPool.isStepBoundary(records) ? stopForHandover : Effect.void))
-        ),
+        Effect.matchEffect(exclusive(writer.append(records, [])), {
+          onFailure: () => Effect.interrupt,
+          onSuccess: (receipt) =>
+            handOver.requested() && WorkerPool.isStepBoundary(records) ? Effect.as(stopForHandover, receipt) : Effect.succeed(receipt)
+        }),
       beforeOperation,
       broadcast: wiring.broadcast,
       answers: (callbackId) => answerOf(actor, callbackId),

@@ -17,7 +17,7 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import { type Conflict, LeaseLost, type SpawnRefused, type StoreUnavailable } from "../schema/Errors.js"
-import { type CallbackId, type InputId, makeCommitId, type SessionId } from "../schema/Ids.js"
+import { type CallbackId, type CommitId, type InputId, makeCommitId, type SessionId } from "../schema/Ids.js"
 import { ChildResult, childResultInputId, type Message } from "../schema/Inbox.js"
 import type { Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import type { RecordBody, TurnEnded } from "../schema/Record.js"
@@ -92,31 +92,32 @@ export const make = (target: Target, deps: Deps) => {
 
   const commitOf = (
     current: Lease,
+    commitId: CommitId,
     records: ReadonlyArray<RecordBody>,
     consumes: ReadonlyArray<InputId>,
     admits?: ReadonlyArray<Message>
-  ) =>
-    Effect.map(makeCommitId, (commitId): Commit => ({
-      commitId,
-      sessionId: target.session.id,
-      owner: current.owner,
-      epoch: current.epoch,
-      expectedHeadSeq: target.state.head,
-      records,
-      consumes,
-      admits
-    }))
+  ): Commit => ({
+    commitId,
+    sessionId: target.session.id,
+    owner: current.owner,
+    epoch: current.epoch,
+    expectedHeadSeq: target.state.head,
+    records,
+    consumes,
+    admits
+  })
 
   /**
    * Folds what a commit wrote from `firstSeq`, then runs what it causes and
    * announces it. A commit whose records cause nothing (most of a turn's:
    * operations, receipts) is folded in place and goes straight to the announcing.
    */
-  const written = (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) =>
-    records.some(causes) ? causing(firstSeq, at, records) : Effect.suspend(() => {
-      target.state = SessionState.applyCommit(target.state, firstSeq, at, records)
-      return deps.publishRecords(firstSeq, at, records)
-    })
+  const written = (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>): Effect.Effect<void> => {
+    if (records.some(causes)) return causing(firstSeq, at, records)
+    // Folded as it is called: callers call it once the commit is written (no `suspend` step).
+    target.state = SessionState.applyCommit(target.state, firstSeq, at, records)
+    return deps.publishRecords(firstSeq, at, records)
+  }
 
   const causing = (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) =>
     Effect.gen(function*() {
@@ -161,8 +162,8 @@ export const make = (target: Target, deps: Deps) => {
     onReceipt: (receipt: CommitReceipt) => A
   ): Effect.Effect<A, LeaseLost | StoreUnavailable> =>
     Effect.flatMap(Ref.get(lease), (current) =>
-      Effect.flatMap(commitOf(current, records, consumes, admits), (commit) =>
-        Effect.matchEffect(Effect.uninterruptible(store.append(commit)), {
+      Effect.flatMap(makeCommitId, (commitId) =>
+        Effect.matchEffect(Effect.uninterruptible(store.append(commitOf(current, commitId, records, consumes, admits))), {
           onFailure: (error) => (error._tag === "Conflict" ? onConflict(error) : fenced(current)(error)),
           onSuccess: (receipt) => Effect.as(written(receipt.firstSeq, receipt.at, records), onReceipt(receipt))
         })))
@@ -195,7 +196,7 @@ export const make = (target: Target, deps: Deps) => {
   ): Effect.Effect<Spawned, SpawnRefused | Conflict | LeaseLost | StoreUnavailable> =>
     Effect.gen(function*() {
       const current = yield* Ref.get(lease)
-      const commit = yield* commitOf(current, records, [])
+      const commit = commitOf(current, yield* makeCommitId, records, [])
       const spawned = yield* store.spawn({ ...input, principal: target.session.principal, commit }).pipe(
         Effect.catchAll((error): Effect.Effect<never, SpawnRefused | Conflict | LeaseLost | StoreUnavailable> =>
           error._tag === "SpawnRefused" || error._tag === "Conflict"
