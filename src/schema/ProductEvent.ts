@@ -237,8 +237,8 @@ export const sanitize = (event: unknown): typeof ProductEvent.Encoded | undefine
   return Either.isRight(result) ? result.right : undefined
 }
 
-/** `session.started` for a root or child session. */
-export const sessionStarted = (kind: Lineage): SessionStarted => SessionStarted.make({ kind })
+/** `session.started` for a root or child session (built as the others are: `make` would validate it, ~15 µs per session). */
+export const sessionStarted = (kind: Lineage): SessionStarted => ({ event: "session.started", kind })
 
 /** `compaction.started` before a compaction of `mode`. */
 export const compactionStarted = (mode: CompactionMode, tokensBefore: number): CompactionStarted => ({
