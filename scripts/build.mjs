@@ -12,7 +12,7 @@
  *   own and nobody shares its effect; troupe's other dependencies stay external,
  *   and each subcommand's code is a chunk loaded when it runs;
  * - the inspector's page: src/inspector/Build.ts bundles src/inspector/page into
- *   `dist/inspector/assets/` (`dist/inspector/Build.js` is the same step, shipped).
+ *   `dist/inspector/assets/`.
  *
  *   node scripts/build.mjs [--out DIR]
  *
@@ -72,8 +72,7 @@ await build({
   entryPoints: {
     "index": join(repo, "src/index.ts"),
     "client/index": join(repo, "src/client/index.ts"),
-    "schema/index": join(repo, "src/schema/index.ts"),
-    "inspector/Build": join(repo, "src/inspector/Build.ts")
+    "schema/index": join(repo, "src/schema/index.ts")
   },
   outdir: out,
   chunkNames: "chunks/[name]-[hash]",

@@ -71,7 +71,7 @@ export const configured: Config.Config<boolean> = Config.all([
 const demoAgent = Effect.promise(() => import("./DemoAgent.js"))
 
 const scripted = (note: Option.Option<string>): Effect.Effect<Resolved> =>
-  Effect.map(Effect.promise(() => Promise.all([import("../layers/ScriptedModel.js"), import("./DemoAgent.js")])), ([ScriptedModel, DemoAgent]) => ({
+  Effect.zipWith(Effect.promise(() => import("../layers/ScriptedModel.js")), demoAgent, (ScriptedModel, DemoAgent) => ({
     kind: "scripted",
     layer: ScriptedModel.layer(DemoAgent.scripts),
     builtIns: [DemoAgent.demo, DemoAgent.assistant],

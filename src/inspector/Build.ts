@@ -3,7 +3,7 @@
  * `src/inspector/page/` with esbuild into `dist/inspector/assets/`, which an
  * installed package serves (`Assets`). Prints the files and their sizes.
  *
- *   node dist/inspector/Build.js [SOURCES_DIR OUT_DIR]
+ *   node --import tsx src/inspector/Build.ts [SOURCES_DIR OUT_DIR]
  *
  * @since 0.3.0
  */
@@ -25,10 +25,10 @@ export const build = (sources: URL, out: URL) =>
     return sizes
   })
 
-// Run as a script: from dist/inspector/, the sources are ../../src/inspector/page/.
+// Run as a script (through tsx, by scripts/build.mjs): the page's sources by default are `Assets.pageDir`.
 if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].split("/").pop()!)) {
   const [sources, out] = process.argv.slice(2).map((dir) => pathToFileURL(dir.endsWith("/") ? dir : `${dir}/`))
-  Effect.runPromise(build(sources ?? new URL("../../src/inspector/page/", import.meta.url), out ?? Assets.builtDir)).then(
+  Effect.runPromise(build(sources ?? Assets.pageDir, out ?? Assets.builtDir)).then(
     (sizes) => process.stdout.write(`inspector: ${sizes.join(", ")}\n`),
     (error) => {
       process.stderr.write(`inspector: ${String(error?.message ?? error)}\n`)
