@@ -57,7 +57,7 @@ interface Entry {
   waits: number
   /** Open callbacks an answer was admitted to (at most one each: `admitAnswer`). */
   readonly answered: Set<CallbackId>
-  readonly inbox: Array<{ item: InboxItem; fingerprint: string; consumed: boolean }>
+  readonly inbox: Array<InboxSlot>
   /**
    * Unconsumed inbox items, and the index of the first slot that may be one: kept as items are
    * admitted and consumed, so a session's reads and checks cost the same however long its inbox
@@ -76,6 +76,17 @@ interface Entry {
 }
 
 const encodeCommand = Schema.encodeSync(Command)
+
+/** An admitted command, in its place in the inbox. */
+interface InboxSlot {
+  readonly item: InboxItem
+  /** The command's canonical encoding, made the first time an input id is admitted again (most never are). */
+  fingerprint: string | undefined
+  consumed: boolean
+}
+
+/** What tells a command from another under the same input id: its canonical encoding. */
+const printOfCommand = (command: Command): string => canonical(encodeCommand(command))
 
 /** Builds an empty in-memory store. */
 export const make = Effect.sync(() => {
@@ -158,11 +169,11 @@ export const make = Effect.sync(() => {
    * Admits `command` (not yet known to the entry, which is open) at the end of the inbox: ready,
    * or already `consumed` (a commit's `admits`).
    */
-  const enqueue = (entry: Entry, command: Command, print: string, at: number, consumed = false) => {
+  const enqueue = (entry: Entry, command: Command, at: number, consumed = false) => {
     const sessionId = entry.session.id
     const position = entry.inbox.length + 1
     const item = new InboxItem({ sessionId, position, receivedAt: at, command }, true)
-    entry.inbox.push({ item, fingerprint: print, consumed })
+    entry.inbox.push({ item, fingerprint: undefined, consumed })
     entry.inputs.set(command.inputId, position)
     if (consumed) skipConsumed(entry)
     else entry.ready++
@@ -170,7 +181,7 @@ export const make = Effect.sync(() => {
   }
 
   /** Marks a ready slot consumed. */
-  const consume = (entry: Entry, slot: Entry["inbox"][number]) => {
+  const consume = (entry: Entry, slot: InboxSlot) => {
     slot.consumed = true
     entry.ready--
     skipConsumed(entry)
@@ -182,11 +193,12 @@ export const make = Effect.sync(() => {
   }
 
   /** An earlier admission of `command`'s inputId: a duplicate, or `Conflict` when its content differs. */
-  const earlier = (entry: Entry, command: Command, print: string) => {
+  const earlier = (entry: Entry, command: Command) => {
     const known = entry.inputs.get(command.inputId)
     if (known === undefined) return undefined
     const slot = entry.inbox[known - 1]!
-    if (slot.fingerprint !== print) {
+    slot.fingerprint ??= printOfCommand(slot.item.command)
+    if (slot.fingerprint !== printOfCommand(command)) {
       return Either.left(
         new Conflict({ entity: "input", key: command.inputId, reason: "inputId reused with a different command" })
       )
@@ -257,7 +269,7 @@ export const make = Effect.sync(() => {
         closed: current.status === "closed"
       }, commit.records, at)
       for (const slot of slots) consume(entry, slot)
-      for (const message of admits) enqueue(entry, message, canonical(encodeCommand(message)), at, true)
+      for (const message of admits) enqueue(entry, message, at, true)
       commit.records.forEach((body, i) =>
         entry.log.push(
           Trusted.make(LogRecord, { sessionId: commit.sessionId, seq: current.headSeq + 1 + i, at, commitId: commit.commitId, body })
@@ -373,8 +385,7 @@ export const make = Effect.sync(() => {
     answer: CallbackAnswer,
     at: number
   ): Either.Either<Admission, Conflict | SessionClosed | StaleCallback["reason"] | "closed"> => {
-    const print = canonical(encodeCommand(answer))
-    const known = earlier(entry, answer, print)
+    const known = earlier(entry, answer)
     if (known !== undefined) return known
     if (entry.session.status === "closed") return Either.left(new SessionClosed({ sessionId: entry.session.id }))
     const open = entry.openCallbacks.get(answer.callbackId)
@@ -385,7 +396,7 @@ export const make = Effect.sync(() => {
     )
     if (refusal !== undefined) return Either.left(refusal)
     entry.answered.add(answer.callbackId)
-    return Either.right(enqueue(entry, answer, print, at))
+    return Either.right(enqueue(entry, answer, at))
   }
 
   const entryOf = (session: Session) =>
@@ -543,7 +554,7 @@ export const make = Effect.sync(() => {
             return yield* new Conflict({ entity: "commit", key: commit.commitId, reason: "commitId already used by another commit" })
           }
           const child = sessions.get(childId)!
-          const admission = earlier(child, input.message, canonical(encodeCommand(input.message)))
+          const admission = earlier(child, input.message)
           if (admission === undefined || Either.isLeft(admission)) {
             return yield* new Conflict({ entity: "commit", key: commit.commitId, reason: "replayed with another first message" })
           }
@@ -578,7 +589,7 @@ export const make = Effect.sync(() => {
         } as Commit, at)
         // Everything is checked: from here on nothing fails.
         const entry = insert(child, parent.tenant, parent, undefined, printOf(create), at)
-        const admission = enqueue(entry, input.message, canonical(encodeCommand(input.message)), at)
+        const admission = enqueue(entry, input.message, at)
         root.childTurns++
         const receipt = apply()
         spawns.set(commit.commitId, id)
@@ -589,15 +600,14 @@ export const make = Effect.sync(() => {
       Effect.gen(function*() {
         const child = yield* owned(input.principal, input.childId)
         if (child.session.parentId !== input.parentId) return yield* new SessionNotFound({ sessionId: input.childId })
-        const print = canonical(encodeCommand(input.message))
-        const known = earlier(child, input.message, print)
+        const known = earlier(child, input.message)
         if (known !== undefined) return yield* known
         if (child.session.status === "closed") return yield* new SessionClosed({ sessionId: input.childId })
         const root = sessions.get(child.session.rootId)!
         const refusal = childTurnRefusal(child.session, root.childTurns)
         if (refusal !== undefined) return yield* Effect.fail<SpawnRefused>(refusal)
         root.childTurns++
-        return enqueue(child, input.message, print, yield* now)
+        return enqueue(child, input.message, yield* now)
       }),
 
     push: (sessionId, command: Pushable) =>
@@ -607,11 +617,10 @@ export const make = Effect.sync(() => {
         if ((command as Command)._tag === "callback_answer") {
           return Effect.fail(new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" }))
         }
-        const print = canonical(encodeCommand(command))
-        const known = earlier(entry, command, print)
+        const known = earlier(entry, command)
         if (known !== undefined) return known
         if (entry.session.status === "closed") return Effect.fail(new SessionClosed({ sessionId }))
-        return Effect.succeed(enqueue(entry, command, print, now))
+        return Effect.succeed(enqueue(entry, command, now))
       }),
 
     admitAnswer: (sessionId, answer) =>
