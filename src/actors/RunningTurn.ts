@@ -132,8 +132,18 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       yield* host.broker.dispatch(entry.opened)
     }
     const meter = TurnMeter.make(yield* Clock.currentTimeMillis)
-    // Signalled when a steer or a child result for the turn is committed.
-    const inputs = yield* Queue.sliding<void>(1)
+    // Signalled when a steer or a child result for the turn is committed. Made when the turn first waits
+    // for one (most turns never do); a signal sent before that is kept until then.
+    let inputs: Queue.Queue<void> | undefined
+    let signalled = false
+    const nextInput = Effect.suspend(() =>
+      inputs !== undefined ? Queue.take(inputs) : Effect.flatMap(Queue.sliding<void>(1), (queue) => {
+        inputs = queue
+        if (!signalled) return Queue.take(queue)
+        signalled = false
+        return Effect.void
+      })
+    )
     let waitingForUser = false
     // Set only when the actor decided to end the turn: a host that stops interrupts it with none (it resumes elsewhere).
     let interruptedFor: string | undefined
@@ -175,7 +185,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       waitingForUser = true
       // Messages queued behind the turn are now its answer: the inbox is read again.
       yield* host.wake
-      while (SessionState.waitingInputs(host.state(), []) === 0) yield* Queue.take(inputs)
+      while (SessionState.waitingInputs(host.state(), []) === 0) yield* nextInput
     })).pipe(Effect.ensuring(Effect.sync(() => (waitingForUser = false))))
 
     const builtins = SubagentTools.specsFor(host.session)
@@ -191,7 +201,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       session: host.session,
       turnId,
       state: host.state,
-      awaitResult: slot.park(Queue.take(inputs)),
+      awaitResult: slot.park(nextInput),
       interruptReason: () => interruptedFor,
       commit: (records) => Effect.asVoid(host.commit(records)),
       get childRun() {
@@ -258,7 +268,11 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       fiber,
       meter,
       waitingForUser: () => waitingForUser,
-      steered: Effect.asVoid(Queue.offer(inputs, undefined)),
+      steered: Effect.suspend(() => {
+        if (inputs !== undefined) return Queue.offer(inputs, undefined)
+        signalled = true
+        return Effect.void
+      }),
       interrupt: (reason) =>
         Effect.suspend(() => {
           interruptedFor = reason
