@@ -136,8 +136,8 @@ const body = (c: Core, call: Model.ToolCall, spec: ToolSpec, operationId: Operat
     }
     // Started is durable before the body runs: a crash from here on leaves the call's outcome unknown.
     const records = [...pending.take(), ...before]
-    if (records.length > 0) yield* ctx.commit(records)
-    return yield* c.completeOperation(operationId, yield* c.execute(call, runnable, operationId))
+    const run = Effect.flatMap(c.execute(call, runnable, operationId), (outcome) => c.completeOperation(operationId, outcome))
+    return yield* (records.length > 0 ? Effect.zipRight(ctx.commit(records), run) : run)
   })
 
 /** After an approval answer (or its expiry): run the body, or refuse it. */
@@ -183,19 +183,24 @@ const resumeCall = (c: Core, call: Model.ToolCall, spec: ToolSpec | undefined, o
 /** How a new call is let through: refused with an outcome, asked about, or run. */
 type Gate = { readonly _tag: "refuse"; readonly outcome: ToolOutcome } | { readonly _tag: "ask" } | { readonly _tag: "run" }
 
-/** Gates a new call: the permission layers first (a denial stands whatever the approval mode), then approvals. */
-const gate = (c: Core, call: Model.ToolCall, spec: ToolSpec | undefined, operationId: OperationId): Effect.Effect<Gate> =>
-  Effect.gen(function*() {
-    const { ctx: { approved: approvedForSession, plan }, deps: { toolkit } } = c
-    if (spec === undefined) return { _tag: "refuse", outcome: errorOutcome(`unknown tool: ${call.name}`) } as const
-    const decision = plan.permission(call.name)
-    if (decision.permission === "deny") return { _tag: "refuse", outcome: ToolPolicy.notAllowed(call.name, decision) } as const
-    if (plan.approvalMode === "never" || approvedForSession(call.name)) return { _tag: "run" } as const
-    if (decision.permission === "ask") return { _tag: "ask" } as const
-    const asks = spec.client ? undefined : toolkit.get(call.name)?.needsApproval
-    const needed = asks === undefined ? false : yield* asks(call.arguments, c.contextOf(call, operationId))
-    return needed ? { _tag: "ask" } as const : { _tag: "run" } as const
-  })
+const runs: Gate = { _tag: "run" }
+const asks: Gate = { _tag: "ask" }
+
+/**
+ * Gates a new call: the permission layers first (a denial stands whatever the approval mode), then
+ * approvals. Decided in place, unless the tool's own `needsApproval` is asked (an Effect).
+ */
+const gate = (c: Core, call: Model.ToolCall, spec: ToolSpec | undefined, operationId: OperationId): Gate | Effect.Effect<Gate> => {
+  const { ctx: { approved: approvedForSession, plan }, deps: { toolkit } } = c
+  if (spec === undefined) return { _tag: "refuse", outcome: errorOutcome(`unknown tool: ${call.name}`) }
+  const decision = plan.permission(call.name)
+  if (decision.permission === "deny") return { _tag: "refuse", outcome: ToolPolicy.notAllowed(call.name, decision) }
+  if (plan.approvalMode === "never" || approvedForSession(call.name)) return runs
+  if (decision.permission === "ask") return asks
+  const needsApproval = spec.client ? undefined : toolkit.get(call.name)?.needsApproval
+  if (needsApproval === undefined) return runs
+  return Effect.map(needsApproval(call.arguments, c.contextOf(call, operationId)), (needed) => (needed ? asks : runs))
+}
 
 /** A call of this reply: one with a receipt is picked up from it, a new one is gated now. */
 type Prepared =
@@ -211,18 +216,17 @@ interface New {
   readonly gate: Gate
 }
 
-const prepare = (c: Core, call: Model.ToolCall, requestedBy: OperationId): Effect.Effect<Prepared> =>
-  Effect.gen(function*() {
-    const receipt = c.toolReceipts.get(`${requestedBy}/${call.id}`)
-    const spec = c.ctx.plan.tool(call.name)
-    if (receipt !== undefined) {
-      if (receipt.status === "completed") {
-        return { _tag: "known", run: Effect.succeed({ output: receipt.output, isError: receipt.isError }) } as const
-      }
-      if (receipt.status === "unknown") return { _tag: "known", run: Effect.succeed(unknownOutcome) } as const
-      return { _tag: "known", run: resumeCall(c, call, spec, receipt.operationId) } as const
+const prepare = (c: Core, call: Model.ToolCall, requestedBy: OperationId): Effect.Effect<Prepared> => {
+  const receipt = c.toolReceipts.get(`${requestedBy}/${call.id}`)
+  const spec = c.ctx.plan.tool(call.name)
+  if (receipt !== undefined) {
+    if (receipt.status === "completed") {
+      return Effect.succeed({ _tag: "known", run: Effect.succeed({ output: receipt.output, isError: receipt.isError }) })
     }
-    const operationId = yield* makeOperationId
+    if (receipt.status === "unknown") return Effect.succeed({ _tag: "known", run: Effect.succeed(unknownOutcome) })
+    return Effect.succeed({ _tag: "known", run: resumeCall(c, call, spec, receipt.operationId) })
+  }
+  return Effect.flatMap(makeOperationId, (operationId) => {
     const started = Trusted.make(OperationStarted, {
       operationId,
       turnId: c.ctx.turnId,
@@ -230,27 +234,29 @@ const prepare = (c: Core, call: Model.ToolCall, requestedBy: OperationId): Effec
       name: call.name,
       input: { callId: call.id, arguments: call.arguments, requestedBy }
     })
-    return { _tag: "new", call, spec, operationId, started, gate: yield* gate(c, call, spec, operationId) } as const
+    const gated = gate(c, call, spec, operationId)
+    const prepared = (gate: Gate): Prepared => ({ _tag: "new", call, spec, operationId, started, gate })
+    return Effect.isEffect(gated) ? Effect.map(gated, prepared) : Effect.succeed(prepared(gated))
   })
+}
 
 /** Carries out one prepared call on its own. */
-const perform = (c: Core, prepared: Prepared): Effect.Effect<ToolOutcome> =>
-  Effect.gen(function*() {
-    if (prepared._tag === "known") return yield* prepared.run
-    const { call, gate, operationId, spec, started } = prepared
-    if (gate._tag === "refuse" || spec === undefined) {
-      return yield* c.refuse(operationId, gate._tag === "refuse" ? gate.outcome : errorOutcome(`unknown tool: ${call.name}`), [started])
-    }
-    if (gate._tag === "ask") {
-      const request = new ApprovalRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
-      const timeout = c.ctx.plan.approvalTimeoutMs
-      const expiresAt = timeout === undefined ? undefined : (yield* Clock.currentTimeMillis) + timeout
-      const records = [...c.deps.pending.take(), started]
-      const answer = yield* c.deps.parked(c.ctx.openCallback(operationId, request, records, expiresAt))
-      return yield* approved(c, call, spec, operationId, answer)
-    }
-    return yield* body(c, call, spec, operationId, [started])
+const perform = (c: Core, prepared: Prepared): Effect.Effect<ToolOutcome> => {
+  if (prepared._tag === "known") return prepared.run
+  const { call, gate, operationId, spec, started } = prepared
+  if (gate._tag === "refuse" || spec === undefined) {
+    return c.refuse(operationId, gate._tag === "refuse" ? gate.outcome : errorOutcome(`unknown tool: ${call.name}`), [started])
+  }
+  if (gate._tag === "run") return body(c, call, spec, operationId, [started])
+  return Effect.gen(function*() {
+    const request = new ApprovalRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
+    const timeout = c.ctx.plan.approvalTimeoutMs
+    const expiresAt = timeout === undefined ? undefined : (yield* Clock.currentTimeMillis) + timeout
+    const records = [...c.deps.pending.take(), started]
+    const answer = yield* c.deps.parked(c.ctx.openCallback(operationId, request, records, expiresAt))
+    return yield* approved(c, call, spec, operationId, answer)
   })
+}
 
 /** The server tool a new, allowed call of a `parallel` tool runs, if it may run beside others. */
 const parallelRunnable = (c: Core, prepared: Prepared): Runnable | undefined =>
