@@ -379,7 +379,8 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       epoch: acquired.epoch,
       state: () => actor.state,
       commit: (records) =>
-        Effect.matchEffect(exclusive(writer.append(records, [])), {
+        // Whole once begun: the lock is waited for interruptibly, the commit then runs to its end.
+        Effect.matchEffect(exclusive.atomic(writer.appendHeld(records)), {
           onFailure: () => Effect.interrupt,
           onSuccess: (receipt) =>
             handOver.requested() && WorkerPool.isStepBoundary(records) ? Effect.as(stopForHandover, receipt) : Effect.succeed(receipt)

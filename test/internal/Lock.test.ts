@@ -72,4 +72,25 @@ describe("Lock", () => {
       assert.strictEqual(yield* Fiber.join(waiters.next), "next")
       assert.strictEqual(yield* lock(Effect.succeed(1)), 1)
     }))
+
+  it.effect("atomic: the holder runs to its end when interrupted, a waiter stays interruptible", () =>
+    Effect.gen(function*() {
+      const lock = Lock.make()
+      const gate = yield* Deferred.make<void>()
+      const done: Array<string> = []
+      const holder = yield* Effect.fork(lock.atomic(Effect.zipRight(Deferred.await(gate), Effect.sync(() => done.push("holder")))))
+      yield* Effect.yieldNow()
+      const waiter = yield* Effect.fork(lock.atomic(Effect.sync(() => done.push("waiter"))))
+      yield* Effect.yieldNow()
+      // Waiting for the lock: interrupted at once, having run nothing.
+      assert.isTrue(Exit.isInterrupted(yield* Fiber.interrupt(waiter)))
+      // Holding it: the interruption waits for the effect's end.
+      const interrupting = yield* Effect.fork(Fiber.interrupt(holder))
+      yield* Effect.yieldNow()
+      assert.deepStrictEqual(done, [])
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(interrupting)
+      assert.deepStrictEqual(done, ["holder"])
+      assert.strictEqual(yield* lock(Effect.succeed(1)), 1)
+    }))
 })
