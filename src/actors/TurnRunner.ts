@@ -246,23 +246,22 @@ export const run = (ctx: TurnContext) =>
       const wentOn = reusable[call + 1] !== undefined
 
       /** The final output, or (while retries are left) its problems sent back to the model. */
-      const finalize = (finish: Model.ToolCall | undefined) =>
-        Effect.gen(function*() {
-          const final = finalOutput(agent, result.text, finish)
-          if (Either.isRight(final)) return yield* complete(agent, final.right)
-          const spec = agent.output!
-          if (rejected >= spec.maxRetries) {
-            return yield* end({
-              outcome: "failed",
-              failureCode: "invalid_output",
-              failure: { _tag: "InvalidOutput", problems: final.left, attempts: rejected + 1 }
-            })
-          }
-          rejected++
-          // Recorded before a crash when the turn went on: not twice.
-          if (!wentOn) pending.add(new OutputRejected({ turnId, operationId, attempt: rejected, problems: final.left }, true))
-          return "again" as const
-        })
+      const finalize = (finish: Model.ToolCall | undefined): Effect.Effect<"again" | void> => {
+        const final = finalOutput(agent, result.text, finish)
+        if (Either.isRight(final)) return complete(agent, final.right)
+        const spec = agent.output!
+        if (rejected >= spec.maxRetries) {
+          return end({
+            outcome: "failed",
+            failureCode: "invalid_output",
+            failure: { _tag: "InvalidOutput", problems: final.left, attempts: rejected + 1 }
+          })
+        }
+        rejected++
+        // Recorded before a crash when the turn went on: not twice.
+        if (!wentOn) pending.add(new OutputRejected({ turnId, operationId, attempt: rejected, problems: final.left }, true))
+        return Effect.succeed("again" as const)
+      }
 
       if (result.toolCalls.length === 0) {
         // Steers that came meanwhile go to another model call, while there may be one.
