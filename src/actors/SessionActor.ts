@@ -379,12 +379,9 @@ export const run = (sessionId: SessionId, options: Options, wiring: Wiring) =>
       epoch: acquired.epoch,
       state: () => actor.state,
       commit: (records) =>
-        // Whole once begun: the lock is waited for interruptibly, the commit then runs to its end.
-        Effect.matchEffect(exclusive.atomic(writer.appendHeld(records)), {
-          onFailure: () => Effect.interrupt,
-          onSuccess: (receipt) =>
-            handOver.requested() && WorkerPool.isStepBoundary(records) ? Effect.as(stopForHandover, receipt) : Effect.succeed(receipt)
-        }),
+        // Whole once begun: the lock is waited for interruptibly, the commit then runs to its end (a lost lease interrupts the turn).
+        exclusive.atomic(writer.appendForTurn(records, (receipt) =>
+          handOver.requested() && WorkerPool.isStepBoundary(records) ? Effect.as(stopForHandover, receipt) : Effect.succeed(receipt))),
       beforeOperation,
       broadcast: wiring.broadcast,
       answers: (callbackId) => answerOf(actor, callbackId),

@@ -152,25 +152,21 @@ export const make = (target: Target, deps: Deps) => {
    * lease, then folds and announces it: a `Conflict` is `onConflict`'s, any other refusal fenced.
    * Steps chained by hand rather than a generator: every commit of a turn runs them. The append is
    * waited for even when interrupted: the statement commits or not on its own anyway, and the
-   * PostgreSQL store's append reserves a connection that an interrupted wait would leak (`held`:
-   * the caller runs it uninterruptibly already, `Lock.atomic`).
+   * PostgreSQL store's append reserves a connection that an interrupted wait would leak.
    */
   const stored = <A>(
     records: ReadonlyArray<RecordBody>,
     consumes: ReadonlyArray<InputId>,
     admits: ReadonlyArray<Message> | undefined,
     onConflict: (error: Conflict) => Effect.Effect<A>,
-    onReceipt: (receipt: CommitReceipt) => A,
-    held = false
+    onReceipt: (receipt: CommitReceipt) => A
   ): Effect.Effect<A, LeaseLost | StoreUnavailable> =>
     Effect.flatMap(Ref.get(lease), (current) =>
-      Effect.flatMap(makeCommitId, (commitId) => {
-        const appended = store.append(commitOf(current, commitId, records, consumes, admits))
-        return Effect.matchEffect(held ? appended : Effect.uninterruptible(appended), {
+      Effect.flatMap(makeCommitId, (commitId) =>
+        Effect.matchEffect(Effect.uninterruptible(store.append(commitOf(current, commitId, records, consumes, admits))), {
           onFailure: (error) => (error._tag === "Conflict" ? onConflict(error) : fenced(current)(error)),
           onSuccess: (receipt) => Effect.as(written(receipt.firstSeq, receipt.at, records), onReceipt(receipt))
-        })
-      }))
+        })))
 
   /** Appends `records`, consuming `consumes` (a `Conflict` here is a defect: the actor consumes what it read). */
   const append = (
@@ -178,9 +174,23 @@ export const make = (target: Target, deps: Deps) => {
     consumes: ReadonlyArray<InputId>
   ): Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable> => stored(records, consumes, undefined, Effect.die, identity)
 
-  /** `append`, for a caller that runs it uninterruptibly (a turn's commit under `Lock.atomic`). */
-  const appendHeld = (records: ReadonlyArray<RecordBody>): Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable> =>
-    stored(records, [], undefined, Effect.die, identity, true)
+  /**
+   * A turn's commit of `records`, for a caller that runs it uninterruptibly (under `Lock.atomic`):
+   * its receipt, once folded and announced, goes to `then`; a lost lease or a gone store ends the
+   * actor (`lose`) and interrupts the turn. One chain, without `append`'s wrapping: every commit of
+   * a turn runs it.
+   */
+  const appendForTurn = <A>(
+    records: ReadonlyArray<RecordBody>,
+    then: (receipt: CommitReceipt) => Effect.Effect<A>
+  ): Effect.Effect<A> =>
+    Effect.flatMap(Ref.get(lease), (current) =>
+      Effect.flatMap(makeCommitId, (commitId) =>
+        Effect.matchEffect(store.append(commitOf(current, commitId, records, [])), {
+          onFailure: (error) =>
+            error._tag === "Conflict" ? Effect.die(error) : Effect.catchAll(fenced(current)(error), () => Effect.interrupt),
+          onSuccess: (receipt) => Effect.flatMap(written(receipt.firstSeq, receipt.at, records), () => then(receipt))
+        })))
 
   /**
    * Appends `records`, admitting `admits` into the inbox and consuming them in the same commit:
@@ -217,7 +227,7 @@ export const make = (target: Target, deps: Deps) => {
       return spawned
     })
 
-  return { append, appendHeld, admit, spawn }
+  return { append, appendForTurn, admit, spawn }
 }
 
 /** An actor's write path. */
