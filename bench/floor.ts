@@ -14,7 +14,8 @@
  *   (WAL, `temp_store = MEMORY`, `wal_autocheckpoint = 10000`) and `synchronous` NORMAL or FULL;
  * - troupe: the same number of warm turns through the runtime on a fresh file, same `synchronous`.
  * Reported: CPU per turn of each, troupe's as a multiple of the floor (aim ≤ 1.6×), and the
- * statements and transactions a turn sends.
+ * statements and transactions a turn sends. With `memory` in `--only`, each round also runs the
+ * memory-store turn: what the SQLite path adds over it (SQLite turn − memory turn), beside the floor.
  *
  * PostgreSQL: the same on `TROUPE_TEST_PG_URL`, recording every `pg.Client#query` of the process
  * (round trips per turn: aim ≤ 1 per commit); the floor replays every recorded query in order
@@ -202,13 +203,26 @@ const sqlite = async (dir: string, sync: SqliteSessionStore.Synchronous) => {
   console.log(`  ${describeSqlite(calls, turns)}`)
   const floor: Array<Cost> = []
   const troupe: Array<Cost> = []
+  // With `memory` in --only, each round also runs the memory-store turn: what the SQLite path adds over it, beside the floor.
+  const memoryTurn: Array<Cost> = []
   for (let r = 0; r < rounds; r++) {
     floor.push(replaySqlite(snapshot, join(dir, `floor-${sync}-${r}.db`), sync, calls))
     troupe.push(await runTurns(Troupe.layerSqlite({ filename: join(dir, `troupe-${sync}-${r}.db`), synchronous: sync }, runtimeOptions), warmup, turns))
+    if (only.has("memory")) memoryTurn.push(await runTurns(Troupe.layer(MemorySessionStore.layer, runtimeOptions), warmup, turns))
+    const added = memoryTurn[r] === undefined
+      ? ""
+      : `; memory-store turn ${memoryTurn[r]!.cpu.toFixed(0)} µs, SQLite path adds ${(troupe[r]!.cpu - memoryTurn[r]!.cpu).toFixed(0)} µs`
     console.log(
       `  round ${r + 1}: CPU per turn floor ${floor[r]!.cpu.toFixed(0)} µs, troupe ${troupe[r]!.cpu.toFixed(0)} µs (${
         (troupe[r]!.cpu / floor[r]!.cpu).toFixed(2)
-      }×); wall floor ${floor[r]!.wall.toFixed(0)} µs, troupe ${troupe[r]!.wall.toFixed(0)} µs; load ${loadAverage()}`
+      }×)${added}; wall floor ${floor[r]!.wall.toFixed(0)} µs, troupe ${troupe[r]!.wall.toFixed(0)} µs; load ${loadAverage()}`
+    )
+  }
+  if (memoryTurn.length > 0) {
+    console.log(
+      `  median: the SQLite path adds ${upperMedian(troupe.map((t, r) => t.cpu - memoryTurn[r]!.cpu)).toFixed(0)} µs of CPU per turn over the memory-store turn (${
+        upperMedian(troupe.map((t, r) => (t.cpu - memoryTurn[r]!.cpu) / floor[r]!.cpu)).toFixed(2)
+      }× the floor)`
     )
   }
   const med = (xs: Array<Cost>, pick: keyof Cost) => upperMedian(xs.map((x) => x[pick]))

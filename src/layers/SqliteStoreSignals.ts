@@ -143,10 +143,17 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
       }
     }
 
+    // `PRAGMA data_version` prepared once per connection (`db.pragma` prepares it at every call, 200 times a second).
+    let versionOf: { readonly db: Database.Database; readonly statement: Database.Statement } | undefined
+    const dataVersion = (db: Database.Database): number => {
+      if (versionOf?.db !== db) versionOf = { db, statement: db.prepare("PRAGMA data_version").pluck() }
+      return versionOf.statement.get() as number
+    }
+
     /** One check: did anyone else commit, and if so which watched sessions grew. */
     const check = () => {
       const db = reader.db()
-      const now = db.pragma("data_version", { simple: true }) as number
+      const now = dataVersion(db)
       // An explicit hint (a release) at once; a commit (perhaps a push) a little later.
       if (sideFiles() && hub.claimWatched()) {
         hinted = now

@@ -211,5 +211,23 @@ export const callbackRow = (
 export const leaseOf = (sessionId: SessionId, owner: string, row: { readonly lease_epoch: number | string; readonly lease_expires_at: number | string }) =>
   new Lease({ sessionId, owner, epoch: Number(row.lease_epoch), expiresAt: Number(row.lease_expires_at) }, true)
 
+/** The fields of a `message` or `steer` whose encoded form is the value itself (strings, a boolean). */
+const plainFields: ReadonlySet<string> = new Set(["_tag", "inputId", "text", "source", "excludeFromAnalytics"])
+
+/**
+ * A command as the inbox stores it (canonical JSON): a later push of the same
+ * command is its duplicate. A message or steer of plain fields only (no run
+ * options: the turn's hot case) is its own encoded form, written out without
+ * the schema's encoder; any other field, present now or added to the schema
+ * later, takes the encoder. test/SqlRows.test.ts holds both ways to the same text.
+ */
+export const commandText = (command: Command): string => {
+  if (command._tag === "message" || command._tag === "steer") {
+    for (const key in command) if (!plainFields.has(key)) return canonical(encodeCommand(command))
+    return canonical(command)
+  }
+  return canonical(encodeCommand(command))
+}
+
 /** A message as the inbox stores it (canonical JSON): a later push of the same message is its duplicate. */
-export const encodeMessage = (message: Message) => canonical(encodeCommand(message))
+export const encodeMessage = (message: Message): string => commandText(message)

@@ -9,7 +9,6 @@ import * as Effect from "effect/Effect"
 import { Conflict, SessionNotFound, StaleCallback } from "../../schema/Errors.js"
 import { makeSessionId, type SessionId } from "../../schema/Ids.js"
 import { type CallbackAnswer, Command } from "../../schema/Inbox.js"
-import { canonical } from "../../schema/Json.js"
 import { type Commit } from "../../schema/Lease.js"
 import { Principal } from "../../schema/Principal.js"
 import { tenantOf } from "../../internal/SessionDraft.js"
@@ -23,7 +22,7 @@ import {
   type SpawnChild
 } from "../../services/SessionStore.js"
 import type { Append, Push } from "./Dialect.js"
-import { encodeCommand, sessionColumns, type SessionRow, toSession } from "./Rows.js"
+import { commandText, sessionColumns, type SessionRow, toSession } from "./Rows.js"
 import { unavailable } from "./Unavailable.js"
 import { createSteps } from "./CreateSteps.js"
 import { answerSteps, pushSteps } from "./PushSteps.js"
@@ -82,7 +81,7 @@ export const make = (runner: Runner, readLog: SessionStore["Type"]["readLog"]) =
     if ((command as Command)._tag === "callback_answer") {
       return yield* new Conflict({ entity: "input", key: command.inputId, reason: "a callback answer goes through admitAnswer" })
     }
-    return yield* pushWith(sessionId, command.inputId, canonical(encodeCommand(command)))
+    return yield* pushWith(sessionId, command.inputId, commandText(command))
   }, unavailable("push"))
 
   const inTransaction: Append = (commit) => transact((clock) => commitSteps(commit, clock, dialect.lockRow), commit.sessionId)
@@ -92,7 +91,7 @@ export const make = (runner: Runner, readLog: SessionStore["Type"]["readLog"]) =
   const append = (commit: Commit) => unavailable("append")(commitWith(commit))
 
   const admitAnswer = Effect.fnUntraced(function*(sessionId: SessionId, answer: CallbackAnswer) {
-    const print = canonical(encodeCommand(answer))
+    const print = commandText(answer)
     return yield* Effect.catchIf(
       transact((clock) => answerSteps(sessionId, answer, print, clock, dialect.lockRow), sessionId),
       (refusal): refusal is "closed" => refusal === "closed",

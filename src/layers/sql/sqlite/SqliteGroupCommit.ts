@@ -52,6 +52,8 @@ export interface Driver {
   readonly inTransaction: () => boolean
   /** Runs `now` when nothing else holds the connection (the layer's `atomic`). */
   readonly atomic: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
+  /** `atomic` for a caller that is already running in its fiber: `now` is called at once when nothing else holds the connection. */
+  readonly atomicNow: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
 }
 
 /**
@@ -59,7 +61,10 @@ export interface Driver {
  * the session `key`: `solo` runs it alone (as the layer did before);
  * `grouped` is its body inside a batch's transaction (it throws a refusal,
  * which rolls back its savepoint), and `settle` turns the body's outcome into
- * the caller's effect.
+ * the caller's effect. `transact` is called while the caller's fiber runs
+ * (in an Effect's thunk, as the layer's `Effect.clockWith`): it decides on
+ * company there and then, and a lone transaction runs in that same step (no
+ * `Effect.suspend` of its own: two Effect steps per commit fewer).
  */
 export const make = (driver: Driver, options: Options = {}) => {
   const maxBatch = options.maxBatch ?? 64
@@ -121,25 +126,24 @@ export const make = (driver: Driver, options: Options = {}) => {
     solo: () => Effect.Effect<A, E | SqlError>,
     grouped: () => unknown,
     settle: (outcome: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown }) => Effect.Effect<A, E | SqlError>
-  ): Effect.Effect<A, E | SqlError> =>
-    Effect.suspend(() => {
-      const now = performance.now() * 1000
-      const company = forming !== undefined || (key !== undefined && lastKey !== undefined && key !== lastKey && now - lastAt < recentMicros)
-      lastKey = key
-      lastAt = now
-      if (!company) return driver.atomic(solo)
-      const item: Waiting = { run: grouped, done: false, outcome: undefined, resume: [] }
-      if (forming !== undefined) {
-        const batch = forming
-        batch.push(item)
-        const wait = batch.length >= maxBatch ? flush(batch) : settled(item)
-        return Effect.zipRight(Effect.uninterruptible(wait), outcomeOf(item, settle))
-      }
-      const batch = [item]
-      forming = batch
-      return Effect.zipRight(
-        Effect.uninterruptible(Effect.zipRight(turnEnded, flush(batch))),
-        outcomeOf(item, settle)
-      )
-    })
+  ): Effect.Effect<A, E | SqlError> => {
+    const now = performance.now() * 1000
+    const company = forming !== undefined || (key !== undefined && lastKey !== undefined && key !== lastKey && now - lastAt < recentMicros)
+    lastKey = key
+    lastAt = now
+    if (!company) return driver.atomicNow(solo)
+    const item: Waiting = { run: grouped, done: false, outcome: undefined, resume: [] }
+    if (forming !== undefined) {
+      const batch = forming
+      batch.push(item)
+      const wait = batch.length >= maxBatch ? flush(batch) : settled(item)
+      return Effect.zipRight(Effect.uninterruptible(wait), outcomeOf(item, settle))
+    }
+    const batch = [item]
+    forming = batch
+    return Effect.zipRight(
+      Effect.uninterruptible(Effect.zipRight(turnEnded, flush(batch))),
+      outcomeOf(item, settle)
+    )
+  }
 }

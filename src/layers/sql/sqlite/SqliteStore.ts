@@ -87,6 +87,7 @@ const resume = <A, E>(steps: SqlSessionStore.Steps<A, E>, rows?: ReadonlyArray<n
 const syncTransact = (
   handle: Handle,
   atomic: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>,
+  atomicNow: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>,
   group: SqliteGroupCommit.Options | boolean | undefined
 ) => {
   const body = <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, clock: Clock.Clock): A => {
@@ -118,14 +119,16 @@ const syncTransact = (
   }
   if (group === false) {
     return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, _key: string | undefined) =>
-      Effect.clockWith((clock) => atomic(() => now(steps, clock)))
+      Effect.clockWith((clock) => atomicNow(() => now(steps, clock)))
   }
   const grouped = SqliteGroupCommit.make({
     inOneTransaction: (batch) => inOneTransaction.immediate(batch),
     inSavepoint: (run) => inSavepoint(run),
     inTransaction: () => handle.db.inTransaction,
-    atomic
+    atomic,
+    atomicNow
   }, group === true || group === undefined ? {} : group)
+  // `Effect.clockWith`'s function runs as the fiber runs: the transaction runs in that one step.
   return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, key: string | undefined) =>
     Effect.clockWith((clock) =>
       grouped<A, E>(key, () => now(steps, clock), () => body(steps, clock), settle)
@@ -193,9 +196,11 @@ const dialectWith = (handle: Handle | undefined, group?: SqliteGroupCommit.Optio
     // Transactions of several Effect steps under way (0 or 1: they hold the lock).
     let open = 0
     const exclusive = lock.withPermits(1)
+    /** `atomic` called while the fiber runs (in an Effect's thunk): `now` at once if no transaction is open, else under the lock. */
+    const atomicNow = <A, E>(now: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      open === 0 ? now() : exclusive(Effect.suspend(now))
     /** Runs `now` (which does its work when called) at once if no transaction is open, else under the lock. */
-    const atomic = <A, E>(now: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
-      Effect.suspend(() => (open === 0 ? now() : exclusive(Effect.suspend(now))))
+    const atomic = <A, E>(now: () => Effect.Effect<A, E>): Effect.Effect<A, E> => Effect.suspend(() => atomicNow(now))
     const run = (statement: string) => conn.execute(statement, [], undefined)
     // Not `sql.withTransaction`: its `BEGIN` is deferred (two processes upgrading
     // read locks deadlock into SQLITE_BUSY), and it opens a span and prepares
@@ -213,7 +218,7 @@ const dialectWith = (handle: Handle | undefined, group?: SqliteGroupCommit.Optio
               )
             ).pipe(Effect.ensuring(Effect.sync(() => open--)))
           )))
-    const transact = handle === undefined ? undefined : syncTransact(handle, atomic, group)
+    const transact = handle === undefined ? undefined : syncTransact(handle, atomic, atomicNow, group)
     if (handle !== undefined) yield* checkpoints(handle, atomic)
     return {
       placeholders: "?",

@@ -1,0 +1,38 @@
+import { assert, describe, it } from "@effect/vitest"
+import { commandText, encodeCommand } from "../../../src/layers/sql/Rows.js"
+import { CallbackId, InputId, OperationId, TurnId } from "../../../src/schema/Ids.js"
+import { CallbackAnswer, Control, Interrupt, Message, Steer } from "../../../src/schema/Inbox.js"
+import { canonical } from "../../../src/schema/Json.js"
+import { RunOptions } from "../../../src/schema/Run.js"
+
+const inputId = InputId.make("in-1")
+
+// The inbox compares commands by this text: the plain path must write exactly what the schema's encoder does.
+describe("commandText", () => {
+  const commands = [
+    new Message({ inputId, text: "hello" }),
+    new Message({ inputId, text: "with \"quotes\" and ünïcode\n", source: "cli", excludeFromAnalytics: true }),
+    new Message({ inputId, text: "x", excludeFromAnalytics: false }),
+    new Message({ inputId, text: "run", run: new RunOptions({ maxCycles: 3 }) }),
+    new Steer({ inputId, text: "steer", source: "api" }),
+    new Interrupt({ inputId, expectedTurnId: TurnId.make("turn_01M93XRYVJDAJKRFM8CMJ0H20P"), reason: "stop" }),
+    new CallbackAnswer({
+      inputId,
+      callbackId: CallbackId.make("cb_01M93XRYVJDAJKRFM8CMJ0H20P"),
+      turnId: TurnId.make("turn_01M93XRYVJDAJKRFM8CMJ0H20P"),
+      operationId: OperationId.make("op_01M93XRYVJDAJKRFM8CMJ0H20P"),
+      result: { approved: true, b: [1, { z: 1, a: 2 }] }
+    }),
+    new Control({ inputId, action: { _tag: "rename", title: "t" } })
+  ]
+  for (const command of commands) {
+    it(`${command._tag}${"run" in command && command.run !== undefined ? " with run options" : ""}: the encoder's canonical text`, () => {
+      assert.strictEqual(commandText(command), canonical(encodeCommand(command)))
+    })
+  }
+
+  it("a message with run options keeps the encoder's form of them", () => {
+    const text = commandText(new Message({ inputId, text: "run", run: new RunOptions({ maxCycles: 3 }) }))
+    assert.deepStrictEqual(JSON.parse(text).run, { maxCycles: 3 })
+  })
+})
