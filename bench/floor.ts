@@ -376,10 +376,11 @@ class StepCounter extends Supervisor.AbstractSupervisor<number> {
 
 /**
  * Effect steps per warm tool turn and per short session (create + one tool turn), on the memory
- * store, counted by a `Supervisor` with op supervision over the runtime and everything it forks
- * (caller, host, actor and turn fibers). A run of its own: counting slows every step.
+ * store and on a SQLite file, counted by a `Supervisor` with op supervision over the runtime and
+ * everything it forks (caller, host, actor and turn fibers). A run of its own: counting slows
+ * every step.
  */
-const steps = async () => {
+const steps = async (label: string, layer: Layer.Layer<Troupe.Services, unknown>) => {
   const counter = new StepCounter()
   const sessionsCount = 50
   const counted = Effect.gen(function*() {
@@ -396,11 +397,11 @@ const steps = async () => {
     let w0 = 0
     yield* turnLoop(50, 200, { between: async () => void (w0 = counter.steps) })
     return { perSession, perTurn: (counter.steps - w0) / 200 }
-  }).pipe(Effect.provide(Troupe.layer(MemorySessionStore.layer, runtimeOptions)))
+  }).pipe(Effect.provide(layer))
   const { perSession, perTurn } = await Effect.runPromise(
     Effect.supervised(Effect.withRuntimeFlagsPatch(counted, RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)), counter)
   )
-  console.log(`\nEffect steps (memory store): ${perTurn.toFixed(0)} per warm tool turn, ${perSession.toFixed(0)} per short session (create + 1 tool turn)`)
+  console.log(`\nEffect steps (${label}): ${perTurn.toFixed(0)} per warm tool turn, ${perSession.toFixed(0)} per short session (create + 1 tool turn)`)
 }
 
 const main = async () => {
@@ -409,7 +410,10 @@ const main = async () => {
   try {
     // A throw-away warm-up of the JIT on both paths before anything is measured.
     await runTurns(Troupe.layerSqlite({ filename: join(dir, "jit.db") }, runtimeOptions), 0, warmup)
-    if (only.has("steps")) await steps()
+    if (only.has("steps")) {
+      await steps("memory store", Troupe.layer(MemorySessionStore.layer, runtimeOptions))
+      await steps("SQLite file", Troupe.layerSqlite({ filename: join(dir, "steps.db") }, runtimeOptions))
+    }
     const memoryCpu = only.has("memory") ? await memory() : undefined
     const bySync: Array<[string, Awaited<ReturnType<typeof sqlite>>]> = []
     if (only.has("sqlite")) for (const sync of syncs) bySync.push([sync, await sqlite(dir, sync)])

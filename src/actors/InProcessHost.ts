@@ -200,8 +200,9 @@ export const make = (options: Options = {}) =>
           crowded: () => entries.size > maxLive && load() > maxBusy,
           slotFree: () => load() < maxBusy,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
-          // Other processes hear of commits and deltas only when there may be any (`shared`).
-          publishRecords: signals.shared
+          // Other processes hear of commits and deltas only when there may be any (`shared`),
+          // and of commits only from a host whose store does not signal them by itself.
+          publishRecords: signals.shared && signals.announcesCommits
             ? (firstSeq, at, records) =>
               Effect.zipRight(
                 events.publishRecords(sessionId)(firstSeq, at, records),

@@ -228,7 +228,8 @@ export const make = (options: Options) =>
         )
       }),
       watchClaimable: hub.watchClaimable,
-      shared: true
+      shared: true,
+      announcesCommits: true
     })
   })
 

@@ -242,6 +242,7 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
         Effect.catchAllDefect((cause) => Effect.logDebug("pool hint not sent", cause))
       ),
       watchClaimable: Effect.tap(hub.watchClaimable, () => Queue.offer(nudges, undefined)),
-      shared: true
+      shared: true,
+      announcesCommits: false
     })
   })

@@ -94,6 +94,11 @@ export class StoreSignals extends Context.Tag("troupe/StoreSignals")<
     readonly watchClaimable: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
     /** Whether other processes may signal at all: false for a store nobody else shares. */
     readonly shared: boolean
+    /**
+     * Whether `announce` does anything: false where the store signals commits
+     * by itself (SQLite's `data_version`), so a host skips the call per commit.
+     */
+    readonly announcesCommits: boolean
   }
 >() {}
 
@@ -110,6 +115,7 @@ export const layerNoop: Layer.Layer<StoreSignals> = Layer.succeed(
     forward: () => Effect.void,
     announceClaimable: Effect.void,
     watchClaimable: silent<void>(),
-    shared: false
+    shared: false,
+    announcesCommits: false
   })
 )
