@@ -7,10 +7,13 @@
  *   `troupe/schema`) with troupe's own modules, code shared between them in
  *   `dist/chunks/`, every package left external (the caller's `effect` is the one
  *   troupe uses), each lazily loaded driver in a chunk of its own;
- * - the program: esbuild bundles `dist/cli/Main.js` (which bin/troupe.mjs runs) with
- *   effect and the @effect packages inlined, since the program is a process of its
- *   own and nobody shares its effect; troupe's other dependencies stay external,
- *   and each subcommand's code is a chunk loaded when it runs;
+ * - the program: esbuild bundles `dist/cli/Main.js` with effect and the @effect
+ *   packages inlined, since the program is a process of its own and nobody shares
+ *   its effect; troupe's other dependencies stay external, and each subcommand's
+ *   code is a chunk loaded when it runs;
+ * - the help printed ahead (decision 0050): `dist/cli/Start.js`, which bin/troupe.mjs
+ *   runs, prints for a help form (`troupe --help`, …) the text the built program
+ *   printed for it here (`dist/cli/help.json`), and loads `Main` for the rest;
  * - the inspector's page: src/inspector/Build.ts bundles src/inspector/page into
  *   `dist/inspector/assets/`.
  *
