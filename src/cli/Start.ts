@@ -42,10 +42,19 @@ const readTexts = (): HelpTexts | undefined => {
   }
 }
 
+/**
+ * Whether `args` may be a help form: every one is empty or ends with one of these
+ * (`Main.helpForms`), and any other command line runs the program without reading
+ * the texts (~40 M instructions to read and parse, a sixtieth of `troupe run`).
+ */
+export const mayBeHelp = (args: ReadonlyArray<string>): boolean =>
+  args.length === 0 || ["--help", "-h", "--version"].includes(args[args.length - 1]!)
+
 /** Prints a help form's text, or runs the program (`Main.runMain`). */
 export const runMain = (argv: ReadonlyArray<string> = process.argv): void => {
-  const texts = readTexts()
-  const text = texts === undefined ? undefined : printedAhead(argv.slice(2), texts, Terminal.colours(process.stdout))
+  const args = argv.slice(2)
+  const texts = mayBeHelp(args) ? readTexts() : undefined
+  const text = texts === undefined ? undefined : printedAhead(args, texts, Terminal.colours(process.stdout))
   if (text === undefined) {
     void import("./Main.js").then((Main) => Main.runMain(argv))
     return

@@ -10,19 +10,19 @@
  * @since 0.3.0
  */
 import * as Effect from "effect/Effect"
-import type * as StreamModule from "effect/Stream"
+import type * as StreamModule from "./StreamFunctions.js"
 
 let loaded: typeof StreamModule | undefined
 
-/** `effect/Stream`, imported the first time (the same module as any static import of it). */
+/** The client's `effect/Stream` functions (`StreamFunctions`), imported the first time. */
 export const load: Effect.Effect<typeof StreamModule> = Effect.suspend(() =>
   loaded !== undefined
     ? Effect.succeed(loaded)
-    : Effect.map(Effect.promise(() => import("effect/Stream")), (module) => (loaded = module))
+    : Effect.map(Effect.promise(() => import("./StreamFunctions.js")), (module) => (loaded = module))
 )
 
 /**
- * `effect/Stream`, once `load` has run: a connection (`AgentClient.make`)
+ * The client's `effect/Stream` functions, once `load` has run: a connection (`AgentClient.make`)
  * loads it before it exists, so whatever makes a stream of one finds it.
  */
 export const get = (): typeof StreamModule => {

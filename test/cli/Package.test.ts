@@ -216,6 +216,8 @@ describe("the packed package", () => {
     const installed = join(app, "node_modules", "troupe")
     const texts = join(installed, "dist", "cli", "help.json")
     const { forms } = JSON.parse(readFileSync(texts, "utf8")) as { readonly forms: ReadonlyArray<{ readonly argv: ReadonlyArray<string> }> }
+    // The launcher reads the texts only for a command line that is empty or ends so (Start.mayBeHelp).
+    for (const { argv } of forms) assert.isTrue(argv.length === 0 || ["--help", "-h", "--version"].includes(argv.at(-1)!), argv.join(" "))
     for (const form of [[], ["--help"], ["-h"], ["--version"], ["sessions", "--help"], ["sessions", "answer", "-h"], ["protocol", "types", "--help"]]) {
       assert.isTrue(forms.some(({ argv }) => argv.join(" ") === form.join(" ")), `help.json has \`troupe ${form.join(" ")}\``)
     }
