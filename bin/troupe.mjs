@@ -2,7 +2,8 @@
 // The `troupe` program (src/cli/Main.ts), run in this process (no child), so that a signal sent to
 // this process (by a shell, npx, systemd or docker) is the program's own.
 //
-// - An installed package has dist/ and no src/: plain node runs dist/cli/Main.js.
+// - An installed package has dist/ and no src/: plain node runs dist/cli/Start.js (which prints the help
+//   the build printed ahead, or runs the program, dist/cli/Main.js).
 // - A source checkout (`npm ci` compiles dist/ through `prepare`) runs dist/ while it is at least
 //   as new as every file under src/; otherwise (no dist/, or a source edited since the build) it
 //   runs the sources through tsx, a devDependency, so what runs is always what src/ says.
@@ -10,7 +11,7 @@ import { existsSync, readdirSync, statSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
-const built = `${root}dist/cli/Main.js`
+const built = `${root}dist/cli/Start.js`
 const sources = `${root}src`
 
 /** The latest modification time of the files under `dir`. */

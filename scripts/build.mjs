@@ -7,10 +7,13 @@
  *   `troupe/schema`) with troupe's own modules, code shared between them in
  *   `dist/chunks/`, every package left external (the caller's `effect` is the one
  *   troupe uses), each lazily loaded driver in a chunk of its own;
- * - the program: esbuild bundles `dist/cli/Main.js` (which bin/troupe.mjs runs) with
- *   effect and the @effect packages inlined, since the program is a process of its
- *   own and nobody shares its effect; troupe's other dependencies stay external,
- *   and each subcommand's code is a chunk loaded when it runs;
+ * - the program: esbuild bundles `dist/cli/Main.js` with effect and the @effect
+ *   packages inlined, since the program is a process of its own and nobody shares
+ *   its effect; troupe's other dependencies stay external, and each subcommand's
+ *   code is a chunk loaded when it runs;
+ * - the help printed ahead (decision 0050): `dist/cli/Start.js`, which bin/troupe.mjs
+ *   runs, prints for a help form (`troupe --help`, …) the text the built program
+ *   printed for it here (`dist/cli/help.json`), and loads `Main` for the rest;
  * - the inspector's page: src/inspector/Build.ts bundles src/inspector/page into
  *   `dist/inspector/assets/`.
  *
@@ -81,12 +84,56 @@ await build({
 
 await build({
   ...common,
-  entryPoints: { Main: join(repo, "src/cli/Main.ts") },
+  // Start (what bin/troupe.mjs runs) answers the help forms from help.json and loads Main for the rest.
+  entryPoints: { Start: join(repo, "src/cli/Start.ts"), Main: join(repo, "src/cli/Main.ts") },
   outdir: join(out, "cli"),
   chunkNames: "[name]-[hash]",
   external: programExternal,
   // The CommonJS modules inlined with the @effect packages (ws and the like) call `require`.
   banner: { js: `import { createRequire as __troupeCreateRequire } from "node:module"; const require = __troupeCreateRequire(import.meta.url);` }
+})
+
+/**
+ * The help the program prints, printed ahead (decision 0050): each of `Main.helpForms`
+ * run through the built program's `main` in one process, into a pipe and onto a
+ * terminal that takes colours, kept when it exits 0 with nothing on stderr; `Start`
+ * prints the text for the same command line without loading @effect/cli.
+ */
+const printHelpAhead = `
+import { writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { pathToFileURL } from "node:url"
+const dir = process.argv[1]
+const Main = await import(pathToFileURL(join(dir, "Main.js")).href)
+const capture = async (args) => {
+  const written = { stdout: "", stderr: "" }
+  const writes = { stdout: process.stdout.write, stderr: process.stderr.write }
+  for (const name of ["stdout", "stderr"]) process[name].write = (chunk) => ((written[name] += String(chunk)), true)
+  try {
+    return { code: await Main.runPromise(["node", "troupe", ...args]), ...written }
+  } finally {
+    for (const name of ["stdout", "stderr"]) process[name].write = writes[name]
+  }
+}
+const plain = []
+for (const args of Main.helpForms()) plain.push(await capture(args))
+// As on a terminal that takes colours (Terminal.colours).
+Object.defineProperty(process.stdout, "isTTY", { value: true, configurable: true })
+delete process.env.NO_COLOR
+process.env.TERM = "xterm-256color"
+const forms = []
+for (const [i, args] of Main.helpForms().entries()) {
+  const coloured = await capture(args)
+  const ok = (printed) => printed.code === 0 && printed.stderr === "" && printed.stdout !== ""
+  if (ok(plain[i]) && ok(coloured)) forms.push({ argv: args, plain: plain[i].stdout, coloured: coloured.stdout })
+}
+writeFileSync(join(dir, "help.json"), JSON.stringify({ forms }))
+process.exit(0)
+`
+execFileSync(process.execPath, ["--input-type=module", "-e", printHelpAhead, join(out, "cli")], {
+  cwd: repo,
+  stdio: "inherit",
+  env: Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("TROUPE_") && !key.startsWith("OTEL_")))
 })
 
 // From the sources (tsx, a devDependency like esbuild), so that `--out` may be outside the repository.

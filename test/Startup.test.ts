@@ -87,6 +87,12 @@ describe("start-up", () => {
         [],
         "troupe/client loads the runtime"
       )
+      // effect's streams (69 of its modules: channels, sinks, STM) load when a client connects (client/LazyStream).
+      assert.deepStrictEqual(
+        steps.client.filter((url) => /\/node_modules\/effect\/dist\/esm\/(Stream|Mailbox|internal\/stream|internal\/channel)\.js$/.test(url)),
+        [],
+        "troupe/client loads effect/Stream"
+      )
       assert.deepStrictEqual(steps.cli.filter((url) => notForTheCli.test(url)), [], "--help or run loads what it does not use")
       // The probe itself: the root import did load the runtime, and the commands ran the program.
       assert.isTrue(sources(steps.root).includes("actors/InProcessHost.ts"))

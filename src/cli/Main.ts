@@ -147,6 +147,26 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<ExitCode.ExitCode> =>
     Logger.withMinimumLogLevel(LogLevel.Warning)
   )
 
+/**
+ * The command lines whose whole answer is help or the version: none, `--help`,
+ * `-h`, `--version`, and `--help` or `-h` after each command. The build runs
+ * each through `main` and writes what it printed beside the program
+ * (`help.json`), which `Start` prints for the same command line without
+ * loading @effect/cli (decision 0050).
+ */
+export const helpForms = (): ReadonlyArray<ReadonlyArray<string>> => {
+  const paths: Array<ReadonlyArray<string>> = []
+  const walk = (node: Argv.Tree, path: ReadonlyArray<string>): void => {
+    if (path.length > 0) paths.push(path)
+    if (node._tag === "Group") for (const [name, child] of node.children) walk(child, [...path, name])
+  }
+  walk(tree, [])
+  return [[], ["--help"], ["-h"], ["--version"], ...paths.flatMap((path) => [[...path, "--help"], [...path, "-h"]])]
+}
+
+/** Runs `main` on a command line and resolves with its exit code (the build prints the help texts with it). */
+export const runPromise = (argv: ReadonlyArray<string>): Promise<ExitCode.ExitCode> => Effect.runPromise(main(argv))
+
 /** Runs `main` on this process and exits with its code. */
 export const runMain = (argv: ReadonlyArray<string> = process.argv): void => {
   Output.endQuietlyOnClosedPipe()

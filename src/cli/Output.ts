@@ -17,9 +17,9 @@ import * as Logger from "effect/Logger"
 import * as Schedule from "effect/Schedule"
 import type * as Console from "effect/Console"
 import type * as Scope from "effect/Scope"
+import { colours, isTty } from "./Terminal.js"
 
-/** Whether a stream is a terminal. */
-const isTty = (stream: NodeJS.WriteStream): boolean => stream.isTTY === true
+export { colours, endQuietlyOnClosedPipe } from "./Terminal.js"
 
 /** Whether stdout is a terminal. */
 export const stdoutIsTty = (): boolean => isTty(process.stdout)
@@ -29,10 +29,6 @@ export const stderrIsTty = (): boolean => isTty(process.stderr)
 
 /** Whether stdin is a terminal (interactive questions need one). */
 export const stdinIsTty = (): boolean => process.stdin.isTTY === true
-
-/** Whether colours may be written to a stream. */
-export const colours = (stream: NodeJS.WriteStream): boolean =>
-  isTty(stream) && (process.env["NO_COLOR"] ?? "") === "" && process.env["TERM"] !== "dumb"
 
 // eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g
@@ -59,21 +55,6 @@ export const withPlainConsole = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.
     }
     return Effect.withConsole(self, console)
   })
-
-/**
- * Makes output into a closed pipe (`troupe … | head -1`) end the program
- * quietly: the reader has all it wanted, so stdout closing with EPIPE exits 0
- * at once (there is nothing left to say and nowhere to say it), and EPIPE on
- * stderr is ignored. Any other write error still surfaces.
- */
-export const endQuietlyOnClosedPipe = (): void => {
-  const onError = (stream: NodeJS.WriteStream) => (error: NodeJS.ErrnoException) => {
-    if (error.code !== "EPIPE") throw error
-    if (stream === process.stdout) process.exit(0)
-  }
-  process.stdout.on("error", onError(process.stdout))
-  process.stderr.on("error", onError(process.stderr))
-}
 
 /**
  * Effect's logger, writing to stderr (stdout may carry results or the

@@ -34,7 +34,7 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
 import * as net from "node:net"
 import * as Envelope from "../protocol/Envelope.js"
 import * as Frame from "../protocol/Frame.js"
@@ -44,6 +44,7 @@ import * as Naming from "../protocol/Naming.js"
 import type { InvalidName } from "../protocol/ProtocolError.js"
 import * as NodeTransport from "../internal/NodeTransport.js"
 import * as Transport from "../protocol/Transport.js"
+import * as LazyStream from "./LazyStream.js"
 
 /** Frame flag: the last frame for this id. */
 export const FLAG_TERMINAL = Frame.FLAG_TERMINAL
@@ -132,8 +133,7 @@ export interface ConnectOptions {
 
 /** An open streaming exchange: its id (for `send`), its frames as an Effect `Stream` and as an async iterator. */
 export class AgentStream implements AsyncIterableIterator<RawFrame> {
-  /** Its frames, ending after the TERMINAL one. Consume either this or the iterator, once. */
-  readonly frames: Stream.Stream<RawFrame, ClientError>
+  private stream: Stream.Stream<RawFrame, ClientError> | undefined
 
   /**
    * Every frame buffered, waiting for one when there is none; an empty chunk
@@ -152,12 +152,20 @@ export class AgentStream implements AsyncIterableIterator<RawFrame> {
     pullChunk?: Effect.Effect<Chunk.Chunk<RawFrame>, ClientError>
   ) {
     this.pullChunk = pullChunk ?? Effect.map(pull, Option.match({ onNone: () => Chunk.empty(), onSome: Chunk.of }))
-    this.frames = Stream.repeatEffectChunkOption(
+  }
+
+  /**
+   * Its frames, ending after the TERMINAL one. Consume either this or the iterator, once.
+   * (Made when first read, with the `effect/Stream` its connection loaded: `LazyStream`.)
+   */
+  get frames(): Stream.Stream<RawFrame, ClientError> {
+    this.stream ??= LazyStream.get().repeatEffectChunkOption(
       Effect.flatMap(
         Effect.mapError(this.pullChunk, Option.some),
         (chunk) => (Chunk.isEmpty(chunk) ? Effect.fail(Option.none()) : Effect.succeed(chunk))
       )
     )
+    return this.stream
   }
 
   /** The next frame. */
@@ -515,6 +523,8 @@ const open = (
   options: ConnectOptions
 ): Effect.Effect<Connection, ConnectFailure, Scope.Scope> =>
   Effect.gen(function*() {
+    // What a connection's streams are made with, loaded before the first one opens.
+    yield* LazyStream.load
     const timeout = options.timeout ?? options.timeoutMs ?? DEFAULT_TIMEOUT
     const closeTimeout = options.closeTimeout ?? DEFAULT_CLOSE_TIMEOUT
     const scope = yield* Effect.scope

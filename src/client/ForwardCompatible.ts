@@ -65,7 +65,9 @@ const tagOf = (u: unknown): string | undefined =>
   isMap(u) && typeof u._tag === "string" && u._tag.length > 0 ? u._tag : undefined
 
 // Compiled: a replay decodes events by the thousand (see CompiledDecoder for why this is the same decode).
-const decodeKnownEvent = CompiledDecoder.make(Messages.SessionEventFrame)
+// Compiled on the first event, not on `import "troupe/client"`, which most often only connects.
+let compiled: ((payload: unknown) => Either.Either<EventFrame, ParseResult.ParseError>) | undefined
+const decodeKnownEvent = (payload: unknown) => (compiled ??= CompiledDecoder.make(Messages.SessionEventFrame))(payload)
 const isSessionId = Schema.is(SessionId)
 
 /**

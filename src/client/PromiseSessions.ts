@@ -14,7 +14,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
 import type { AnswerOf, CallbackKind, CallbackOf } from "../schema/Callback.js"
 import type { Snapshot } from "../schema/Event.js"
 import type { InvalidCallbackAnswer } from "../schema/Errors.js"
@@ -37,6 +36,7 @@ import type {
   SessionPage,
   SessionTree
 } from "./session/Api.js"
+import * as LazyStream from "./LazyStream.js"
 import type { SessionClientError } from "./session/Errors.js"
 
 /** Runs an effect for the Promise API, rejecting with the typed error itself rather than a wrapper. */
@@ -212,6 +212,7 @@ export abstract class PromiseSessions<E, C extends Wrapped<E> = Wrapped<E>> {
     const stream = this.client.events(sessionId, options)
     return runPromise(Effect.gen(this, function*() {
       const scope = yield* Scope.fork(this.scope, ExecutionStrategy.sequential)
+      const Stream = yield* LazyStream.load
       const pull = yield* Scope.extend(Stream.toPull(stream), scope)
       return new EventIterator<E>(pull, scope)
     }))

@@ -31,7 +31,8 @@ const layout = () => {
 
 const build = (dir: string, at: Date) => {
   mkdirSync(join(dir, "dist", "cli"), { recursive: true })
-  const main = join(dir, "dist", "cli", "Main.js")
+  // What the launcher runs of a build: Start (which loads Main for all but the help forms, decision 0050).
+  const main = join(dir, "dist", "cli", "Start.js")
   writeFileSync(main, "export const runMain = (argv) => console.log(`dist ${argv.slice(2).join(\" \")}`)\n")
   utimesSync(main, at, at)
 }

@@ -16,10 +16,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import { afterAll, beforeAll } from "vitest"
 
 const repo = fileURLToPath(new URL("../..", import.meta.url))
@@ -211,6 +211,74 @@ describe("the packed package", () => {
       proc.kill("SIGTERM")
     }
   }, 60_000)
+
+  it("a help form prints, without loading the program, exactly what the program prints; anything else runs the program", async () => {
+    const installed = join(app, "node_modules", "troupe")
+    const texts = join(installed, "dist", "cli", "help.json")
+    const { forms } = JSON.parse(readFileSync(texts, "utf8")) as { readonly forms: ReadonlyArray<{ readonly argv: ReadonlyArray<string> }> }
+    // The launcher reads the texts only for a command line that is empty or ends so (Start.mayBeHelp).
+    for (const { argv } of forms) assert.isTrue(argv.length === 0 || ["--help", "-h", "--version"].includes(argv.at(-1)!), argv.join(" "))
+    for (const form of [[], ["--help"], ["-h"], ["--version"], ["sessions", "--help"], ["sessions", "answer", "-h"], ["protocol", "types", "--help"]]) {
+      assert.isTrue(forms.some(({ argv }) => argv.join(" ") === form.join(" ")), `help.json has \`troupe ${form.join(" ")}\``)
+    }
+    // What a process resolved (the ESM resolve hook of the start-up test), and a terminal that takes colours.
+    const hook = pathToFileURL(join(repo, "test", "support", "importHook.mjs")).href
+    const tty = `data:text/javascript,Object.defineProperty(process.stdout,"isTTY",{value:true})`
+    const colourEnv = () => {
+      const { NO_COLOR: _, ...rest } = env()
+      return { ...rest, TERM: "xterm-256color" }
+    }
+    // The real program: @effect/cli, whatever help.json says.
+    const real = join(dir, "real.mjs")
+    writeFileSync(real, `const Main = await import(${JSON.stringify(pathToFileURL(join(installed, "dist", "cli", "Main.js")).href)})\nMain.runMain(["node", "troupe", ...process.argv.slice(2)])\n`)
+    /** Runs node on `args` (asynchronously, so that two run at once): exit code, stdout, and the modules the launcher resolved. */
+    const node = (args: ReadonlyArray<string>, coloured: boolean) =>
+      new Promise<{ readonly code: number | null; readonly stdout: string; readonly resolved: ReadonlyArray<string> }>((resolve, reject) => {
+        const out = join(dir, `resolved-${Math.random().toString(36).slice(2)}.txt`)
+        writeFileSync(out, "")
+        const preload = `data:text/javascript,import{register}from"node:module";register(${JSON.stringify(hook)},{data:{out:${JSON.stringify(out)}}})`
+        const proc = spawn(process.execPath, [...(args[0] === real ? [] : ["--import", preload]), ...(coloured ? ["--import", tty] : []), ...args], {
+          cwd: app,
+          env: coloured ? colourEnv() : env(),
+          stdio: ["ignore", "pipe", "inherit"]
+        })
+        const chunks: Array<Buffer> = []
+        proc.stdout!.on("data", (chunk: Buffer) => chunks.push(chunk))
+        proc.on("error", reject)
+        proc.on("close", (code) =>
+          resolve({ code, stdout: Buffer.concat(chunks).toString("utf8"), resolved: readFileSync(out, "utf8").split("\n") })
+        )
+      })
+    const bin = join(installed, "bin", "troupe.mjs")
+    const loadsTheProgram = (resolved: ReadonlyArray<string>) => resolved.some((url) => url.endsWith("/dist/cli/Main.js"))
+    /** `argv` through the launcher and through the real program: the same bytes and exit code; whether the launcher loaded the program. */
+    const compare = async (argv: ReadonlyArray<string>, coloured: boolean) => {
+      const [launched, program] = await Promise.all([node([bin, ...argv], coloured), node([real, ...argv], coloured)])
+      const what = `troupe ${argv.join(" ")}${coloured ? " (colours)" : ""}`
+      assert.strictEqual(program.code, 0, what)
+      assert.strictEqual(launched.code, program.code, what)
+      assert.strictEqual(launched.stdout, program.stdout, what)
+      return { loaded: loadsTheProgram(launched.resolved), stdout: launched.stdout }
+    }
+    for (const { argv } of forms) {
+      const { loaded } = await compare(argv, false)
+      assert.isFalse(loaded, `troupe ${argv.join(" ")} loads the program`)
+    }
+    for (const argv of [["--help"], ["sessions", "send", "-h"]]) {
+      const { loaded, stdout } = await compare(argv, true)
+      assert.isFalse(loaded, `troupe ${argv.join(" ")} (colours) loads the program`)
+      assert.include(stdout, "\x1b[", "colours on a terminal")
+    }
+    // Not a help form: the program runs (and prints the same help).
+    assert.isTrue((await compare(["--log-level", "error", "--help"], false)).loaded)
+    // Without the texts, the program runs.
+    renameSync(texts, `${texts}.away`)
+    try {
+      assert.isTrue((await compare(["--help"], false)).loaded)
+    } finally {
+      renameSync(`${texts}.away`, texts)
+    }
+  }, 240_000)
 
   it("SIGTERM through node_modules/.bin/troupe and through npx drains the daemon, which exits 0", async () => {
     const direct = daemon(join(app, "node_modules", ".bin", "troupe"), ["serve", "--store", "memory", "--socket", join(dir, "a.sock")])

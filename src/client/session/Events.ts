@@ -10,11 +10,12 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
 import * as Messages from "../../protocol/Messages.js"
 import type { SessionId } from "../../schema/Ids.js"
 import type * as AgentClient from "../AgentClient.js"
 import * as ForwardCompatible from "../ForwardCompatible.js"
+import * as LazyStream from "../LazyStream.js"
 import type { EventFrame, EventOptions } from "./Api.js"
 import { readEither } from "./Codec.js"
 import { type SessionClientError, UnexpectedAnswer, unexpected } from "./Errors.js"
@@ -46,7 +47,7 @@ const subscription = (
   connection: AgentClient.Connection,
   request: typeof Messages.SessionEvents.Type
 ): Stream.Stream<EventFrame, SessionClientError | Resume> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
+  LazyStream.get().unwrapScoped(Effect.gen(function*() {
     const stream = yield* openStream(connection, Type.sessionEvents, Messages.SessionEvents, request, Type.sessionEventsCancel)
     let ended: Resume | "done" | undefined
     const fail = (error: SessionClientError | Resume) => Effect.fail(Option.some(error))
@@ -80,7 +81,7 @@ const subscription = (
         })
       )
     })
-    return Stream.repeatEffectChunkOption(next)
+    return LazyStream.get().repeatEffectChunkOption(next)
   }))
 
 /** The session's events from `options.after`, subscribing again after a `slow_consumer` end or a drop. */
@@ -88,30 +89,33 @@ export const events = (
   source: Source,
   sessionId: SessionId,
   options: EventOptions = {}
-): Stream.Stream<EventFrame, SessionClientError> =>
-  Stream.suspend(() => {
+): Stream.Stream<EventFrame, SessionClientError> => {
+  // Loaded by the connection the source's links come from (`LazyStream`).
+  const S = LazyStream.get()
+  return S.suspend(() => {
     // The cursor of the last durable event handed on: where a new subscription starts.
     let last = options.after
     const from = (after: number | undefined): Stream.Stream<EventFrame, SessionClientError> =>
-      Stream.unwrap(Effect.map(source.live, (link) =>
+      S.unwrap(Effect.map(source.live, (link) =>
         subscription(link.connection, { sessionId, after, volatile: options.volatile, follow: options.follow }).pipe(
-          Stream.mapChunks((chunk) => {
+          S.mapChunks((chunk) => {
             for (const frame of chunk) if (frame.cursor !== undefined) last = frame.cursor
             return chunk
           }),
-          Stream.catchAll((error): Stream.Stream<EventFrame, SessionClientError> => {
-            if (!(error instanceof Resume)) return Stream.fail(error)
+          S.catchAll((error): Stream.Stream<EventFrame, SessionClientError> => {
+            if (!(error instanceof Resume)) return S.fail(error)
             const why = error.why
             // Told once the new subscription is about to start: the deltas of the gap are gone.
             const again = (after: number | undefined) =>
-              Stream.suspend(() => {
+              S.suspend(() => {
                 options.onResume?.()
                 return from(after)
               })
             return why._tag === "slow_consumer"
               ? again(why.cursor)
-              : Stream.unwrap(Effect.as(source.renew(link, why.error), Stream.suspend(() => again(last))))
+              : S.unwrap(Effect.as(source.renew(link, why.error), S.suspend(() => again(last))))
           })
         )))
     return from(options.after)
   })
+}
