@@ -23,8 +23,8 @@
  * announced then, after the watcher subscribed, so no commit falls between a
  * watcher's read of the store and its first signal. Watches of a process
  * whose connection `pg_stat_activity` listed and no longer lists (it crashed)
- * are dropped. A process's own commits are not signalled to its own watchers:
- * its host publishes them in-process (as on SQLite). A troupe from before
+ * are dropped. A process's own watches do not make it announce: its host
+ * publishes its commits in-process (as on SQLite). A troupe from before
  * decision 0053 never says what it watches: beside this one it follows
  * commits through its backstop reads only.
  *
