@@ -8,7 +8,7 @@
  * (sessions became claimable) reaches every process on the database.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, Option, Queue } from "effect"
+import { Context, Effect, Exit, Layer, Option, Queue, Scope } from "effect"
 import pg from "pg"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import * as PgStoreSignals from "../src/layers/PgStoreSignals.js"
@@ -51,6 +51,91 @@ describe("PgStoreSignals payloads", () => {
     }))
 })
 
+describe("PgStoreSignals watch lines", () => {
+  it.effect("parse as what they say, never as signals, and a process's own are not read back", () =>
+    Effect.gen(function*() {
+      const sessionId = yield* makeSessionId
+      assert.deepStrictEqual(PgStoreSignals.parseWatch(`w origin-a ${sessionId} d`, "me"), { _tag: "watch", origin: "origin-a", sessionId, deltas: true })
+      assert.deepStrictEqual(PgStoreSignals.parseWatch(PgStoreSignals.watchLine("origin-a", sessionId, false), "me"), {
+        _tag: "watch",
+        origin: "origin-a",
+        sessionId,
+        deltas: false
+      })
+      assert.deepStrictEqual(PgStoreSignals.parseWatch(`u origin-a ${sessionId}`, "me"), { _tag: "unwatch", origin: "origin-a", sessionId })
+      assert.deepStrictEqual(PgStoreSignals.parseWatch("h origin-a", "me"), { _tag: "hello", origin: "origin-a" })
+      assert.deepStrictEqual(PgStoreSignals.parseWatch("p origin-a", "me"), { _tag: "present", origin: "origin-a" })
+      assert.deepStrictEqual(PgStoreSignals.parseWatch("b origin-a", "me"), { _tag: "bye", origin: "origin-a" })
+      assert.isUndefined(PgStoreSignals.parseWatch(`w me ${sessionId}`, "me"))
+      assert.isUndefined(PgStoreSignals.parseWatch("w origin-a", "me"))
+      assert.isUndefined(PgStoreSignals.parseWatch(`l ${sessionId} 4`, "me"))
+      assert.isUndefined(PgStoreSignals.parseWatch("c", "me"))
+      const lines = [`w origin-a ${sessionId} d`, `u origin-a ${sessionId}`, "h origin-a", "p origin-a", "b origin-a"]
+      assert.deepStrictEqual(PgStoreSignals.parse(lines.join("\n"), "me"), [])
+      assert.isFalse(PgStoreSignals.claimable(lines.join("\n")))
+    }))
+
+  it.effect("who watches what: a hello or a present replaces its sender's watches, a bye or a vanished connection drops them", () =>
+    Effect.gen(function*() {
+      const s1 = yield* makeSessionId
+      const s2 = yield* makeSessionId
+      const peers = PgStoreSignals.noPeers()
+      const hear = (line: string) => PgStoreSignals.hear(peers, PgStoreSignals.parseWatch(line, "me")!)
+      const watchers = (id: SessionId) => [...(peers.watches.get(id) ?? new Map<string, boolean>())]
+      assert.strictEqual(hear(`w a ${s1}`), s1)
+      assert.strictEqual(hear(`w a ${s1} d`), s1)
+      // Deltas once wanted stay wanted until the watch is withdrawn.
+      hear(`w a ${s1}`)
+      hear(`w b ${s1}`)
+      hear(`w b ${s2}`)
+      assert.deepStrictEqual(watchers(s1), [["a", true], ["b", false]])
+      assert.isUndefined(hear(`u a ${s1}`))
+      assert.deepStrictEqual(watchers(s1), [["b", false]])
+      hear("h b")
+      assert.isFalse(peers.watches.has(s1) || peers.watches.has(s2))
+      assert.deepStrictEqual([...peers.present.keys()], ["a", "b"])
+      hear(`w b ${s2}`)
+      hear("b b")
+      assert.deepStrictEqual([...peers.present.keys()], ["a"])
+      assert.isFalse(peers.watches.has(s2))
+      // `pg_stat_activity`: a process is gone once listed and then not; one never listed is kept.
+      hear(`w a ${s1}`)
+      hear("p c")
+      PgStoreSignals.listed(peers, ["troupe-signals a", "troupe-signals x"])
+      assert.deepStrictEqual([...peers.present.keys()], ["a", "c"])
+      PgStoreSignals.listed(peers, ["troupe-signals x"])
+      assert.deepStrictEqual([...peers.present.keys()], ["c"])
+      assert.isFalse(peers.watches.has(s1))
+    }))
+})
+
+/** A plain connection listening on the channel of `url`'s schema: every line heard, in order. */
+const wire = (url: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: url, application_name: "troupe-test-wire" })
+      await client.connect()
+      const channel = (await client.query<{ channel: string }>(`SELECT 'troupe_' || left(md5(current_schema()), 16) AS channel`)).rows[0]!.channel
+      const lines: Array<string> = []
+      client.on("notification", (message) => {
+        if (message.channel === channel && message.payload !== undefined) lines.push(...message.payload.split("\n"))
+      })
+      await client.query(`LISTEN "${channel}"`)
+      return { client, lines }
+    }),
+    ({ client }) => Effect.promise(() => client.end())
+  )
+
+/** Waits (at most 10 seconds) until `lines` holds a line `pick` finds (from index `from`), and returns it. */
+const heard = (lines: ReadonlyArray<string>, pick: (line: string) => boolean, from = 0) =>
+  Effect.gen(function*() {
+    for (;;) {
+      const line = lines.slice(from).find(pick)
+      if (line !== undefined) return line
+      yield* Effect.sleep("10 millis")
+    }
+  }).pipe(Effect.timeout("10 seconds"))
+
 describe.skipIf(!pgAvailable.run)("PgStoreSignals on a database", () => {
   it.scopedLive("a dropped LISTEN connection comes back: Missed, then commits are signalled again", () =>
     Effect.gen(function*() {
@@ -89,7 +174,7 @@ describe.skipIf(!pgAvailable.run)("PgStoreSignals on a database", () => {
       yield* Effect.promise(async () => {
         const admin = new pg.Client({ connectionString: baseUrl })
         await admin.connect()
-        await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'troupe-signals' AND pid <> pg_backend_pid()`)
+        await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'troupe-signals%' AND pid <> pg_backend_pid()`)
         await admin.end()
       })
       yield* next("Missed")
@@ -150,5 +235,65 @@ describe.skipIf(!pgAvailable.run)("PgStoreSignals on a database", () => {
       })
       assert.isTrue(heard)
       assert.isTrue(Option.isSome(yield* Effect.option(Effect.timeout(Queue.take(atA), "2 seconds"))))
+    }), 30_000)
+
+  it.scopedLive("commits nobody else watches are not announced; a watch elsewhere is told, and the head committed before it is announced then", () =>
+    Effect.gen(function*() {
+      const { drop, url } = yield* Effect.promise(freshSchema)
+      yield* Effect.addFinalizer(() => Effect.promise(drop))
+      const { lines } = yield* wire(url)
+      // A keeps the heads it announced for one to two sweeps: longer than this test.
+      const a = Context.get(yield* Layer.build(PgStoreSignals.layer({ url, sweep: "20 seconds" })), StoreSignals)
+      const originA = (yield* heard(lines, (line) => line.startsWith("h "))).slice(2)
+      const sessionId = yield* makeSessionId
+      const turnId = yield* makeTurnId
+      const delta = (text: string) => [new AssistantDelta({ sessionId, turnId, text }, true)]
+      /** Waits until A's `c` (sent after `effect`, and after A had a while to send whatever it would) is heard; the lines before it. */
+      const upTo = <X>(effect: Effect.Effect<X>) =>
+        Effect.gen(function*() {
+          const from = lines.length
+          yield* effect
+          yield* Effect.sleep("200 millis")
+          yield* a.announceClaimable
+          yield* heard(lines, (line) => line === "c", from)
+          // What A announced before its hint: commits and deltas (watch lines are not counted).
+          return lines.slice(from, lines.indexOf("c", from)).filter((line) => line.startsWith("l ") || line.startsWith("d "))
+        })
+      // Nobody else listens: A sends nothing of its commits or deltas.
+      assert.deepStrictEqual(yield* upTo(Effect.zipRight(a.announce(sessionId, 7), a.forward(sessionId, delta("unseen")))), [])
+      const b = Context.get(yield* Layer.build(PgStoreSignals.layer({ url, sweep: "100 millis" })), StoreSignals)
+      const originB = (yield* heard(lines, (line) => line.startsWith("h ") && line !== `h ${originA}`)).slice(2)
+      yield* heard(lines, (line) => line === `p ${originA}`)
+      // B watches: A hears of it and announces the head it committed before, which B's watcher gets.
+      const watching = yield* Scope.make()
+      const changes = yield* Scope.extend(b.watch(sessionId), watching)
+      const log = (seq: number) =>
+        Effect.gen(function*() {
+          for (;;) {
+            const signal = yield* Queue.take(changes)
+            if (signal._tag === "Log" && signal.seq === seq) return signal
+          }
+        }).pipe(Effect.timeout("10 seconds"))
+      yield* heard(lines, (line) => line === PgStoreSignals.watchLine(originB, sessionId, false))
+      yield* log(7)
+      yield* a.announce(sessionId, 8)
+      yield* log(8)
+      // Deltas only for a watch that wants them.
+      assert.deepStrictEqual(yield* upTo(a.forward(sessionId, delta("still unseen"))), [])
+      const following = yield* Scope.extend(b.watch(sessionId, { deltas: true }), watching)
+      yield* heard(lines, (line) => line === PgStoreSignals.watchLine(originB, sessionId, true))
+      yield* a.forward(sessionId, delta("seen"))
+      const deltas = yield* Effect.gen(function*() {
+        for (;;) {
+          const signal = yield* Queue.take(following)
+          if (signal._tag === "Deltas") return signal.events.map((event) => event.text)
+        }
+      }).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(deltas, ["seen"])
+      // B's watches end: after a sweep or two B withdraws it, and A's commits are not announced again.
+      yield* Scope.close(watching, Exit.void)
+      yield* heard(lines, (line) => line === `u ${originB} ${sessionId}`)
+      yield* Effect.sleep("100 millis")
+      assert.deepStrictEqual(yield* upTo(a.announce(sessionId, 9)), [])
     }), 30_000)
 })

@@ -4,42 +4,79 @@
  * `pg_notify` from the committing transaction, so it leaves exactly when the
  * push is visible, whoever pushed. Log appends and volatile deltas are
  * announced by the process that committed them, just after, over its signals
- * connection: batched (one NOTIFY in flight; whatever piled up meanwhile goes
- * in the next, each session's highest seq only), so the pool's commits never
- * wait on NOTIFY's database-wide lock. One dedicated `LISTEN` connection per
- * process, owned by the layer's scope, receives them and reconnects when it is
- * lost (then every watcher is told `Missed` and reads the store again).
+ * connection, and only for sessions another process watches (decision 0053):
+ * batched (one NOTIFY in flight; whatever piled up meanwhile goes in the next,
+ * each session's highest seq only), so the pool's commits never wait on
+ * NOTIFY's database-wide lock, and a process nobody else watches sends none.
+ * One dedicated `LISTEN` connection per process, owned by the layer's scope,
+ * receives them and reconnects when it is lost (then every watcher is told
+ * `Missed` and reads the store again).
+ *
+ * Who watches what travels on the same channel. A process says `h` (hello)
+ * each time it listens; every other one answers `p` (present) with the
+ * sessions it watches. A session watched here for the first time is told to
+ * the processes known to be present (`w`, with `d` when its deltas are
+ * wanted), before the watch returns; one no longer watched for a while is
+ * withdrawn (`u`); a process that stops says `b`. A process that hears `w`
+ * for a session it committed to lately announces that session's head at
+ * once: a commit it did not announce because it had not heard the `w` yet is
+ * announced then, after the watcher subscribed, so no commit falls between a
+ * watcher's read of the store and its first signal. Watches of a process
+ * whose connection `pg_stat_activity` listed and no longer lists (it crashed)
+ * are dropped. A process's own watches do not make it announce: its host
+ * publishes its commits in-process (as on SQLite). A troupe from before
+ * decision 0053 never says what it watches: beside this one it follows
+ * commits through its backstop reads only.
  *
  * The channel is per schema (`troupe_` and 16 hex digits of the schema name's
  * md5), so stores in different schemas of one database do not hear each other.
  * A payload holds lines: `i <session> <position>` (inbox pushed), `l <session>
  * <seq>` (log appended up to seq), `d <origin> <session> <turn> <json texts>`
  * (volatile deltas, best effort, in chunks under the 8000-byte payload limit;
- * a larger single delta is skipped), and `c` (the pool's hint: sessions became
+ * a larger single delta is skipped), `c` (the pool's hint: sessions became
  * claimable; every process hears it, the sender's too; sent on its own and
- * waited for, since the draining process that sends it may exit right after).
- * A process does not read its own deltas back.
+ * waited for, since the draining process that sends it may exit right after),
+ * and the watch lines `h <origin>`, `p <origin>`, `w <origin> <session> [d]`,
+ * `u <origin> <session>`, `b <origin>`. A process does not read its own
+ * deltas or watch lines back.
  *
  * @since 0.1.0
  */
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
 import type pg from "pg"
 import { AssistantDelta } from "../schema/Event.js"
 import { type SessionId, type TurnId, ulid } from "../schema/Ids.js"
-import { Signal, StoreSignals } from "../services/StoreSignals.js"
+import { Signal, StoreSignals, type WatchOptions } from "../services/StoreSignals.js"
 import * as SignalHub from "./SignalHub.js"
 
 /** How to reach the database (the same URL as the store's). */
 export interface Options {
   readonly url: string
+  /**
+   * How often watches no longer used are withdrawn, and the processes on the
+   * database are looked up (default 5 seconds): a session stays told as
+   * watched for one to two of these after its last watch ended.
+   */
+  readonly sweep?: Duration.DurationInput | undefined
 }
 
 /** The channel of the connection's schema. */
 const channelQuery = `SELECT 'troupe_' || left(md5(current_schema()), 16) AS channel`
+
+/** The application name of every signals connection, followed by ` <origin>`. */
+const applicationName = "troupe-signals"
+
+/** The signals connections on the database. */
+const activityQuery =
+  `SELECT application_name AS name FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE '${applicationName} %'`
 
 /** Bytes of a payload, under PostgreSQL's 8000. */
 const payloadLimit = 7900
@@ -50,6 +87,13 @@ const forwardBacklog = 4096
 type Outgoing =
   | { readonly _tag: "log"; readonly sessionId: SessionId; readonly seq: number }
   | { readonly _tag: "deltas"; readonly sessionId: SessionId; readonly events: ReadonlyArray<AssistantDelta> }
+  | { readonly _tag: "lines"; readonly lines: ReadonlyArray<string>; readonly sent?: Deferred.Deferred<void> | undefined }
+
+/** A line about who watches what (`h`, `p`, `w`, `u`, `b`), from another process. */
+export type WatchLine =
+  | { readonly _tag: "hello" | "present" | "bye"; readonly origin: string }
+  | { readonly _tag: "watch"; readonly origin: string; readonly sessionId: SessionId; readonly deltas: boolean }
+  | { readonly _tag: "unwatch"; readonly origin: string; readonly sessionId: SessionId }
 
 /** Parses one line of a payload into the signal it carries, unless it is this process's own deltas or not one of ours. */
 const parseLine = (line: string, origin: string): Signal | undefined => {
@@ -85,6 +129,25 @@ export const parse = (payload: string, origin: string): ReadonlyArray<Signal> =>
   }
   return signals
 }
+
+/** The watch line `line` is, unless it is not one or it is `origin`'s own. */
+export const parseWatch = (line: string, origin: string): WatchLine | undefined => {
+  const kind = line[0]
+  if (line[1] !== " " || (kind !== "h" && kind !== "p" && kind !== "b" && kind !== "w" && kind !== "u")) return undefined
+  const [from, sessionId, flag] = line.slice(2).split(" ", 3)
+  if (from === undefined || from === "" || from === origin) return undefined
+  if (kind === "h") return { _tag: "hello", origin: from }
+  if (kind === "p") return { _tag: "present", origin: from }
+  if (kind === "b") return { _tag: "bye", origin: from }
+  if (sessionId === undefined || sessionId === "") return undefined
+  return kind === "w"
+    ? { _tag: "watch", origin: from, sessionId: sessionId as SessionId, deltas: flag === "d" }
+    : { _tag: "unwatch", origin: from, sessionId: sessionId as SessionId }
+}
+
+/** The `w` line that tells `sessionId` is watched by `origin` (`deltas`: with its deltas). */
+export const watchLine = (origin: string, sessionId: SessionId, deltas: boolean): string =>
+  deltas ? `w ${origin} ${sessionId} d` : `w ${origin} ${sessionId}`
 
 /** Whether a payload carries the pool's hint (a `c` line). */
 export const claimable = (payload: string): boolean => payload.split("\n").includes("c")
@@ -131,6 +194,104 @@ export const deltaPayloads = (origin: string, sessionId: SessionId, events: Read
   return payloads
 }
 
+/** The lines of a batch of announcements: watch lines in order, deltas in order, then each session's highest appended seq. */
+const linesOf = (origin: string, batch: Iterable<Outgoing>): Array<string> => {
+  const heads = new Map<SessionId, number>()
+  const deltas = new Map<SessionId, Array<AssistantDelta>>()
+  const lines: Array<string> = []
+  for (const item of batch) {
+    if (item._tag === "lines") lines.push(...item.lines)
+    else if (item._tag === "log") heads.set(item.sessionId, Math.max(item.seq, heads.get(item.sessionId) ?? 0))
+    else {
+      const list = deltas.get(item.sessionId)
+      if (list === undefined) deltas.set(item.sessionId, [...item.events])
+      else list.push(...item.events)
+    }
+  }
+  for (const [sessionId, events] of deltas) lines.push(...deltaPayloads(origin, sessionId, events))
+  for (const [sessionId, seq] of heads) lines.push(`l ${sessionId} ${seq}`)
+  return lines
+}
+
+/** A session watched here: by how many watches (and of them, how many want deltas), and what the others were told. */
+interface LocalWatch {
+  watches: number
+  deltas: number
+  /** Told to the processes present: not yet, as watched, or as watched with its deltas. */
+  told: "no" | "log" | "deltas"
+  /** The sweep count when its last watch ended (it is withdrawn a full sweep later). */
+  idleSince: number | undefined
+}
+
+/** What the others must be told of a session watched here. */
+const needOf = (watch: LocalWatch): "log" | "deltas" => (watch.deltas > 0 ? "deltas" : "log")
+
+/** What this process knows of the others on its channel: who is there, and which sessions they watch. */
+export interface Peers {
+  /** Processes heard from, and whether `pg_stat_activity` listed their connection yet. */
+  readonly present: Map<string, { listed: boolean }>
+  /** Sessions other processes watch: by session, the watching processes and whether they want its deltas. */
+  readonly watches: Map<SessionId, Map<string, boolean>>
+}
+
+/** Nobody known yet. */
+export const noPeers = (): Peers => ({ present: new Map(), watches: new Map() })
+
+/** Drops a process and its watches. */
+const forget = (peers: Peers, origin: string) => {
+  peers.present.delete(origin)
+  for (const [sessionId, by] of peers.watches) {
+    if (by.delete(origin) && by.size === 0) peers.watches.delete(sessionId)
+  }
+}
+
+/**
+ * Applies a watch line to `peers`; the session whose head to announce again
+ * (`watch`), if any. A hello or a present is followed by every watch of its
+ * sender, so it replaces whatever was known of them.
+ */
+export const hear = (peers: Peers, line: WatchLine): SessionId | undefined => {
+  switch (line._tag) {
+    case "bye":
+      forget(peers, line.origin)
+      return undefined
+    case "hello":
+    case "present": {
+      const state = peers.present.get(line.origin) ?? { listed: false }
+      forget(peers, line.origin)
+      peers.present.set(line.origin, state)
+      return undefined
+    }
+    case "watch": {
+      if (!peers.present.has(line.origin)) peers.present.set(line.origin, { listed: false })
+      let by = peers.watches.get(line.sessionId)
+      if (by === undefined) peers.watches.set(line.sessionId, by = new Map())
+      by.set(line.origin, line.deltas || by.get(line.origin) === true)
+      return line.sessionId
+    }
+    case "unwatch": {
+      const by = peers.watches.get(line.sessionId)
+      if (by !== undefined && by.delete(line.origin) && by.size === 0) peers.watches.delete(line.sessionId)
+      return undefined
+    }
+  }
+}
+
+/**
+ * Applies a look at `pg_stat_activity` (the application names of the signals
+ * connections on the database) to `peers`: a process listed before and not
+ * now is gone (one whose connection was never listed, as behind a pooler that
+ * drops the name, is kept).
+ */
+export const listed = (peers: Peers, names: ReadonlyArray<string>): void => {
+  const origins = new Set<string>()
+  for (const name of names) if (name.startsWith(`${applicationName} `)) origins.add(name.slice(applicationName.length + 1))
+  for (const [origin, state] of [...peers.present]) {
+    if (origins.has(origin)) state.listed = true
+    else if (state.listed) forget(peers, origin)
+  }
+}
+
 /** Builds the signals: the listening connection lives in a fiber of the scope, reconnecting while the scope lasts. */
 export const make = (options: Options) =>
   Effect.gen(function*() {
@@ -140,12 +301,62 @@ export const make = (options: Options) =>
     const hub = SignalHub.make()
     const outbox = yield* Queue.dropping<Outgoing>(forwardBacklog)
     let current: { readonly client: pg.Client; readonly channel: string } | undefined
+    const peers = noPeers()
+    const local = new Map<SessionId, LocalWatch>()
+    // This process's latest announced heads, of this sweep and the one before: a `w` heard for one of them announces it again.
+    let recent = new Map<SessionId, number>()
+    let older = new Map<SessionId, number>()
+    let sweeps = 0
+
+    const offer = (item: Outgoing) => void Queue.unsafeOffer(outbox, item)
+    const deltasWantedElsewhere = (sessionId: SessionId) => {
+      const by = peers.watches.get(sessionId)
+      if (by === undefined) return false
+      for (const deltas of by.values()) if (deltas) return true
+      return false
+    }
+    /** The `w` lines of the sessions watched here now (`all`; else those not told as watched as they are), each marked told. */
+    const tell = (all: boolean): Array<string> => {
+      const lines: Array<string> = []
+      for (const [sessionId, watch] of local) {
+        if (watch.watches === 0 || (!all && (watch.told === "deltas" || watch.told === needOf(watch)))) continue
+        watch.told = needOf(watch)
+        lines.push(watchLine(origin, sessionId, watch.deltas > 0))
+      }
+      return lines
+    }
+    const lookAround = (client: pg.Client) =>
+      Effect.map(
+        Effect.tryPromise(() => client.query<{ name: string }>(activityQuery)),
+        (result) => listed(peers, result.rows.map((row) => row.name))
+      )
+
+    const onPayload = (payload: string) => {
+      for (const line of payload.split("\n")) {
+        const watch = parseWatch(line, origin)
+        if (watch === undefined) continue
+        const known = peers.present.has(watch.origin)
+        const again = hear(peers, watch)
+        // A process that just listens missed every watch here; one newly heard of may have missed those made while nobody was known.
+        if (watch._tag === "hello") offer({ _tag: "lines", lines: [`p ${origin}`, ...tell(true)] })
+        else if (!known && watch._tag !== "bye") {
+          const untold = tell(false)
+          if (untold.length > 0) offer({ _tag: "lines", lines: untold })
+        }
+        if (again !== undefined) {
+          const seq = recent.get(again) ?? older.get(again)
+          if (seq !== undefined) offer({ _tag: "log", sessionId: again, seq })
+        }
+      }
+      for (const signal of parse(payload, origin)) hub.emit(signal)
+      if (claimable(payload)) hub.claimable()
+    }
 
     /** One connection's life: connect, LISTEN, hand notifications to the hub until it errors or ends. */
     const connection = Effect.scoped(Effect.gen(function*() {
       const client = yield* Effect.acquireRelease(
         Effect.tryPromise(async () => {
-          const client = new Pg.Client({ connectionString: options.url, application_name: "troupe-signals" })
+          const client = new Pg.Client({ connectionString: options.url, application_name: `${applicationName} ${origin}` })
           await client.connect()
           return client
         }),
@@ -154,20 +365,27 @@ export const make = (options: Options) =>
       const channel = (yield* Effect.tryPromise(() => client.query<{ channel: string }>(channelQuery))).rows[0]!.channel
       // A NOTIFY sent here is a transaction of its own: a hint needs no wait for the disk.
       yield* Effect.tryPromise(() => client.query("SET synchronous_commit TO off"))
+      // Said once the connection ends with the layer (a crash is noticed in `pg_stat_activity` instead).
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() => client.query("SELECT pg_notify($1, $2)", [channel, `b ${origin}`]).catch(() => undefined)).pipe(
+          Effect.timeout("1 second"),
+          Effect.ignore
+        )
+      )
       // Until the connection errors or ends.
       yield* Effect.async<void>((resume) => {
         const done = () => resume(Effect.void)
         client.on("error", done)
         client.on("end", done)
         client.on("notification", (message) => {
-          if (message.channel !== channel || message.payload === undefined) return
-          for (const signal of parse(message.payload, origin)) hub.emit(signal)
-          if (claimable(message.payload)) hub.claimable()
+          if (message.channel === channel && message.payload !== undefined) onPayload(message.payload)
         })
         // Listening from here on; whatever committed while no connection listened is read again.
         client.query(`LISTEN "${channel}"`).then(() => {
           current = { client, channel }
           hub.missedAll()
+          // Said after LISTEN, so whoever answers is heard; every watch here goes with it (the others may have missed some).
+          offer({ _tag: "lines", lines: [`h ${origin}`, ...tell(true)] })
         }, done)
       })
     }).pipe(Effect.ensuring(Effect.sync(() => {
@@ -180,42 +398,83 @@ export const make = (options: Options) =>
       Effect.forkScoped
     )
 
-    // Sends what this process announced, one NOTIFY at a time, whatever piled up meanwhile batched together:
-    // deltas in order, then each session's highest appended seq.
-    const send = Effect.gen(function*() {
-      const batch = yield* Queue.takeBetween(outbox, 1, forwardBacklog)
+    // Sends what this process announced, one NOTIFY at a time, whatever piled up meanwhile batched together.
+    const send = Effect.flatMap(Queue.takeBetween(outbox, 1, forwardBacklog), (batch) => {
       const target = current
-      if (target === undefined) return
-      const heads = new Map<SessionId, number>()
-      const deltas = new Map<SessionId, Array<AssistantDelta>>()
-      for (const item of batch) {
-        if (item._tag === "log") {
-          heads.set(item.sessionId, Math.max(item.seq, heads.get(item.sessionId) ?? 0))
-          continue
-        }
-        const list = deltas.get(item.sessionId)
-        if (list === undefined) deltas.set(item.sessionId, [...item.events])
-        else list.push(...item.events)
-      }
-      const lines: Array<string> = []
-      for (const [sessionId, events] of deltas) lines.push(...deltaPayloads(origin, sessionId, events))
-      for (const [sessionId, seq] of heads) lines.push(`l ${sessionId} ${seq}`)
-      for (const payload of pack(lines)) {
-        yield* Effect.tryPromise(() => target.client.query("SELECT pg_notify($1, $2)", [target.channel, payload]))
-      }
-    }).pipe(Effect.catchAll((error) => Effect.logDebug("signals not sent", error)))
+      const sent = target === undefined
+        ? Effect.void
+        : Effect.forEach(
+          pack(linesOf(origin, batch)),
+          (payload) => Effect.tryPromise(() => target.client.query("SELECT pg_notify($1, $2)", [target.channel, payload])),
+          { discard: true }
+        )
+      return sent.pipe(
+        Effect.catchAll((error) => Effect.logDebug("signals not sent", error)),
+        // Whoever waits for its lines to leave waits no longer, sent or not.
+        Effect.ensuring(Effect.sync(() => {
+          for (const item of batch) if (item._tag === "lines" && item.sent !== undefined) Deferred.unsafeDone(item.sent, Exit.void)
+        }))
+      )
+    })
     yield* Effect.forkScoped(Effect.forever(send))
 
+    // Withdraws watches no longer used, forgets old heads, and looks at who is on the database.
+    const sweep = Effect.suspend(() => {
+      sweeps++
+      older = recent
+      recent = new Map()
+      const lines: Array<string> = []
+      for (const [sessionId, watch] of local) {
+        if (watch.watches > 0 || watch.idleSince === undefined || watch.idleSince >= sweeps - 1) continue
+        local.delete(sessionId)
+        if (watch.told !== "no") lines.push(`u ${origin} ${sessionId}`)
+      }
+      if (lines.length > 0 && current !== undefined && peers.present.size > 0) offer({ _tag: "lines", lines })
+      // Only while others are known: alone, nothing to look for.
+      const target = current
+      return target === undefined || peers.present.size === 0 ? Effect.void : Effect.ignore(lookAround(target.client))
+    })
+    yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(options.sweep ?? Duration.seconds(5))).pipe(Effect.delay(options.sweep ?? Duration.seconds(5))))
+
+    /** Counts a watch of `sessionId` for the scope; tells the processes present when it is new to them (and waits for that). */
+    const register = (sessionId: SessionId, deltas: boolean) =>
+      Effect.flatMap(Effect.scope, (scope) => {
+        let watch = local.get(sessionId)
+        if (watch === undefined) local.set(sessionId, watch = { watches: 0, deltas: 0, told: "no", idleSince: undefined })
+        const counted = watch
+        counted.watches++
+        if (deltas) counted.deltas++
+        counted.idleSince = undefined
+        const release = Scope.addFinalizer(
+          scope,
+          Effect.sync(() => {
+            counted.watches--
+            if (deltas) counted.deltas--
+            if (counted.watches === 0) counted.idleSince = sweeps
+          })
+        )
+        const need = needOf(counted)
+        // Nobody else known yet (whoever comes is told every watch), or told already.
+        if (current === undefined || peers.present.size === 0 || counted.told === "deltas" || counted.told === need) return release
+        counted.told = need
+        // Through the outbox, in order with the hello and the withdrawals; waited for (at most a second).
+        const sent = Deferred.unsafeMake<void>(FiberId.none)
+        offer({ _tag: "lines", lines: [watchLine(origin, sessionId, need === "deltas")], sent })
+        return Effect.zipRight(release, Effect.interruptible(Effect.ignore(Effect.timeout(Deferred.await(sent), "1 second"))))
+      })
+
     return StoreSignals.of({
-      watch: hub.watch,
+      watch: (sessionId: SessionId, watchOptions?: WatchOptions) =>
+        Effect.tap(hub.watch(sessionId, watchOptions), () => Effect.uninterruptible(register(sessionId, watchOptions?.deltas === true))),
       onSignal: hub.onSignal,
       announce: (sessionId, seq) =>
         Effect.sync(() => {
-          if (current !== undefined) Queue.unsafeOffer(outbox, { _tag: "log", sessionId, seq })
+          recent.set(sessionId, seq)
+          if (current !== undefined && peers.watches.has(sessionId)) offer({ _tag: "log", sessionId, seq })
         }),
       forward: (sessionId, events) =>
         Effect.sync(() => {
-          if (current !== undefined && events.length > 0) Queue.unsafeOffer(outbox, { _tag: "deltas", sessionId, events })
+          if (current !== undefined && events.length > 0 && deltasWantedElsewhere(sessionId)) offer({ _tag: "deltas", sessionId, events })
         }),
       // Sent at once and waited for (at most a second), not batched: a draining process may exit right after.
       announceClaimable: Effect.suspend(() => {
