@@ -200,8 +200,7 @@ export const make = (options: Options = {}) =>
           crowded: () => entries.size > maxLive && load() > maxBusy,
           slotFree: () => load() < maxBusy,
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
-          // Other processes hear of commits and deltas only when there may be any (`shared`),
-          // and of commits only from a host whose store does not signal them by itself.
+          // Others hear of commits (where the store does not signal them itself) and deltas only if there may be any.
           publishRecords: signals.shared && signals.announcesCommits
             ? (firstSeq, at, records) =>
               Effect.zipRight(

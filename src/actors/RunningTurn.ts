@@ -118,6 +118,30 @@ const planner = (host: Host, started: TurnStarted, offered: ReadonlyArray<ToolSp
     hostPolicy: host.toolPolicy
   })
 
+/**
+ * A turn's doorbell for steers and child results: `signal` rings it, `next` waits for a ring
+ * (one pending ring is kept, as a sliding queue of one). Its queue is made when the turn first
+ * waits (most turns never do); a ring before that is kept until then.
+ */
+const inputSignal = () => {
+  let queue: Queue.Queue<void> | undefined
+  let signalled = false
+  const next: Effect.Effect<void> = Effect.suspend(() =>
+    queue !== undefined ? Queue.take(queue) : Effect.flatMap(Queue.sliding<void>(1), (made) => {
+      queue = made
+      if (!signalled) return Queue.take(made)
+      signalled = false
+      return Effect.void
+    })
+  )
+  const signal: Effect.Effect<void> = Effect.suspend(() => {
+    if (queue !== undefined) return Effect.asVoid(Queue.offer(queue, undefined))
+    signalled = true
+    return Effect.void
+  })
+  return { next, signal }
+}
+
 /** Starts `started` as a turn of the actor (`resumed`: a turn a previous owner left active). */
 export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
   Effect.gen(function*() {
@@ -132,18 +156,9 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       yield* host.broker.dispatch(entry.opened)
     }
     const meter = TurnMeter.make(yield* Clock.currentTimeMillis)
-    // Signalled when a steer or a child result for the turn is committed. Made when the turn first waits
-    // for one (most turns never do); a signal sent before that is kept until then.
-    let inputs: Queue.Queue<void> | undefined
-    let signalled = false
-    const nextInput = Effect.suspend(() =>
-      inputs !== undefined ? Queue.take(inputs) : Effect.flatMap(Queue.sliding<void>(1), (queue) => {
-        inputs = queue
-        if (!signalled) return Queue.take(queue)
-        signalled = false
-        return Effect.void
-      })
-    )
+    // Signalled when a steer or a child result for the turn is committed.
+    const inputs = inputSignal()
+    const nextInput = inputs.next
     let waitingForUser = false
     // Set only when the actor decided to end the turn: a host that stops interrupts it with none (it resumes elsewhere).
     let interruptedFor: string | undefined
@@ -268,11 +283,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       fiber,
       meter,
       waitingForUser: () => waitingForUser,
-      steered: Effect.suspend(() => {
-        if (inputs !== undefined) return Queue.offer(inputs, undefined)
-        signalled = true
-        return Effect.void
-      }),
+      steered: inputs.signal,
       interrupt: (reason) =>
         Effect.suspend(() => {
           interruptedFor = reason
