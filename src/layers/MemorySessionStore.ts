@@ -10,7 +10,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import { OpenCallback } from "../schema/Callback.js"
 import {
   Conflict,
@@ -24,7 +23,7 @@ import {
 } from "../schema/Errors.js"
 import { makeSessionId, type CallbackId, type CommitId, type InputId, type OperationId, type SessionId } from "../schema/Ids.js"
 import { Admission, type CallbackAnswer, Command, InboxItem } from "../schema/Inbox.js"
-import { canonical } from "../schema/Json.js"
+import { commandText } from "../internal/CommandText.js"
 import { type Commit, CommitReceipt, Lease } from "../schema/Lease.js"
 import { OperationReceipt } from "../schema/Operation.js"
 import type { Principal } from "../schema/Principal.js"
@@ -75,8 +74,6 @@ interface Entry {
   childTurns: number
 }
 
-const encodeCommand = Schema.encodeSync(Command)
-
 /** An admitted command, in its place in the inbox. */
 interface InboxSlot {
   readonly item: InboxItem
@@ -85,8 +82,6 @@ interface InboxSlot {
   consumed: boolean
 }
 
-/** What tells a command from another under the same input id: its canonical encoding. */
-const printOfCommand = (command: Command): string => canonical(encodeCommand(command))
 
 /** Builds an empty in-memory store. */
 export const make = Effect.sync(() => {
@@ -197,8 +192,8 @@ export const make = Effect.sync(() => {
     const known = entry.inputs.get(command.inputId)
     if (known === undefined) return undefined
     const slot = entry.inbox[known - 1]!
-    slot.fingerprint ??= printOfCommand(slot.item.command)
-    if (slot.fingerprint !== printOfCommand(command)) {
+    slot.fingerprint ??= commandText(slot.item.command)
+    if (slot.fingerprint !== commandText(command)) {
       return Either.left(
         new Conflict({ entity: "input", key: command.inputId, reason: "inputId reused with a different command" })
       )

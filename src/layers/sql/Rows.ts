@@ -12,13 +12,13 @@ import { Budgets } from "../../schema/Budget.js"
 import { OpenCallback } from "../../schema/Callback.js"
 import { type SessionId, type TurnId } from "../../schema/Ids.js"
 import { Command, type Message } from "../../schema/Inbox.js"
-import { canonical } from "../../schema/Json.js"
 import { Lease } from "../../schema/Lease.js"
 import { OperationReceipt } from "../../schema/Operation.js"
 import { SubagentPolicy } from "../../schema/Policy.js"
 import { Principal } from "../../schema/Principal.js"
 import { Session } from "../../schema/Session.js"
 import * as Trusted from "../../schema/Trusted.js"
+import { commandText, encodeCommand } from "../../internal/CommandText.js"
 import { type OperationChange, statusOf } from "../../internal/LogProjection.js"
 
 export interface SessionRow {
@@ -52,7 +52,7 @@ export const decodeCallback = Schema.decodeUnknown(OpenCallback)
 
 export const decodeCommand = Schema.decodeUnknownSync(Command)
 
-export const encodeCommand = Schema.encodeSync(Command)
+export { commandText, encodeCommand }
 
 export const encodePrincipal = Schema.encodeSync(Principal)
 
@@ -210,24 +210,6 @@ export const callbackRow = (
 /** The lease an `acquireStep` row stands for. */
 export const leaseOf = (sessionId: SessionId, owner: string, row: { readonly lease_epoch: number | string; readonly lease_expires_at: number | string }) =>
   new Lease({ sessionId, owner, epoch: Number(row.lease_epoch), expiresAt: Number(row.lease_expires_at) }, true)
-
-/** The fields of a `message` or `steer` whose encoded form is the value itself (strings, a boolean). */
-const plainFields: ReadonlySet<string> = new Set(["_tag", "inputId", "text", "source", "excludeFromAnalytics"])
-
-/**
- * A command as the inbox stores it (canonical JSON): a later push of the same
- * command is its duplicate. A message or steer of plain fields only (no run
- * options: the turn's hot case) is its own encoded form, written out without
- * the schema's encoder; any other field, present now or added to the schema
- * later, takes the encoder. test/SqlRows.test.ts holds both ways to the same text.
- */
-export const commandText = (command: Command): string => {
-  if (command._tag === "message" || command._tag === "steer") {
-    for (const key in command) if (!plainFields.has(key)) return canonical(encodeCommand(command))
-    return canonical(command)
-  }
-  return canonical(encodeCommand(command))
-}
 
 /** A message as the inbox stores it (canonical JSON): a later push of the same message is its duplicate. */
 export const encodeMessage = (message: Message): string => commandText(message)
