@@ -10,6 +10,7 @@ import { Context, Effect, Either, Layer, Option } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as SqliteGroupCommit from "../../../src/layers/sql/sqlite/SqliteGroupCommit.js"
 import * as SqliteSessionStore from "../../../src/layers/SqliteSessionStore.js"
 import { Message } from "../../../src/schema/Inbox.js"
 import { SessionStore } from "../../../src/services/SessionStore.js"
@@ -107,5 +108,46 @@ describe("SqliteSessionStore group commit", () => {
         assert.deepStrictEqual(admissions[i]!.map((a) => [a.position, a.duplicate]), [[1, false], [2, false], [1, true]])
         assert.deepStrictEqual((yield* store.readInbox(s.id)).map((item) => item.position), [1, 2])
       }
+    }))
+})
+
+// The group's function only builds an effect: it decides on company (and runs a lone transaction) when that effect runs.
+describe("SqliteGroupCommit.make", () => {
+  const driverLog = () => {
+    const calls: Array<string> = []
+    const driver: SqliteGroupCommit.Driver = {
+      inOneTransaction: (batch) => {
+        calls.push("batch")
+        batch()
+      },
+      inSavepoint: (run) => run(),
+      inTransaction: () => true,
+      atomic: (now) => Effect.suspend(now),
+      atomicNow: (now) => {
+        calls.push("atomicNow")
+        return now()
+      }
+    }
+    return { calls, driver }
+  }
+  const settle = (outcome: SqliteGroupCommit.Outcome) =>
+    outcome.ok ? Effect.succeed(outcome.value as string) : Effect.die(outcome.error)
+
+  it.effect("building a transaction's effect runs and decides nothing; running it does, each time", () =>
+    Effect.gen(function*() {
+      const { calls, driver } = driverLog()
+      // Company within a minute: the test does not hang on the machine's speed.
+      const transact = SqliteGroupCommit.make(driver, { recentMicros: 60_000_000 })
+      const ran: Array<string> = []
+      const solo = (key: string) => () => Effect.sync(() => (ran.push(`solo ${key}`), key))
+      const grouped = (key: string) => () => (ran.push(`grouped ${key}`), key)
+      // Built first, another session's transaction in between, then run: it sees that company.
+      const early = transact<string, never>("b", solo("b"), grouped("b"), settle)
+      assert.deepStrictEqual(calls, [])
+      assert.strictEqual(yield* transact<string, never>("a", solo("a"), grouped("a"), settle), "a")
+      assert.deepStrictEqual(ran, ["solo a"])
+      assert.strictEqual(yield* early, "b")
+      assert.deepStrictEqual(ran, ["solo a", "grouped b"])
+      assert.deepStrictEqual(calls, ["atomicNow", "batch"])
     }))
 })

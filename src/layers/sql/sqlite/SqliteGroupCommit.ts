@@ -22,6 +22,7 @@
  * @since 0.1.0
  */
 import type { SqlError } from "@effect/sql/SqlError"
+import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 
 /** How group commit is tuned. */
@@ -38,7 +39,7 @@ export interface Options {
 interface Waiting {
   readonly run: () => unknown
   done: boolean
-  outcome: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown } | undefined
+  outcome: Outcome | undefined
   readonly resume: Array<() => void>
 }
 
@@ -56,15 +57,20 @@ export interface Driver {
   readonly atomicNow: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
 }
 
+/** How a transaction went: its value, or what it threw. */
+export type Outcome = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown }
+
 /**
- * The group. `transact(key, solo, grouped)` runs one write transaction for
- * the session `key`: `solo` runs it alone (as the layer did before);
- * `grouped` is its body inside a batch's transaction (it throws a refusal,
- * which rolls back its savepoint), and `settle` turns the body's outcome into
- * the caller's effect. `transact` is called while the caller's fiber runs
- * (in an Effect's thunk, as the layer's `Effect.clockWith`): it decides on
- * company there and then, and a lone transaction runs in that same step (no
- * `Effect.suspend` of its own: two Effect steps per commit fewer).
+ * The group: a function `(key, solo, grouped, settle)` that returns the
+ * effect of one write transaction for the session `key`. `solo(clock)` runs
+ * it alone (as the layer did before); `grouped(clock)` is its body inside a
+ * batch's transaction (it throws a refusal, which rolls back its savepoint),
+ * and `settle` turns the body's outcome into the caller's effect. Nothing
+ * happens when the function is called: the returned effect decides on company
+ * when it runs (in its one `Effect.clockWith` step, which also gives the
+ * transaction the fiber's clock), and a lone transaction runs in that same
+ * step (no `Effect.suspend` of its own). An effect built early and run later,
+ * or run twice, decides each time it runs.
  */
 export const make = (driver: Driver, options: Options = {}) => {
   const maxBatch = options.maxBatch ?? 64
@@ -118,14 +124,15 @@ export const make = (driver: Driver, options: Options = {}) => {
     setImmediate(() => resume(Effect.void))
   })
 
-  const outcomeOf = <A, E>(item: Waiting, settle: (outcome: Waiting["outcome"] & {}) => Effect.Effect<A, E | SqlError>) =>
+  const outcomeOf = <A, E>(item: Waiting, settle: (outcome: Outcome) => Effect.Effect<A, E | SqlError>) =>
     Effect.suspend(() => settle(item.outcome!))
 
-  return <A, E>(
+  /** Runs one transaction: alone, or in the batch forming (leading one when company is likely). Called as the fiber runs. */
+  const decide = <A, E>(
     key: string | undefined,
     solo: () => Effect.Effect<A, E | SqlError>,
     grouped: () => unknown,
-    settle: (outcome: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown }) => Effect.Effect<A, E | SqlError>
+    settle: (outcome: Outcome) => Effect.Effect<A, E | SqlError>
   ): Effect.Effect<A, E | SqlError> => {
     const now = performance.now() * 1000
     const company = forming !== undefined || (key !== undefined && lastKey !== undefined && key !== lastKey && now - lastAt < recentMicros)
@@ -146,4 +153,12 @@ export const make = (driver: Driver, options: Options = {}) => {
       outcomeOf(item, settle)
     )
   }
+
+  return <A, E>(
+    key: string | undefined,
+    solo: (clock: Clock.Clock) => Effect.Effect<A, E | SqlError>,
+    grouped: (clock: Clock.Clock) => unknown,
+    settle: (outcome: Outcome) => Effect.Effect<A, E | SqlError>
+  ): Effect.Effect<A, E | SqlError> =>
+    Effect.clockWith((clock) => decide<A, E>(key, () => solo(clock), () => grouped(clock), settle))
 }

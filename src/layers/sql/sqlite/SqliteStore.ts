@@ -102,7 +102,7 @@ const syncTransact = (
   const inSavepoint = handle.db.transaction((run: () => unknown) => run())
   const inOneTransaction = handle.db.transaction((batch: () => void) => batch())
   /** What a transaction's outcome (its value, or what it threw) is to its caller. */
-  const settle = <A, E>(outcome: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown }): Effect.Effect<A, E | SqlError> => {
+  const settle = <A, E>(outcome: SqliteGroupCommit.Outcome): Effect.Effect<A, E | SqlError> => {
     if (outcome.ok) return Effect.succeed(outcome.value as A)
     const error = outcome.error
     if (error instanceof Refused) return Effect.fail(error.error as E)
@@ -128,11 +128,9 @@ const syncTransact = (
     atomic,
     atomicNow
   }, group === true || group === undefined ? {} : group)
-  // `Effect.clockWith`'s function runs as the fiber runs: the transaction runs in that one step.
+  // The group's effect reads the clock and decides on company as it runs: the transaction runs in that one step.
   return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, key: string | undefined) =>
-    Effect.clockWith((clock) =>
-      grouped<A, E>(key, () => now(steps, clock), () => body(steps, clock), settle)
-    )
+    grouped<A, E>(key, (clock) => now(steps, clock), (clock) => body(steps, clock), settle)
 }
 
 /** Runs one statement on the handle now, synchronously; the returned effect only reports how it went. */
