@@ -14,6 +14,8 @@ describe("commandText", () => {
     new Message({ inputId, text: "with \"quotes\" and ünïcode\n", source: "cli", excludeFromAnalytics: true }),
     new Message({ inputId, text: "x", excludeFromAnalytics: false }),
     new Message({ inputId, text: "run", run: new RunOptions({ maxCycles: 3 }) }),
+    // As Sessions.send builds it: the optional fields present, undefined.
+    new Message({ inputId, text: "sent", source: undefined, run: undefined, excludeFromAnalytics: undefined }),
     new Steer({ inputId, text: "steer", source: "api" }),
     new Interrupt({ inputId, expectedTurnId: TurnId.make("turn_01M93XRYVJDAJKRFM8CMJ0H20P"), reason: "stop" }),
     new CallbackAnswer({
@@ -30,6 +32,11 @@ describe("commandText", () => {
       assert.strictEqual(commandText(command), canonical(encodeCommand(command)))
     })
   }
+
+  it("a field present as undefined is absent from the text, as the encoder's canonical form drops it", () => {
+    const text = commandText(new Message({ inputId, text: "sent", run: undefined, excludeFromAnalytics: undefined }))
+    assert.deepStrictEqual(JSON.parse(text), { _tag: "message", inputId: "in-1", text: "sent" })
+  })
 
   it("a message with run options keeps the encoder's form of them", () => {
     const text = commandText(new Message({ inputId, text: "run", run: new RunOptions({ maxCycles: 3 }) }))
