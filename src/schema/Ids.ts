@@ -5,7 +5,11 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as DefaultServices from "effect/DefaultServices"
 import * as Effect from "effect/Effect"
+import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -36,12 +40,11 @@ const digitsOf = (bits: number, digits: Array<number>) => {
 }
 
 // Chained by hand: `Effect.zipWith` runs through `Effect.all`'s machinery (~15 Effect steps against 4).
-const nextRandom = Effect.randomWith((random) =>
+const nextRandom = (random: Random.Random) =>
   Effect.flatMap(
     random.nextIntBetween(0, span),
     (high) => Effect.map(random.nextIntBetween(0, span), (low) => digitsOf(low, digitsOf(high, [])))
   )
-)
 
 const increment = (digits: ReadonlyArray<number>): Array<number> => {
   const out = digits.slice()
@@ -70,16 +73,20 @@ const body = (now: number) => {
   return out
 }
 
-/** A ULID body, after `prefix`, from the Effect `Clock` and `Random` services (see `ulid`). */
+/**
+ * A ULID body, after `prefix`, from the Effect `Clock` and `Random` services (see `ulid`): both read
+ * from the fiber's default services in the one step that reads the time.
+ */
 const ulidAfter = (prefix: string): Effect.Effect<string> =>
-  Effect.clockWith((clock) => {
+  Effect.withFiberRuntime((fiber) => {
+    const services = fiber.getFiberRef(DefaultServices.currentServices)
     // Whole milliseconds: a TestClock moved by fractional sleeps (the pool's jitter) reads fractions, which encodeTime cannot encode.
-    const now = Math.floor(clock.unsafeCurrentTimeMillis())
+    const now = Math.floor(Context.get(services, Clock.Clock).unsafeCurrentTimeMillis())
     if (now <= lastTime) {
       lastRandom = increment(lastRandom)
       return Effect.succeed(prefix + body(now))
     }
-    return Effect.map(nextRandom, (digits) => {
+    return Effect.map(nextRandom(Context.get(services, Random.Random)), (digits) => {
       // Another fiber may have minted meanwhile: the later time wins, and ties increment.
       if (now <= lastTime) {
         lastRandom = increment(lastRandom)
