@@ -28,6 +28,9 @@ import type { SessionStore, SpawnChild, Spawned } from "../services/SessionStore
 import type { RunningTurn } from "./RunningTurn.js"
 import * as SessionState from "./SessionState.js"
 
+/** How the store refuses an append. */
+type AppendError = Effect.Effect.Error<ReturnType<SessionStore["Type"]["append"]>>
+
 /** What the writer changes as it commits. */
 export interface Target {
   readonly session: Session
@@ -148,11 +151,31 @@ export const make = (target: Target, deps: Deps) => {
     })
 
   /**
-   * Stores a commit of `records` (consuming `consumes`, admitting `admits`) under the current
-   * lease, then folds and announces it: a `Conflict` is `onConflict`'s, any other refusal fenced.
-   * Steps chained by hand rather than a generator: every commit of a turn runs them. The append is
-   * waited for even when interrupted: the statement commits or not on its own anyway, and the
-   * PostgreSQL store's append reserves a connection that an interrupted wait would leak.
+   * Stores a commit of `records` (consuming `consumes`, admitting `admits`) under the current lease:
+   * a refusal goes to `onFailure` with the lease it was made under (for `fenced`), the receipt to
+   * `onSuccess`. Steps chained by hand rather than a generator: every commit of a turn runs them;
+   * `store` wraps the append (or not) in one step of the caller's.
+   */
+  const commit = <A, E>(
+    records: ReadonlyArray<RecordBody>,
+    consumes: ReadonlyArray<InputId>,
+    admits: ReadonlyArray<Message> | undefined,
+    wrap: (append: Effect.Effect<CommitReceipt, AppendError>) => Effect.Effect<CommitReceipt, AppendError>,
+    onFailure: (error: AppendError, current: Lease) => Effect.Effect<A, E>,
+    onSuccess: (receipt: CommitReceipt) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E> =>
+    Effect.flatMap(Ref.get(lease), (current) =>
+      Effect.flatMap(makeCommitId, (commitId) =>
+        Effect.matchEffect(wrap(store.append(commitOf(current, commitId, records, consumes, admits))), {
+          onFailure: (error) => onFailure(error, current),
+          onSuccess
+        })))
+
+  /**
+   * Stores a commit (see `commit`), then folds and announces it: a `Conflict` is `onConflict`'s, any
+   * other refusal fenced. The append is waited for even when interrupted: the statement commits or
+   * not on its own anyway, and the PostgreSQL store's append reserves a connection that an
+   * interrupted wait would leak.
    */
   const stored = <A>(
     records: ReadonlyArray<RecordBody>,
@@ -161,12 +184,14 @@ export const make = (target: Target, deps: Deps) => {
     onConflict: (error: Conflict) => Effect.Effect<A>,
     onReceipt: (receipt: CommitReceipt) => A
   ): Effect.Effect<A, LeaseLost | StoreUnavailable> =>
-    Effect.flatMap(Ref.get(lease), (current) =>
-      Effect.flatMap(makeCommitId, (commitId) =>
-        Effect.matchEffect(Effect.uninterruptible(store.append(commitOf(current, commitId, records, consumes, admits))), {
-          onFailure: (error) => (error._tag === "Conflict" ? onConflict(error) : fenced(current)(error)),
-          onSuccess: (receipt) => Effect.as(written(receipt.firstSeq, receipt.at, records), onReceipt(receipt))
-        })))
+    commit(
+      records,
+      consumes,
+      admits,
+      Effect.uninterruptible,
+      (error, current) => (error._tag === "Conflict" ? onConflict(error) : fenced(current)(error)),
+      (receipt) => Effect.as(written(receipt.firstSeq, receipt.at, records), onReceipt(receipt))
+    )
 
   /** Appends `records`, consuming `consumes` (a `Conflict` here is a defect: the actor consumes what it read). */
   const append = (
@@ -177,20 +202,20 @@ export const make = (target: Target, deps: Deps) => {
   /**
    * A turn's commit of `records`, for a caller that runs it uninterruptibly (under `Lock.atomic`):
    * its receipt, once folded and announced, goes to `then`; a lost lease or a gone store ends the
-   * actor (`lose`) and interrupts the turn. One chain, without `append`'s wrapping: every commit of
-   * a turn runs it.
+   * actor (`lose`) and interrupts the turn.
    */
   const appendForTurn = <A>(
     records: ReadonlyArray<RecordBody>,
     then: (receipt: CommitReceipt) => Effect.Effect<A>
   ): Effect.Effect<A> =>
-    Effect.flatMap(Ref.get(lease), (current) =>
-      Effect.flatMap(makeCommitId, (commitId) =>
-        Effect.matchEffect(store.append(commitOf(current, commitId, records, [])), {
-          onFailure: (error) =>
-            error._tag === "Conflict" ? Effect.die(error) : Effect.catchAll(fenced(current)(error), () => Effect.interrupt),
-          onSuccess: (receipt) => Effect.flatMap(written(receipt.firstSeq, receipt.at, records), () => then(receipt))
-        })))
+    commit(
+      records,
+      [],
+      undefined,
+      identity,
+      (error, current) => (error._tag === "Conflict" ? Effect.die(error) : Effect.catchAll(fenced(current)(error), () => Effect.interrupt)),
+      (receipt) => Effect.flatMap(written(receipt.firstSeq, receipt.at, records), () => then(receipt))
+    )
 
   /**
    * Appends `records`, admitting `admits` into the inbox and consuming them in the same commit:
