@@ -126,8 +126,8 @@ const callModel = (
       // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
       : Stream.runForEachChunk(model.stream(request), fold)
   ).pipe(
-    Effect.map(() => reply),
-    Effect.either,
+    // One step for both sides (`map` then `either` took four).
+    Effect.match({ onFailure: Either.left, onSuccess: () => Either.right(reply) }),
     Telemetry.withOperationSpan("model", { ...spanIds, operationId }, { "troupe.model": request.model })
   )
 }
