@@ -94,7 +94,7 @@ export interface Host {
 const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): TurnContext.Prompt => {
   const view = viewOf(state, pending)
   return {
-    // The transcript itself, not a copy of it: the request makes its array only if a model reads it.
+    // The transcript itself: the request makes its array, and notes the history it shares (Model.withHistory).
     messages: Transcript.history(view.transcript, SessionState.waitingMessages(view)),
     steers: view.active?.steers.length ?? 0,
     results: view.active?.results.length ?? 0,

@@ -39,8 +39,8 @@ const summarizeByDefault = (request: Model.Request): ScriptedReply => {
 }
 
 const echo = (request: Model.Request): ScriptedReply => {
-  for (let i = Model.messageCount(request) - 1; i >= 0; i--) {
-    const message = Model.messageAt(request, i)!
+  for (let i = request.messages.length - 1; i >= 0; i--) {
+    const message = request.messages[i]!
     if (message.role === "user") return `You said: ${message.content}`
   }
   return "Hello."
@@ -59,7 +59,7 @@ export const make = (scripts: Scripts = {}) =>
     }
     // A session's prompts share their history's message objects (never changed once made). A request
     // made of a history (`Model.historyOf`) counts only its messages past those counted before, kept
-    // by the history's array: no walk nor copy of the whole history per call.
+    // by the history's array: no walk of the whole history per call.
     const countedHistories = new WeakMap<ReadonlyArray<Model.Message>, { readonly length: number; readonly characters: number }>()
     const fromHistory = (history: Model.History): number => {
       const { items, length, rest } = history

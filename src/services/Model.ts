@@ -50,10 +50,9 @@ export interface Request {
  * A request's messages as a session's history holds them: `items`' first
  * `length` entries, which never change (the history only grows past them),
  * then `rest` (the waiting steers and child results). A request made with one
- * (`withHistory`) makes its `messages` array only when they are read: a model
- * that reads them through `historyOf` (the scripted model) copies nothing, and
- * counts only what is past what it read before, so a turn's cost does not grow
- * with the session's history.
+ * (`withHistory`) says so (`historyOf`): a model that reads the messages again
+ * per call (the scripted model counts their characters) reads only those past
+ * what it read before, rather than walking the whole history per call.
  */
 export interface History {
   readonly items: ReadonlyArray<Message>
@@ -63,40 +62,21 @@ export interface History {
 
 const histories = new WeakMap<Request, History>()
 
-/** A request of `fields` whose messages are `history`'s, made into an array of their own when first read. */
+/**
+ * A request of `fields` whose messages are `history`'s, as an array of their own (a request may be
+ * kept while the session goes on). Made at once: an array made only when first read (a getter) cost
+ * far more garbage collection past 16,384 messages, where V8 puts such arrays in its large-object space.
+ */
 export const withHistory = (fields: Omit<Request, "messages">, history: History): Request => {
-  let messages: ReadonlyArray<Message> | undefined
-  const request: Request = {
-    ...fields,
-    get messages() {
-      if (messages === undefined) {
-        const made = history.items.slice(0, history.length)
-        for (const message of history.rest) made.push(message)
-        messages = made
-      }
-      return messages
-    }
-  }
+  const messages = history.items.slice(0, history.length)
+  for (const message of history.rest) messages.push(message)
+  const request: Request = { ...fields, messages }
   histories.set(request, history)
   return request
 }
 
 /** The history `request` was made of (`withHistory`), if it was. */
 export const historyOf = (request: Request): History | undefined => histories.get(request)
-
-/** How many messages `request` has, without making its array (see `History`). */
-export const messageCount = (request: Request): number => {
-  const history = histories.get(request)
-  return history === undefined ? request.messages.length : history.length + history.rest.length
-}
-
-/** The message at `index` of `request` (undefined past its ends), without making its array (see `History`). */
-export const messageAt = (request: Request, index: number): Message | undefined => {
-  const history = histories.get(request)
-  if (history === undefined) return request.messages[index]
-  if (index < 0) return undefined
-  return index < history.length ? history.items[index] : history.rest[index - history.length]
-}
 
 /** Why the model stopped. */
 export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter" | "other"
