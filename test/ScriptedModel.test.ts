@@ -88,4 +88,32 @@ describe("ScriptedModel", () => {
       }
       assert.deepStrictEqual(outputs, ["first reply", "second reply"])
     }).pipe(Effect.provide(Troupe.layerTest({ scripts: { agents: { demo: ["first reply", "second reply"] } } }))))
+
+  it.effect("input usage is a quarter of the prompt's characters, whether the request is made of a history or of an array", () =>
+    Effect.gen(function*() {
+      const sessionId = yield* makeSessionId
+      const { messages: _, ...base } = yield* request(sessionId, "helper", "x")
+      const ofHistory = yield* ScriptedModel.make()
+      const ofArray = yield* ScriptedModel.make()
+      const inputOf = (model: Model.Model["Type"], req: Model.Request) => Effect.map(reply(model, req), (r) => r.inputTokens)
+      const expect = (messages: ReadonlyArray<Model.Message>) =>
+        Math.ceil((base.instructions.length + messages.reduce((n, m) => n + m.content.length, 0)) / 4)
+      const check = (items: ReadonlyArray<Model.Message>, length: number, rest: ReadonlyArray<Model.Message>) =>
+        Effect.gen(function*() {
+          const messages = [...items.slice(0, length), ...rest]
+          const made = Model.withHistory(base, { items, length, rest })
+          assert.strictEqual(yield* inputOf(ofHistory, made), expect(messages))
+          assert.deepStrictEqual(made.messages, messages, "the request's own array")
+          assert.strictEqual(yield* inputOf(ofArray, { ...base, messages }), expect(messages))
+        })
+      // One growing history (with waiting messages after it at times), a shorter read of it, then a branch.
+      const history: Array<Model.Message> = []
+      for (let i = 0; i < 6; i++) {
+        history.push({ role: "user", content: `message number ${i} ${"y".repeat(i * 7)}` })
+        yield* check(history, history.length, i % 2 === 0 ? [{ role: "user", content: "a steer" }] : [])
+      }
+      yield* check(history, 3, [])
+      yield* check([...history.slice(0, 4), { role: "assistant", content: "another way" }], 5, [])
+      yield* check(history, history.length, [])
+    }))
 })

@@ -93,10 +93,9 @@ export interface Host {
 /** The conversation a model call made now gets: the transcript with `pending` folded on, then the waiting steers and child results. */
 const promptOf = (state: SessionState.SessionState, pending: ReadonlyArray<RecordBody>): TurnContext.Prompt => {
   const view = viewOf(state, pending)
-  const messages = Transcript.toArray(view.transcript)
-  messages.push(...SessionState.waitingMessages(view))
   return {
-    messages,
+    // The transcript itself: the request makes its array, and notes the history it shares (Model.withHistory).
+    messages: Transcript.history(view.transcript, SessionState.waitingMessages(view)),
     steers: view.active?.steers.length ?? 0,
     results: view.active?.results.length ?? 0,
     archived: HashMap.size(view.artifacts)

@@ -28,6 +28,9 @@ import type { SessionStore, SpawnChild, Spawned } from "../services/SessionStore
 import type { RunningTurn } from "./RunningTurn.js"
 import * as SessionState from "./SessionState.js"
 
+/** How the store refuses an append. */
+type AppendError = Effect.Effect.Error<ReturnType<SessionStore["Type"]["append"]>>
+
 /** What the writer changes as it commits. */
 export interface Target {
   readonly session: Session
@@ -80,6 +83,48 @@ const causes = (record: RecordBody): boolean =>
   record._tag === "turn_ended" || record._tag === "callback_resolved" || record._tag === "child_result" ||
   (record._tag === "input_applied" && record.kind === "steer")
 
+/** A commit of `records` on `target`'s head under the lease `current`. */
+const commitOf = (
+  target: Target,
+  current: Lease,
+  commitId: CommitId,
+  records: ReadonlyArray<RecordBody>,
+  consumes: ReadonlyArray<InputId>,
+  admits?: ReadonlyArray<Message>
+): Commit => ({
+  commitId,
+  sessionId: target.session.id,
+  owner: current.owner,
+  epoch: current.epoch,
+  expectedHeadSeq: target.state.head,
+  records,
+  consumes,
+  admits
+})
+
+/**
+ * Stores a commit of `records` (consuming `consumes`, admitting `admits`) under the current lease:
+ * a refusal goes to `onFailure` with the lease it was made under (for `fenced`), the receipt to
+ * `onSuccess`. Steps chained by hand rather than a generator: every commit of a turn runs them;
+ * `wrap` wraps the append (or not) in one step of the caller's.
+ */
+const storeCommit = <A, E>(
+  target: Target,
+  { lease, store }: Pick<Deps, "lease" | "store">,
+  records: ReadonlyArray<RecordBody>,
+  consumes: ReadonlyArray<InputId>,
+  admits: ReadonlyArray<Message> | undefined,
+  wrap: (append: Effect.Effect<CommitReceipt, AppendError>) => Effect.Effect<CommitReceipt, AppendError>,
+  onFailure: (error: AppendError, current: Lease) => Effect.Effect<A, E>,
+  onSuccess: (receipt: CommitReceipt) => Effect.Effect<A, E>
+): Effect.Effect<A, E> =>
+  Effect.flatMap(Ref.get(lease), (current) =>
+    Effect.flatMap(makeCommitId, (commitId) =>
+      Effect.matchEffect(wrap(store.append(commitOf(target, current, commitId, records, consumes, admits))), {
+        onFailure: (error) => onFailure(error, current),
+        onSuccess
+      })))
+
 /** The write path of an actor. */
 export const make = (target: Target, deps: Deps) => {
   const { lease, lose, store } = deps
@@ -89,23 +134,6 @@ export const make = (target: Target, deps: Deps) => {
       : error._tag === "LeaseLost" || error._tag === "StoreUnavailable"
       ? lose(error as LeaseLost | StoreUnavailable)
       : Effect.die(error)
-
-  const commitOf = (
-    current: Lease,
-    commitId: CommitId,
-    records: ReadonlyArray<RecordBody>,
-    consumes: ReadonlyArray<InputId>,
-    admits?: ReadonlyArray<Message>
-  ): Commit => ({
-    commitId,
-    sessionId: target.session.id,
-    owner: current.owner,
-    epoch: current.epoch,
-    expectedHeadSeq: target.state.head,
-    records,
-    consumes,
-    admits
-  })
 
   /**
    * Folds what a commit wrote from `firstSeq`, then runs what it causes and
@@ -148,11 +176,10 @@ export const make = (target: Target, deps: Deps) => {
     })
 
   /**
-   * Stores a commit of `records` (consuming `consumes`, admitting `admits`) under the current
-   * lease, then folds and announces it: a `Conflict` is `onConflict`'s, any other refusal fenced.
-   * Steps chained by hand rather than a generator: every commit of a turn runs them. The append is
-   * waited for even when interrupted: the statement commits or not on its own anyway, and the
-   * PostgreSQL store's append reserves a connection that an interrupted wait would leak.
+   * Stores a commit (see `storeCommit`), then folds and announces it: a `Conflict` is `onConflict`'s, any
+   * other refusal fenced. The append is waited for even when interrupted: the statement commits or
+   * not on its own anyway, and the PostgreSQL store's append reserves a connection that an
+   * interrupted wait would leak.
    */
   const stored = <A>(
     records: ReadonlyArray<RecordBody>,
@@ -161,12 +188,16 @@ export const make = (target: Target, deps: Deps) => {
     onConflict: (error: Conflict) => Effect.Effect<A>,
     onReceipt: (receipt: CommitReceipt) => A
   ): Effect.Effect<A, LeaseLost | StoreUnavailable> =>
-    Effect.flatMap(Ref.get(lease), (current) =>
-      Effect.flatMap(makeCommitId, (commitId) =>
-        Effect.matchEffect(Effect.uninterruptible(store.append(commitOf(current, commitId, records, consumes, admits))), {
-          onFailure: (error) => (error._tag === "Conflict" ? onConflict(error) : fenced(current)(error)),
-          onSuccess: (receipt) => Effect.as(written(receipt.firstSeq, receipt.at, records), onReceipt(receipt))
-        })))
+    storeCommit(
+      target,
+      deps,
+      records,
+      consumes,
+      admits,
+      Effect.uninterruptible,
+      (error, current) => (error._tag === "Conflict" ? onConflict(error) : fenced(current)(error)),
+      (receipt) => Effect.as(written(receipt.firstSeq, receipt.at, records), onReceipt(receipt))
+    )
 
   /** Appends `records`, consuming `consumes` (a `Conflict` here is a defect: the actor consumes what it read). */
   const append = (
@@ -177,20 +208,22 @@ export const make = (target: Target, deps: Deps) => {
   /**
    * A turn's commit of `records`, for a caller that runs it uninterruptibly (under `Lock.atomic`):
    * its receipt, once folded and announced, goes to `then`; a lost lease or a gone store ends the
-   * actor (`lose`) and interrupts the turn. One chain, without `append`'s wrapping: every commit of
-   * a turn runs it.
+   * actor (`lose`) and interrupts the turn.
    */
   const appendForTurn = <A>(
     records: ReadonlyArray<RecordBody>,
     then: (receipt: CommitReceipt) => Effect.Effect<A>
   ): Effect.Effect<A> =>
-    Effect.flatMap(Ref.get(lease), (current) =>
-      Effect.flatMap(makeCommitId, (commitId) =>
-        Effect.matchEffect(store.append(commitOf(current, commitId, records, [])), {
-          onFailure: (error) =>
-            error._tag === "Conflict" ? Effect.die(error) : Effect.catchAll(fenced(current)(error), () => Effect.interrupt),
-          onSuccess: (receipt) => Effect.flatMap(written(receipt.firstSeq, receipt.at, records), () => then(receipt))
-        })))
+    storeCommit(
+      target,
+      deps,
+      records,
+      [],
+      undefined,
+      identity,
+      (error, current) => (error._tag === "Conflict" ? Effect.die(error) : Effect.catchAll(fenced(current)(error), () => Effect.interrupt)),
+      (receipt) => Effect.flatMap(written(receipt.firstSeq, receipt.at, records), () => then(receipt))
+    )
 
   /**
    * Appends `records`, admitting `admits` into the inbox and consuming them in the same commit:
@@ -214,7 +247,7 @@ export const make = (target: Target, deps: Deps) => {
   ): Effect.Effect<Spawned, SpawnRefused | Conflict | LeaseLost | StoreUnavailable> =>
     Effect.gen(function*() {
       const current = yield* Ref.get(lease)
-      const commit = commitOf(current, yield* makeCommitId, records, [])
+      const commit = commitOf(target, current, yield* makeCommitId, records, [])
       const spawned = yield* store.spawn({ ...input, principal: target.session.principal, commit }).pipe(
         Effect.catchAll((error): Effect.Effect<never, SpawnRefused | Conflict | LeaseLost | StoreUnavailable> =>
           error._tag === "SpawnRefused" || error._tag === "Conflict"

@@ -28,5 +28,12 @@ const same = (a: Model.Message, b: Model.Message) =>
 export const append = (transcript: Transcript, message: Model.Message): Transcript =>
   AppendOnlyList.append(transcript, message, same)
 
+/** `transcript`'s messages then `rest`, as a request takes them without a copy (`Model.withHistory`). */
+export const history = (transcript: Transcript, rest: ReadonlyArray<Model.Message>): Model.History => ({
+  items: transcript.items,
+  length: transcript.length,
+  rest
+})
+
 /** The messages of `transcript`, as an array of their own (a request keeps it while the session goes on). */
 export const toArray = (transcript: Transcript): Array<Model.Message> => AppendOnlyList.toArray(transcript)

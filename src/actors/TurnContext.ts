@@ -36,7 +36,8 @@ export interface KnownCallback {
 
 /** A model request's conversation, and how many waiting steers and child results it takes. */
 export interface Prompt {
-  readonly messages: ReadonlyArray<Model.Message>
+  /** The transcript, then the waiting steers and child results (`rest`). */
+  readonly messages: Model.History
   readonly steers: number
   readonly results: number
   /** How many tool results the session has archived (`read_artifact` is offered once there is one). */

@@ -97,12 +97,11 @@ const callModel = (
     turnId,
     kind: "model",
     name: agent.model.name,
-    input: { messages: prompt.messages.length, tools: tools.length, steers: prompt.steers, results: prompt.results }
+    input: { messages: prompt.messages.length + prompt.messages.rest.length, tools: tools.length, steers: prompt.steers, results: prompt.results }
   }))
-  const request: Model.Request = {
+  const request = Model.withHistory({
     model: agent.model.name,
     instructions: agent.instructions,
-    messages: prompt.messages,
     tools,
     settings: plan.settings,
     sessionId: ctx.sessionId,
@@ -110,7 +109,7 @@ const callModel = (
     agentName: agent.name,
     // The reply's text is the output only when a reply without tool calls ends the turn.
     ...(agent.output !== undefined && plan.noToolPolicy === "finish" ? { output: agent.output } : {})
-  }
+  }, prompt.messages)
   let reply = Model.emptyReply
   const fold = (events: Iterable<Model.Event>) => {
     const deltas: Array<AssistantDelta> = []
@@ -127,8 +126,8 @@ const callModel = (
       // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
       : Stream.runForEachChunk(model.stream(request), fold)
   ).pipe(
-    Effect.map(() => reply),
-    Effect.either,
+    // One step for both sides (`map` then `either` took four).
+    Effect.match({ onFailure: Either.left, onSuccess: () => Either.right(reply) }),
     Telemetry.withOperationSpan("model", { ...spanIds, operationId }, { "troupe.model": request.model })
   )
 }

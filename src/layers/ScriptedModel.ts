@@ -57,11 +57,30 @@ export const make = (scripts: Scripts = {}) =>
       positions.set(key, position + 1)
       return script[Math.min(position, script.length - 1)]!
     }
-    // A session's prompts share their history's message objects (never changed once made): a
-    // prompt that starts with the previous one's messages counts only those after them, rather than
-    // walking the whole history per call. Kept by the history's first message, so it goes with it.
+    // A session's prompts share their history's message objects (never changed once made). A request
+    // made of a history (`Model.historyOf`) counts only its messages past those counted before, kept
+    // by the history's array: no walk of the whole history per call.
+    const countedHistories = new WeakMap<ReadonlyArray<Model.Message>, { readonly length: number; readonly characters: number }>()
+    const fromHistory = (history: Model.History): number => {
+      const { items, length, rest } = history
+      const before = countedHistories.get(items)
+      let from = 0
+      let total = 0
+      if (before !== undefined && before.length <= length) {
+        from = before.length
+        total = before.characters
+      }
+      for (let i = from; i < length; i++) total += items[i]!.content.length
+      countedHistories.set(items, { length, characters: total })
+      for (const message of rest) total += message.content.length
+      return total
+    }
+    // Otherwise a prompt that starts with the previous one's messages (kept by its first message, so it
+    // goes with it) counts only those after them.
     const counted = new WeakMap<Model.Message, { readonly messages: ReadonlyArray<Model.Message>; readonly characters: number }>()
     const characters = (request: Model.Request): number => {
+      const history = Model.historyOf(request)
+      if (history !== undefined) return fromHistory(history)
       const { messages } = request
       const first = messages[0]
       if (first === undefined) return 0

@@ -5,21 +5,17 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as DefaultServices from "effect/DefaultServices"
 import * as Effect from "effect/Effect"
+import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 const ULID_BODY = "[0-9A-HJKMNP-TV-Z]{26}"
 
-const encodeTime = (ms: number): string => {
-  let out = ""
-  let t = ms
-  for (let i = 0; i < 10; i++) {
-    out = CROCKFORD[t % 32]! + out
-    t = Math.floor(t / 32)
-  }
-  return out
-}
+const CROCKFORD_CODES = Array.from(CROCKFORD, (c) => c.charCodeAt(0))
 
 // Monotonic within a process: ids minted in the same millisecond increment the
 // random part, so creation order is never lost to ties.
@@ -36,50 +32,59 @@ const digitsOf = (bits: number, digits: Array<number>) => {
 }
 
 // Chained by hand: `Effect.zipWith` runs through `Effect.all`'s machinery (~15 Effect steps against 4).
-const nextRandom = Effect.randomWith((random) =>
+const nextRandom = (random: Random.Random) =>
   Effect.flatMap(
     random.nextIntBetween(0, span),
     (high) => Effect.map(random.nextIntBetween(0, span), (low) => digitsOf(low, digitsOf(high, [])))
   )
-)
 
-const increment = (digits: ReadonlyArray<number>): Array<number> => {
-  const out = digits.slice()
-  for (let i = out.length - 1; i >= 0; i--) {
-    if (out[i]! < 31) {
-      out[i] = out[i]! + 1
-      return out
+// In place: the digits are this module's own (drawn fresh per millisecond).
+const increment = (digits: Array<number>): Array<number> => {
+  for (let i = digits.length - 1; i >= 0; i--) {
+    if (digits[i]! < 31) {
+      digits[i] = digits[i]! + 1
+      return digits
     }
-    out[i] = 0
+    digits[i] = 0
   }
-  return out
+  return digits
 }
 
-// The time part of the last body, kept for the ids minted within its millisecond.
+// The character codes of the last body: the time's ten (kept for the ids minted within its
+// millisecond), then the random part's sixteen. A body is made of them as one flat string, rather
+// than a string per character appended.
 let encodedAt = -1
-let encodedTime = ""
+const bodyCodes: Array<number> = []
 
 const body = (now: number) => {
   const time = Math.max(now, lastTime)
   if (time !== encodedAt) {
     encodedAt = time
-    encodedTime = encodeTime(time)
+    let t = time
+    for (let i = 9; i >= 0; i--) {
+      bodyCodes[i] = CROCKFORD_CODES[t % 32]!
+      t = Math.floor(t / 32)
+    }
   }
-  let out = encodedTime
-  for (const digit of lastRandom) out += CROCKFORD[digit]!
-  return out
+  bodyCodes.length = 10 + lastRandom.length
+  for (let i = 0; i < lastRandom.length; i++) bodyCodes[10 + i] = CROCKFORD_CODES[lastRandom[i]!]!
+  return String.fromCharCode.apply(null, bodyCodes)
 }
 
-/** A ULID body, after `prefix`, from the Effect `Clock` and `Random` services (see `ulid`). */
+/**
+ * A ULID body, after `prefix`, from the Effect `Clock` and `Random` services (see `ulid`): both read
+ * from the fiber's default services in the one step that reads the time.
+ */
 const ulidAfter = (prefix: string): Effect.Effect<string> =>
-  Effect.clockWith((clock) => {
-    // Whole milliseconds: a TestClock moved by fractional sleeps (the pool's jitter) reads fractions, which encodeTime cannot encode.
-    const now = Math.floor(clock.unsafeCurrentTimeMillis())
+  Effect.withFiberRuntime((fiber) => {
+    const services = fiber.getFiberRef(DefaultServices.currentServices)
+    // Whole milliseconds: a TestClock moved by fractional sleeps (the pool's jitter) reads fractions, which the time's digits cannot encode.
+    const now = Math.floor(Context.get(services, Clock.Clock).unsafeCurrentTimeMillis())
     if (now <= lastTime) {
       lastRandom = increment(lastRandom)
       return Effect.succeed(prefix + body(now))
     }
-    return Effect.map(nextRandom, (digits) => {
+    return Effect.map(nextRandom(Context.get(services, Random.Random)), (digits) => {
       // Another fiber may have minted meanwhile: the later time wins, and ties increment.
       if (now <= lastTime) {
         lastRandom = increment(lastRandom)

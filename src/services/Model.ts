@@ -46,6 +46,38 @@ export interface Request {
   readonly output?: OutputSpec | undefined
 }
 
+/**
+ * A request's messages as a session's history holds them: `items`' first
+ * `length` entries, which never change (the history only grows past them),
+ * then `rest` (the waiting steers and child results). A request made with one
+ * (`withHistory`) says so (`historyOf`): a model that reads the messages again
+ * per call (the scripted model counts their characters) reads only those past
+ * what it read before, rather than walking the whole history per call.
+ */
+export interface History {
+  readonly items: ReadonlyArray<Message>
+  readonly length: number
+  readonly rest: ReadonlyArray<Message>
+}
+
+const histories = new WeakMap<Request, History>()
+
+/**
+ * A request of `fields` whose messages are `history`'s, as an array of their own (a request may be
+ * kept while the session goes on). Made at once: an array made only when first read (a getter) cost
+ * far more garbage collection past 16,384 messages, where V8 puts such arrays in its large-object space.
+ */
+export const withHistory = (fields: Omit<Request, "messages">, history: History): Request => {
+  const messages = history.items.slice(0, history.length)
+  for (const message of history.rest) messages.push(message)
+  const request: Request = { ...fields, messages }
+  histories.set(request, history)
+  return request
+}
+
+/** The history `request` was made of (`withHistory`), if it was. */
+export const historyOf = (request: Request): History | undefined => histories.get(request)
+
 /** Why the model stopped. */
 export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter" | "other"
 

@@ -129,33 +129,43 @@ export const make = <A, I, S, SI, E = never, R = never>(options: {
 /** A tool error as the model sees it: `{ error }`, `isError: true`. */
 export const errorOutcome = (error: string): ToolOutcome => ({ output: { error }, isError: true })
 
-/** The model's argument text decoded as the tool's parameters, or the error outcome the model sees. */
-const decodeArguments = <A, I, S, SI, E, R>(
+/**
+ * The model's argument text decoded as the tool's parameters, or the error outcome the model sees:
+ * in place (an `Either`), or an Effect when only the Effect decoder can say (see below).
+ */
+const argumentsOf = <A, I, S, SI, E, R>(
   tool: Tool<A, I, S, SI, E, R>,
   argumentsText: string
-): Effect.Effect<Either.Either<A, ToolOutcome>> => {
+): Either.Either<A, ToolOutcome> | Effect.Effect<Either.Either<A, ToolOutcome>> => {
   let json: unknown
   try {
     json = argumentsText.trim() === "" ? {} : JSON.parse(argumentsText)
   } catch {
-    return Effect.succeed(Either.left(errorOutcome(`the arguments of ${tool.name} are not valid JSON`)))
+    return Either.left(errorOutcome(`the arguments of ${tool.name} are not valid JSON`))
   }
   // JSON.parse reads any depth; decoding, storing and sending the arguments are bounded like the wire.
   if (tooDeep(json, MAX_JSON_DEPTH)) {
-    return Effect.succeed(
-      Either.left(errorOutcome(`the arguments of ${tool.name} are nested deeper than ${MAX_JSON_DEPTH} levels`))
-    )
+    return Either.left(errorOutcome(`the arguments of ${tool.name} are nested deeper than ${MAX_JSON_DEPTH} levels`))
   }
   // Decoded in place; only a failure (or a schema that cannot decode synchronously) goes through the Effect decoder,
   // so that its error outcome is exactly the one that decoder gives.
   const decoded = Schema.decodeUnknownEither(tool.parameters)(json)
-  if (Either.isRight(decoded)) return Effect.succeed(Either.right(decoded.right))
+  if (Either.isRight(decoded)) return Either.right(decoded.right)
   return Schema.decodeUnknown(tool.parameters)(json).pipe(
     Effect.mapError((error) =>
       errorOutcome(`invalid arguments for ${tool.name}: ${ParseResult.TreeFormatter.formatErrorSync(error)}`)
     ),
     Effect.either
   )
+}
+
+/** `argumentsOf` as an Effect. */
+const decodeArguments = <A, I, S, SI, E, R>(
+  tool: Tool<A, I, S, SI, E, R>,
+  argumentsText: string
+): Effect.Effect<Either.Either<A, ToolOutcome>> => {
+  const args = argumentsOf(tool, argumentsText)
+  return Either.isEither(args) ? Effect.succeed(args) : args
 }
 
 /** A handler's result encoded by the tool's success schema (in place when it can be), or the error outcome. */
@@ -183,7 +193,7 @@ export const run = <A, I, S, SI, E, R>(
     if (handler === undefined) {
       return Effect.succeed(errorOutcome(`${tool.name} is a client tool: the client runs it`))
     }
-    return Effect.flatMap(decodeArguments(tool, argumentsText), (args) =>
+    const withArguments = (args: Either.Either<A, ToolOutcome>) =>
       Either.isLeft(args)
         ? Effect.succeed(args.left)
         : Effect.matchEffect(handler(args.right, context), {
@@ -192,7 +202,10 @@ export const run = <A, I, S, SI, E, R>(
             return Effect.succeed(errorOutcome(message ?? `${tool.name} failed`))
           },
           onSuccess: (result) => encodeResult(tool, result)
-        }))
+        })
+    // Arguments decoded in place go straight on (no flatMap step and its succeed per call).
+    const args = argumentsOf(tool, argumentsText)
+    return Either.isEither(args) ? withArguments(args) : Effect.flatMap(args, withArguments)
   })
 
 /**
