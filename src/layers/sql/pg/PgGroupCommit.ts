@@ -32,7 +32,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
-import { type Named, statementName } from "./PgAppend.js"
+import { type Named, statementName } from "./PgNamed.js"
 
 /** How group commit is tuned. */
 export interface Options {
@@ -179,15 +179,30 @@ export const make = (solo: Named, options: Options = {}) =>
         }
         running++
         told(batch.length)
-        const done = Effect.sync(() => {
-          running--
-          pump()
-        })
         // Alone, the append runs on its own fiber (which cannot be interrupted while it waits: see `execute`).
-        if (batch.length === 1) batch[0]!.resume(Effect.ensuring(solo(name, batch[0]!.text, batch[0]!.params), done))
-        else run(Effect.ensuring(together(batch), done))
+        if (batch.length === 1) batch[0]!.resume(Effect.ensuring(solo(name, batch[0]!.text, batch[0]!.params), finished))
+        else run(Effect.ensuring(together(batch), finished))
       }
     }
+
+    const finished = Effect.sync(() => {
+      running--
+      pump()
+    })
+
+    /** Waits its turn in `waiting`, alone or in a batch. */
+    const queued: Named = (name, text, params) =>
+      Effect.uninterruptible(Effect.flatten(Effect.async<Effect.Effect<Rows, SqlError>>((resume) => {
+        let settled = false
+        // The first outcome counts; a later one (the batch's closing guard) is ignored.
+        const once = (effect: Effect.Effect<Rows, SqlError>) => {
+          if (settled) return
+          settled = true
+          resume(Effect.succeed(effect))
+        }
+        waiting.push({ name, text, params, resume: once })
+        pump()
+      })))
 
     const execute: Named = (name, text, params) =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) =>
@@ -195,16 +210,12 @@ export const make = (solo: Named, options: Options = {}) =>
         Option.isSome(transaction)
           ? solo(name, text, params)
           // Once queued it runs: an interrupted caller does not cancel it (as alone), and a round trip it leads is counted until it ends.
-          : Effect.uninterruptible(Effect.flatten(Effect.async<Effect.Effect<Rows, SqlError>>((resume) => {
-            let settled = false
-            // The first outcome counts; a later one (the batch's closing guard) is ignored.
-            const once = (effect: Effect.Effect<Rows, SqlError>) => {
-              if (settled) return
-              settled = true
-              resume(Effect.succeed(effect))
-            }
-            waiting.push({ name, text, params, resume: once })
-            pump()
-          }))))
+          : Effect.uninterruptible(Effect.suspend(() => {
+            if (running >= inFlight || waiting.length > 0) return queued(name, text, params)
+            // Nothing waits and a round trip is free: it goes alone at once, as `pump` would send it.
+            running++
+            told(1)
+            return Effect.ensuring(solo(name, text, params), finished)
+          })))
     return execute
   })

@@ -19,6 +19,7 @@ import { StoreUnavailable } from "../../../schema/Errors.js"
 import { SessionStore } from "../../../services/SessionStore.js"
 import * as PgAppend from "./PgAppend.js"
 import * as PgGroupCommit from "./PgGroupCommit.js"
+import * as PgNamed from "./PgNamed.js"
 import * as PgPush from "./PgPush.js"
 import type * as SqlStatements from "../SqlStatements.js"
 import * as SqlSessionStore from "../SqlSessionStore.js"
@@ -45,12 +46,12 @@ const clock: SqlSessionStore.Clock = {
 }
 
 /** Runs each statement text as a named prepared statement (`troupe_q_` and a hash of the text): parsed and planned once per connection. */
-const preparedOutside = (execute: PgAppend.Named): SqlStatements.Executor => {
+const preparedOutside = (execute: PgNamed.Named): SqlStatements.Executor => {
   const names = new Map<string, string>()
   return (text, params) => {
     let name = names.get(text)
     if (name === undefined) {
-      name = PgAppend.statementName("q", text, 16)
+      name = PgNamed.statementName("q", text, 16)
       names.set(text, name)
     }
     return execute(name, text, params)
@@ -58,7 +59,7 @@ const preparedOutside = (execute: PgAppend.Named): SqlStatements.Executor => {
 }
 
 /** The dialect; `execute` runs a lone statement, `writes` the one-statement append and push (alone, or through group commit). */
-const dialectOf = (sql: SqlClient.SqlClient, execute: PgAppend.Named, writes: PgAppend.Named) => {
+const dialectOf = (sql: SqlClient.SqlClient, execute: PgNamed.Named, writes: PgNamed.Named) => {
   return {
     placeholders: "$n",
     // Reads and one-statement writes outside a transaction (readInbox, get, readLog, acquire, …), prepared too.
@@ -77,18 +78,18 @@ const dialectOf = (sql: SqlClient.SqlClient, execute: PgAppend.Named, writes: Pg
  * (`layer`): its lone statements then take a connection from it directly,
  * as `@effect/sql-pg` does outside a transaction, instead of reserving one.
  */
-class Pool extends Context.Tag("troupe/PgStore/Pool")<Pool, PgAppend.Pool>() {}
+class Pool extends Context.Tag("troupe/PgStore/Pool")<Pool, PgNamed.Pool>() {}
 
-const dialectOn = (pool: PgAppend.Pool | undefined) =>
+const dialectOn = (pool: PgNamed.Pool | undefined) =>
   Effect.map(SqlClient.SqlClient, (sql) => {
-    const execute = PgAppend.named(sql, pool)
+    const execute = PgNamed.named(sql, pool)
     return dialectOf(sql, execute, execute)
   })
 
-const groupedDialectOn = (pool: PgAppend.Pool | undefined, options: PgGroupCommit.Options) =>
+const groupedDialectOn = (pool: PgNamed.Pool | undefined, options: PgGroupCommit.Options) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const execute = PgAppend.named(sql, pool)
+    const execute = PgNamed.named(sql, pool)
     return dialectOf(sql, execute, yield* PgGroupCommit.make(execute, options))
   })
 
@@ -136,7 +137,7 @@ const driver = (options: Options) =>
     }))
     return Layer.merge(
       PgClient.layerFromPool({ acquire: Effect.succeed(pool), applicationName: "troupe" }),
-      Layer.succeed(Pool, pool as unknown as PgAppend.Pool)
+      Layer.succeed(Pool, pool as unknown as PgNamed.Pool)
     )
   }))
 
