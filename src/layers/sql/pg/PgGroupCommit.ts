@@ -90,8 +90,10 @@ const queryOn = (client: RawClient, text: string) =>
   })
 
 /**
- * A `Named` executor that batches: `solo` runs one statement alone (the
- * named prepared statement); batches run on a connection reserved from `sql`.
+ * A `Named` executor that batches: `solo` runs one statement alone, outside
+ * any transaction (the named prepared statement: `PgNamed.alone`); batches
+ * run on a connection reserved from `sql`; a statement inside a caller's
+ * transaction runs on its connection.
  * Its batches run on fibers of the scope it is made in.
  */
 export const make = (solo: Named, options: Options = {}) =>
@@ -208,7 +210,7 @@ export const make = (solo: Named, options: Options = {}) =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) =>
         // Inside a caller's transaction the statement runs on its connection, alone.
         Option.isSome(transaction)
-          ? solo(name, text, params)
+          ? transaction.value[0].execute(text, params, undefined)
           // Once queued it runs: an interrupted caller does not cancel it (as alone), and a round trip it leads is counted until it ends.
           : Effect.uninterruptible(Effect.suspend(() => {
             if (running >= inFlight || waiting.length > 0) return queued(name, text, params)

@@ -66,12 +66,15 @@ export const statementName = (kind: string, sql: string, digits = 12): string =>
  * nobody releases it (decision 0020: a starved worker lost its whole pool so).
  */
 export const named = (sql: SqlClient.SqlClient, pool?: Pool): Named => {
-  const alone = pool === undefined ? reserved(sql) : pooled(pool)
+  const outside = alone(sql, pool)
   return (name, text, params) =>
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) =>
       // Inside a caller's transaction the statement must run on its connection.
-      Option.isSome(transaction) ? transaction.value[0].execute(text, params, undefined) : alone(name, text, params))
+      Option.isSome(transaction) ? transaction.value[0].execute(text, params, undefined) : outside(name, text, params))
 }
+
+/** `named` for a caller that knows it runs outside any transaction (group commit, which looked already). */
+export const alone = (sql: SqlClient.SqlClient, pool?: Pool): Named => pool === undefined ? reserved(sql) : pooled(pool)
 
 /** A lone statement on a connection reserved from `sql` for it (a scope, its finalizer, several Effect steps). */
 const reserved = (sql: SqlClient.SqlClient): Named => (name, text, params) =>

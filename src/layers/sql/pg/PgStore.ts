@@ -90,7 +90,7 @@ const groupedDialectOn = (pool: PgNamed.Pool | undefined, options: PgGroupCommit
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const execute = PgNamed.named(sql, pool)
-    return dialectOf(sql, execute, yield* PgGroupCommit.make(execute, options))
+    return dialectOf(sql, execute, yield* PgGroupCommit.make(PgNamed.alone(sql, pool), options))
   })
 
 /** The PostgreSQL dialect over the `SqlClient` in context. */
