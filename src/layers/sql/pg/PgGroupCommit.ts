@@ -32,7 +32,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
-import { type Named, statementName } from "./PgNamed.js"
+import { connectionUsable, type Named, statementName } from "./PgNamed.js"
 
 /** How group commit is tuned. */
 export interface Options {
@@ -75,12 +75,8 @@ export const literal = (value: unknown): string => {
   throw new TypeError(`no SQL literal for ${typeof value}`)
 }
 
-/** A server's refusal (an SQLSTATE) that leaves the connection usable: the batch was rolled back, its appends can run alone. */
-const rolledBack = (error: unknown): boolean => {
-  const code = (error as { readonly code?: unknown })?.code
-  // Class 08 (connection exception) and 57 (operator intervention, e.g. terminated): the connection is gone.
-  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith("08") && !code.startsWith("57")
-}
+/** A server's refusal that leaves the connection usable: the batch was rolled back, its appends can run alone. */
+const rolledBack = connectionUsable
 
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 

@@ -118,6 +118,8 @@ const pooled = (pool: Pool): Named => (name, text, params) =>
       }
       try {
         client.query({ name, text, values: params }, (queryError, result) => {
+          // A connection the server ended (its FATAL reply comes before the socket closes) must not go back to the pool as idle.
+          if (queryError && !connectionUsable(queryError)) lost ??= queryError
           done(queryError ? Effect.fail(failed(queryError)) : Effect.succeed(result.rows))
         })
       } catch (thrown) {
@@ -125,5 +127,11 @@ const pooled = (pool: Pool): Named => (name, text, params) =>
       }
     })
   }))
+
+/** A server's refusal (an SQLSTATE) that leaves the connection usable; not one of class 08 (connection exception) or 57 (operator intervention, e.g. terminated), nor a driver's error. */
+export const connectionUsable = (error: unknown): boolean => {
+  const code = (error as { readonly code?: unknown })?.code
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith("08") && !code.startsWith("57")
+}
 
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
