@@ -12,6 +12,7 @@ import { Context, Effect, Exit, Layer, Option, Queue, Scope } from "effect"
 import pg from "pg"
 import * as PgSessionStore from "../src/layers/PgSessionStore.js"
 import * as PgStoreSignals from "../src/layers/PgStoreSignals.js"
+import * as PgWatches from "../src/layers/PgWatches.js"
 import { AssistantDelta } from "../src/schema/Event.js"
 import { makeInputId, makeSessionId, makeTurnId, type SessionId } from "../src/schema/Ids.js"
 import { Message } from "../src/schema/Inbox.js"
@@ -48,64 +49,6 @@ describe("PgStoreSignals payloads", () => {
       assert.deepStrictEqual(withHint.map(PgStoreSignals.claimable), [true])
       assert.deepStrictEqual(withHint.flatMap((p) => PgStoreSignals.parse(p, "x")), [{ _tag: "Log", sessionId, seq: 43 }] as Array<Signal>)
       assert.isFalse(PgStoreSignals.claimable(packed[packed.length - 1]!))
-    }))
-})
-
-describe("PgStoreSignals watch lines", () => {
-  it.effect("parse as what they say, never as signals, and a process's own are not read back", () =>
-    Effect.gen(function*() {
-      const sessionId = yield* makeSessionId
-      assert.deepStrictEqual(PgStoreSignals.parseWatch(`w origin-a ${sessionId} d`, "me"), { _tag: "watch", origin: "origin-a", sessionId, deltas: true })
-      assert.deepStrictEqual(PgStoreSignals.parseWatch(PgStoreSignals.watchLine("origin-a", sessionId, false), "me"), {
-        _tag: "watch",
-        origin: "origin-a",
-        sessionId,
-        deltas: false
-      })
-      assert.deepStrictEqual(PgStoreSignals.parseWatch(`u origin-a ${sessionId}`, "me"), { _tag: "unwatch", origin: "origin-a", sessionId })
-      assert.deepStrictEqual(PgStoreSignals.parseWatch("h origin-a", "me"), { _tag: "hello", origin: "origin-a" })
-      assert.deepStrictEqual(PgStoreSignals.parseWatch("p origin-a", "me"), { _tag: "present", origin: "origin-a" })
-      assert.deepStrictEqual(PgStoreSignals.parseWatch("b origin-a", "me"), { _tag: "bye", origin: "origin-a" })
-      assert.isUndefined(PgStoreSignals.parseWatch(`w me ${sessionId}`, "me"))
-      assert.isUndefined(PgStoreSignals.parseWatch("w origin-a", "me"))
-      assert.isUndefined(PgStoreSignals.parseWatch(`l ${sessionId} 4`, "me"))
-      assert.isUndefined(PgStoreSignals.parseWatch("c", "me"))
-      const lines = [`w origin-a ${sessionId} d`, `u origin-a ${sessionId}`, "h origin-a", "p origin-a", "b origin-a"]
-      assert.deepStrictEqual(PgStoreSignals.parse(lines.join("\n"), "me"), [])
-      assert.isFalse(PgStoreSignals.claimable(lines.join("\n")))
-    }))
-
-  it.effect("who watches what: a hello or a present replaces its sender's watches, a bye or a vanished connection drops them", () =>
-    Effect.gen(function*() {
-      const s1 = yield* makeSessionId
-      const s2 = yield* makeSessionId
-      const peers = PgStoreSignals.noPeers()
-      const hear = (line: string) => PgStoreSignals.hear(peers, PgStoreSignals.parseWatch(line, "me")!)
-      const watchers = (id: SessionId) => [...(peers.watches.get(id) ?? new Map<string, boolean>())]
-      assert.strictEqual(hear(`w a ${s1}`), s1)
-      assert.strictEqual(hear(`w a ${s1} d`), s1)
-      // Deltas once wanted stay wanted until the watch is withdrawn.
-      hear(`w a ${s1}`)
-      hear(`w b ${s1}`)
-      hear(`w b ${s2}`)
-      assert.deepStrictEqual(watchers(s1), [["a", true], ["b", false]])
-      assert.isUndefined(hear(`u a ${s1}`))
-      assert.deepStrictEqual(watchers(s1), [["b", false]])
-      hear("h b")
-      assert.isFalse(peers.watches.has(s1) || peers.watches.has(s2))
-      assert.deepStrictEqual([...peers.present.keys()], ["a", "b"])
-      hear(`w b ${s2}`)
-      hear("b b")
-      assert.deepStrictEqual([...peers.present.keys()], ["a"])
-      assert.isFalse(peers.watches.has(s2))
-      // `pg_stat_activity`: a process is gone once listed and then not; one never listed is kept.
-      hear(`w a ${s1}`)
-      hear("p c")
-      PgStoreSignals.listed(peers, ["troupe-signals a", "troupe-signals x"])
-      assert.deepStrictEqual([...peers.present.keys()], ["a", "c"])
-      PgStoreSignals.listed(peers, ["troupe-signals x"])
-      assert.deepStrictEqual([...peers.present.keys()], ["c"])
-      assert.isFalse(peers.watches.has(s1))
     }))
 })
 
@@ -280,7 +223,7 @@ describe.skipIf(!pgAvailable.run)("PgStoreSignals on a database", () => {
             if (signal._tag === "Log" && signal.seq === seq) return signal
           }
         }).pipe(Effect.timeout("10 seconds"))
-      yield* heard(lines, (line) => line === PgStoreSignals.watchLine(originB, sessionId, false))
+      yield* heard(lines, (line) => line === PgWatches.watchLine(originB, sessionId, false))
       yield* log(7)
       yield* a.announce(sessionId, 8)
       yield* log(8)
@@ -289,7 +232,7 @@ describe.skipIf(!pgAvailable.run)("PgStoreSignals on a database", () => {
       // Deltas only for a watch that wants them.
       assert.deepStrictEqual((yield* upTo(a.forward(sessionId, delta("still unseen")))).filter((line) => line.includes("still unseen")), [])
       const following = yield* Scope.extend(b.watch(sessionId, { deltas: true }), watching)
-      yield* heard(lines, (line) => line === PgStoreSignals.watchLine(originB, sessionId, true))
+      yield* heard(lines, (line) => line === PgWatches.watchLine(originB, sessionId, true))
       // Deltas are best effort: offered again until A has heard the watch (the test's listener may hear it first).
       const nextDeltas = Effect.gen(function*() {
         for (;;) {

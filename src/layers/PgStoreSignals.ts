@@ -12,21 +12,14 @@
  * receives them and reconnects when it is lost (then every watcher is told
  * `Missed` and reads the store again).
  *
- * Who watches what travels on the same channel. A process says `h` (hello)
- * each time it listens; every other one answers `p` (present) with the
- * sessions it watches. A session watched here for the first time is told to
- * the processes known to be present (`w`, with `d` when its deltas are
- * wanted), before the watch returns; one no longer watched for a while is
- * withdrawn (`u`); a process that stops says `b`. A process that hears `w`
- * for a session it committed to lately announces that session's head at
- * once: a commit it did not announce because it had not heard the `w` yet is
- * announced then, after the watcher subscribed, so no commit falls between a
- * watcher's read of the store and its first signal. Watches of a process
- * whose connection `pg_stat_activity` listed and no longer lists (it crashed)
- * are dropped. A process's own watches do not make it announce: its host
- * publishes its commits in-process (as on SQLite). A troupe from before
- * decision 0053 never says what it watches: beside this one it follows
- * commits through its backstop reads only.
+ * Who watches what travels on the same channel (`PgWatches` keeps the
+ * bookkeeping): a session watched here for the first time is told to the
+ * processes known to be present before the watch returns, and a process that
+ * hears it announces that session's head at once, so no commit falls between a
+ * watcher's read of the store and its first signal. A process's own watches
+ * do not make it announce: its host publishes its commits in-process (as on
+ * SQLite). A troupe from before decision 0053 never says what it watches:
+ * beside this one it follows commits through its backstop reads only.
  *
  * The channel is per schema (`troupe_` and 16 hex digits of the schema name's
  * md5), so stores in different schemas of one database do not hear each other.
@@ -55,6 +48,7 @@ import type pg from "pg"
 import { AssistantDelta } from "../schema/Event.js"
 import { type SessionId, type TurnId, ulid } from "../schema/Ids.js"
 import { Signal, StoreSignals, type WatchOptions } from "../services/StoreSignals.js"
+import * as PgWatches from "./PgWatches.js"
 import * as SignalHub from "./SignalHub.js"
 
 /** How to reach the database (the same URL as the store's). */
@@ -71,8 +65,7 @@ export interface Options {
 /** The channel of the connection's schema. */
 const channelQuery = `SELECT 'troupe_' || left(md5(current_schema()), 16) AS channel`
 
-/** The application name of every signals connection, followed by ` <origin>`. */
-const applicationName = "troupe-signals"
+const { applicationName } = PgWatches
 
 /** The signals connections on the database. */
 const activityQuery =
@@ -88,12 +81,6 @@ type Outgoing =
   | { readonly _tag: "log"; readonly sessionId: SessionId; readonly seq: number }
   | { readonly _tag: "deltas"; readonly sessionId: SessionId; readonly events: ReadonlyArray<AssistantDelta> }
   | { readonly _tag: "lines"; readonly lines: ReadonlyArray<string>; readonly sent?: Deferred.Deferred<void> | undefined }
-
-/** A line about who watches what (`h`, `p`, `w`, `u`, `b`), from another process. */
-export type WatchLine =
-  | { readonly _tag: "hello" | "present" | "bye"; readonly origin: string }
-  | { readonly _tag: "watch"; readonly origin: string; readonly sessionId: SessionId; readonly deltas: boolean }
-  | { readonly _tag: "unwatch"; readonly origin: string; readonly sessionId: SessionId }
 
 /** Parses one line of a payload into the signal it carries, unless it is this process's own deltas or not one of ours. */
 const parseLine = (line: string, origin: string): Signal | undefined => {
@@ -129,25 +116,6 @@ export const parse = (payload: string, origin: string): ReadonlyArray<Signal> =>
   }
   return signals
 }
-
-/** The watch line `line` is, unless it is not one or it is `origin`'s own. */
-export const parseWatch = (line: string, origin: string): WatchLine | undefined => {
-  const kind = line[0]
-  if (line[1] !== " " || (kind !== "h" && kind !== "p" && kind !== "b" && kind !== "w" && kind !== "u")) return undefined
-  const [from, sessionId, flag] = line.slice(2).split(" ", 3)
-  if (from === undefined || from === "" || from === origin) return undefined
-  if (kind === "h") return { _tag: "hello", origin: from }
-  if (kind === "p") return { _tag: "present", origin: from }
-  if (kind === "b") return { _tag: "bye", origin: from }
-  if (sessionId === undefined || sessionId === "") return undefined
-  return kind === "w"
-    ? { _tag: "watch", origin: from, sessionId: sessionId as SessionId, deltas: flag === "d" }
-    : { _tag: "unwatch", origin: from, sessionId: sessionId as SessionId }
-}
-
-/** The `w` line that tells `sessionId` is watched by `origin` (`deltas`: with its deltas). */
-export const watchLine = (origin: string, sessionId: SessionId, deltas: boolean): string =>
-  deltas ? `w ${origin} ${sessionId} d` : `w ${origin} ${sessionId}`
 
 /** Whether a payload carries the pool's hint (a `c` line). */
 export const claimable = (payload: string): boolean => payload.split("\n").includes("c")
@@ -213,85 +181,6 @@ const linesOf = (origin: string, batch: Iterable<Outgoing>): Array<string> => {
   return lines
 }
 
-/** A session watched here: by how many watches (and of them, how many want deltas), and what the others were told. */
-interface LocalWatch {
-  watches: number
-  deltas: number
-  /** Told to the processes present: not yet, as watched, or as watched with its deltas. */
-  told: "no" | "log" | "deltas"
-  /** The sweep count when its last watch ended (it is withdrawn a full sweep later). */
-  idleSince: number | undefined
-}
-
-/** What the others must be told of a session watched here. */
-const needOf = (watch: LocalWatch): "log" | "deltas" => (watch.deltas > 0 ? "deltas" : "log")
-
-/** What this process knows of the others on its channel: who is there, and which sessions they watch. */
-export interface Peers {
-  /** Processes heard from, and whether `pg_stat_activity` listed their connection yet. */
-  readonly present: Map<string, { listed: boolean }>
-  /** Sessions other processes watch: by session, the watching processes and whether they want its deltas. */
-  readonly watches: Map<SessionId, Map<string, boolean>>
-}
-
-/** Nobody known yet. */
-export const noPeers = (): Peers => ({ present: new Map(), watches: new Map() })
-
-/** Drops a process and its watches. */
-const forget = (peers: Peers, origin: string) => {
-  peers.present.delete(origin)
-  for (const [sessionId, by] of peers.watches) {
-    if (by.delete(origin) && by.size === 0) peers.watches.delete(sessionId)
-  }
-}
-
-/**
- * Applies a watch line to `peers`; the session whose head to announce again
- * (`watch`), if any. A hello or a present is followed by every watch of its
- * sender, so it replaces whatever was known of them.
- */
-export const hear = (peers: Peers, line: WatchLine): SessionId | undefined => {
-  switch (line._tag) {
-    case "bye":
-      forget(peers, line.origin)
-      return undefined
-    case "hello":
-    case "present": {
-      const state = peers.present.get(line.origin) ?? { listed: false }
-      forget(peers, line.origin)
-      peers.present.set(line.origin, state)
-      return undefined
-    }
-    case "watch": {
-      if (!peers.present.has(line.origin)) peers.present.set(line.origin, { listed: false })
-      let by = peers.watches.get(line.sessionId)
-      if (by === undefined) peers.watches.set(line.sessionId, by = new Map())
-      by.set(line.origin, line.deltas || by.get(line.origin) === true)
-      return line.sessionId
-    }
-    case "unwatch": {
-      const by = peers.watches.get(line.sessionId)
-      if (by !== undefined && by.delete(line.origin) && by.size === 0) peers.watches.delete(line.sessionId)
-      return undefined
-    }
-  }
-}
-
-/**
- * Applies a look at `pg_stat_activity` (the application names of the signals
- * connections on the database) to `peers`: a process listed before and not
- * now is gone (one whose connection was never listed, as behind a pooler that
- * drops the name, is kept).
- */
-export const listed = (peers: Peers, names: ReadonlyArray<string>): void => {
-  const origins = new Set<string>()
-  for (const name of names) if (name.startsWith(`${applicationName} `)) origins.add(name.slice(applicationName.length + 1))
-  for (const [origin, state] of [...peers.present]) {
-    if (origins.has(origin)) state.listed = true
-    else if (state.listed) forget(peers, origin)
-  }
-}
-
 /** Builds the signals: the listening connection lives in a fiber of the scope, reconnecting while the scope lasts. */
 export const make = (options: Options) =>
   Effect.gen(function*() {
@@ -301,53 +190,19 @@ export const make = (options: Options) =>
     const hub = SignalHub.make()
     const outbox = yield* Queue.dropping<Outgoing>(forwardBacklog)
     let current: { readonly client: pg.Client; readonly channel: string } | undefined
-    const peers = noPeers()
-    const local = new Map<SessionId, LocalWatch>()
-    // This process's latest announced heads, of this sweep and the one before: a `w` heard for one of them announces it again.
-    let recent = new Map<SessionId, number>()
-    let older = new Map<SessionId, number>()
-    let sweeps = 0
-
     const offer = (item: Outgoing) => void Queue.unsafeOffer(outbox, item)
-    const deltasWantedElsewhere = (sessionId: SessionId) => {
-      const by = peers.watches.get(sessionId)
-      if (by === undefined) return false
-      for (const deltas of by.values()) if (deltas) return true
-      return false
-    }
-    /** The `w` lines of the sessions watched here now (`all`; else those not told as watched as they are), each marked told. */
-    const tell = (all: boolean): Array<string> => {
-      const lines: Array<string> = []
-      for (const [sessionId, watch] of local) {
-        if (watch.watches === 0 || (!all && (watch.told === "deltas" || watch.told === needOf(watch)))) continue
-        watch.told = needOf(watch)
-        lines.push(watchLine(origin, sessionId, watch.deltas > 0))
-      }
-      return lines
-    }
+    const watches = PgWatches.make(origin, {
+      say: (lines) => offer({ _tag: "lines", lines }),
+      again: (sessionId, seq) => offer({ _tag: "log", sessionId, seq })
+    })
     const lookAround = (client: pg.Client) =>
       Effect.map(
         Effect.tryPromise(() => client.query<{ name: string }>(activityQuery)),
-        (result) => listed(peers, result.rows.map((row) => row.name))
+        (result) => watches.listed(result.rows.map((row) => row.name))
       )
 
     const onPayload = (payload: string) => {
-      for (const line of payload.split("\n")) {
-        const watch = parseWatch(line, origin)
-        if (watch === undefined) continue
-        const known = peers.present.has(watch.origin)
-        const again = hear(peers, watch)
-        // A process that just listens missed every watch here; one newly heard of may have missed those made while nobody was known.
-        if (watch._tag === "hello") offer({ _tag: "lines", lines: [`p ${origin}`, ...tell(true)] })
-        else if (!known && watch._tag !== "bye") {
-          const untold = tell(false)
-          if (untold.length > 0) offer({ _tag: "lines", lines: untold })
-        }
-        if (again !== undefined) {
-          const seq = recent.get(again) ?? older.get(again)
-          if (seq !== undefined) offer({ _tag: "log", sessionId: again, seq })
-        }
-      }
+      for (const line of payload.split("\n")) watches.heard(line)
       for (const signal of parse(payload, origin)) hub.emit(signal)
       if (claimable(payload)) hub.claimable()
     }
@@ -385,7 +240,7 @@ export const make = (options: Options) =>
           current = { client, channel }
           hub.missedAll()
           // Said after LISTEN, so whoever answers is heard; every watch here goes with it (the others may have missed some).
-          offer({ _tag: "lines", lines: [`h ${origin}`, ...tell(true)] })
+          offer({ _tag: "lines", lines: watches.listening() })
         }, done)
       })
     }).pipe(Effect.ensuring(Effect.sync(() => {
@@ -420,46 +275,23 @@ export const make = (options: Options) =>
 
     // Withdraws watches no longer used, forgets old heads, and looks at who is on the database.
     const sweep = Effect.suspend(() => {
-      sweeps++
-      older = recent
-      recent = new Map()
-      const lines: Array<string> = []
-      for (const [sessionId, watch] of local) {
-        if (watch.watches > 0 || watch.idleSince === undefined || watch.idleSince >= sweeps - 1) continue
-        local.delete(sessionId)
-        if (watch.told !== "no") lines.push(`u ${origin} ${sessionId}`)
-      }
-      if (lines.length > 0 && current !== undefined && peers.present.size > 0) offer({ _tag: "lines", lines })
+      const lines = watches.sweep()
+      if (lines.length > 0 && current !== undefined && watches.othersKnown()) offer({ _tag: "lines", lines })
       // Only while others are known: alone, nothing to look for.
       const target = current
-      return target === undefined || peers.present.size === 0 ? Effect.void : Effect.ignore(lookAround(target.client))
+      return target === undefined || !watches.othersKnown() ? Effect.void : Effect.ignore(lookAround(target.client))
     })
     yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(options.sweep ?? Duration.seconds(5))).pipe(Effect.delay(options.sweep ?? Duration.seconds(5))))
 
     /** Counts a watch of `sessionId` for the scope; tells the processes present when it is new to them (and waits for that). */
     const register = (sessionId: SessionId, deltas: boolean) =>
       Effect.flatMap(Effect.scope, (scope) => {
-        let watch = local.get(sessionId)
-        if (watch === undefined) local.set(sessionId, watch = { watches: 0, deltas: 0, told: "no", idleSince: undefined })
-        const counted = watch
-        counted.watches++
-        if (deltas) counted.deltas++
-        counted.idleSince = undefined
-        const release = Scope.addFinalizer(
-          scope,
-          Effect.sync(() => {
-            counted.watches--
-            if (deltas) counted.deltas--
-            if (counted.watches === 0) counted.idleSince = sweeps
-          })
-        )
-        const need = needOf(counted)
-        // Nobody else known yet (whoever comes is told every watch), or told already.
-        if (current === undefined || peers.present.size === 0 || counted.told === "deltas" || counted.told === need) return release
-        counted.told = need
+        const { end, line } = watches.watch(sessionId, deltas, current !== undefined)
+        const release = Scope.addFinalizer(scope, Effect.sync(end))
+        if (line === undefined) return release
         // Through the outbox, in order with the hello and the withdrawals; waited for (at most a second).
         const sent = Deferred.unsafeMake<void>(FiberId.none)
-        offer({ _tag: "lines", lines: [watchLine(origin, sessionId, need === "deltas")], sent })
+        offer({ _tag: "lines", lines: [line], sent })
         return Effect.zipRight(release, Effect.interruptible(Effect.ignore(Effect.timeout(Deferred.await(sent), "1 second"))))
       })
 
@@ -469,12 +301,12 @@ export const make = (options: Options) =>
       onSignal: hub.onSignal,
       announce: (sessionId, seq) =>
         Effect.sync(() => {
-          recent.set(sessionId, seq)
-          if (current !== undefined && peers.watches.has(sessionId)) offer({ _tag: "log", sessionId, seq })
+          watches.announced(sessionId, seq)
+          if (current !== undefined && watches.watchedElsewhere(sessionId)) offer({ _tag: "log", sessionId, seq })
         }),
       forward: (sessionId, events) =>
         Effect.sync(() => {
-          if (current !== undefined && events.length > 0 && deltasWantedElsewhere(sessionId)) offer({ _tag: "deltas", sessionId, events })
+          if (current !== undefined && events.length > 0 && watches.deltasWantedElsewhere(sessionId)) offer({ _tag: "deltas", sessionId, events })
         }),
       // Sent at once and waited for (at most a second), not batched: a draining process may exit right after.
       announceClaimable: Effect.suspend(() => {

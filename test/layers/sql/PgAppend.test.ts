@@ -13,6 +13,7 @@ import { Context, Effect, Either, Fiber, Layer, Option, Redacted, type Scope } f
 import pg from "pg"
 import * as MemorySessionStore from "../../../src/layers/MemorySessionStore.js"
 import * as PgAppend from "../../../src/layers/sql/pg/PgAppend.js"
+import * as PgNamed from "../../../src/layers/sql/pg/PgNamed.js"
 import * as PgSessionStore from "../../../src/layers/PgSessionStore.js"
 import * as SqlSessionStore from "../../../src/layers/sql/SqlSessionStore.js"
 import {
@@ -275,8 +276,8 @@ if (status.run) {
         SqlSessionStore.migrate,
         Effect.gen(function*() {
           const dialect = yield* PgSessionStore.dialect
-          const named = PgAppend.named(yield* SqlClient.SqlClient)
-          const execute: PgAppend.Named = (name, text, params) =>
+          const named = PgNamed.named(yield* SqlClient.SqlClient)
+          const execute: PgNamed.Named = (name, text, params) =>
             Effect.zipRight(Effect.sync(() => count.statements++), named(name, text, params))
           return yield* SqlSessionStore.make({
             ...dialect,

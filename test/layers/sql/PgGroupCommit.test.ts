@@ -104,6 +104,39 @@ if (status.run) {
         }
       }), 30_000)
 
+    it.scoped("a lone append whose connection dies is not acknowledged, writes nothing, and commits once when delivered again", () =>
+      Effect.gen(function*() {
+        const batches: Array<number> = []
+        const store = yield* open(batches)
+        const lease = yield* leased(store)
+        const hold = yield* holding(lease.sessionId)
+        const lone = yield* commit(lease, 1, [new Renamed({ title: "lone" })])
+        const fiber = yield* Effect.fork(Effect.either(store.append(lone)))
+        // The append waits on the row, on a connection the store took from its pool: end that connection.
+        let killed = 0
+        for (let tries = 0; tries < 50 && killed === 0; tries++) {
+          yield* sleep(50)
+          const { rows } = yield* Effect.promise(() =>
+            hold.query(
+              `SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
+              WHERE application_name = 'troupe' AND query LIKE 'WITH s AS MATERIALIZED%' AND wait_event_type = 'Lock'`
+            )
+          )
+          killed = rows.length
+        }
+        assert.strictEqual(killed, 1, "the append's backend was found waiting")
+        assert.strictEqual(tagOf(yield* Fiber.join(fiber)), "StoreUnavailable")
+        yield* Effect.promise(() => hold.query("ROLLBACK"))
+        assert.deepStrictEqual([(yield* store.get(lease.sessionId)).headSeq, (yield* store.get(lease.sessionId)).title], [1, null], "nothing was written")
+        // The dead connection left the pool: the same commit delivered again, and another after it, each commit once.
+        const again = yield* store.append(lone)
+        assert.deepStrictEqual([again.firstSeq, again.headSeq], [2, 2])
+        const next = yield* store.append(yield* commit(lease, 2, [new Renamed({ title: "next" })]))
+        assert.strictEqual(next.headSeq, 3)
+        assert.strictEqual((yield* store.get(lease.sessionId)).title, "next")
+        assert.deepStrictEqual(batches, [1, 1, 1])
+      }), 30_000)
+
     it.scoped("a batch whose connection dies acknowledges none of its appends and writes none", () =>
       Effect.gen(function*() {
         const batches: Array<number> = []

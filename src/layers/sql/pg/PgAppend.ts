@@ -14,11 +14,8 @@
  *
  * @since 0.1.0
  */
-import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
-import { createHash } from "node:crypto"
 import { Conflict, LeaseLost, SequenceConflict, SessionNotFound } from "../../../schema/Errors.js"
 import type { SessionId, TurnId } from "../../../schema/Ids.js"
 import { type Commit, CommitReceipt } from "../../../schema/Lease.js"
@@ -29,6 +26,7 @@ import { type Head, project, type Projection } from "../../../internal/LogProjec
 import { replayOf } from "../CommitSteps.js"
 import type { AppendStrategy } from "../Dialect.js"
 import { callbackColumns, callbackRow, encodeMessage, operationColumns, operationRow } from "../Rows.js"
+import { type Named, statementName } from "./PgNamed.js"
 
 /**
  * What a batch of records does to the head columns of whatever session row the
@@ -446,58 +444,3 @@ export const strategy = (
       return values === undefined ? inTransaction(commit) : run(commit, values, 1)
     })
 }
-
-/** Runs `text` as the protocol-level prepared statement `name`, so the server parses and plans it once per connection. */
-export type Named = (
-  name: string,
-  text: string,
-  params: ReadonlyArray<unknown>
-) => Effect.Effect<ReadonlyArray<unknown>, SqlError>
-
-interface NodePgClient {
-  readonly query: (
-    config: { readonly name: string; readonly text: string; readonly values: ReadonlyArray<unknown> },
-    callback: (error: Error | undefined, result: { readonly rows: ReadonlyArray<unknown> }) => void
-  ) => void
-}
-
-/**
- * The name of a prepared statement of `kind` for the text `sql`: `troupe_`,
- * the kind, and a prefix of the text's SHA-1 (`digits` hex digits), so that
- * one text has one name on every connection.
- */
-export const statementName = (kind: string, sql: string, digits = 12): string =>
-  `troupe_${kind}_${createHash("sha1").update(sql).digest("hex").slice(0, digits)}`
-
-/**
- * `Named` on a connection reserved from `sql`. `@effect/sql-pg` runs every
- * statement unnamed, so the append would be parsed and planned on every call
- * (0.7–4 ms of server time here); its reserved connection carries the
- * node-postgres client as `pg`, whose named queries are parsed once per
- * connection and then run on a cached generic plan. Without that client
- * (another driver) the statement runs unnamed. An interrupted caller does not
- * cancel the statement: it commits or not on its own, and a retry of the same
- * `commitId` is safe either way. The reservation and the statement are waited
- * for uninterruptibly: `@effect/sql-pg` cannot cancel a wait for a pool
- * connection, and hands the connection to an interrupted waiter later, where
- * nobody releases it (decision 0020: a starved worker lost its whole pool so).
- */
-export const named = (sql: SqlClient.SqlClient): Named => (name, text, params) =>
-  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) =>
-    // Inside a caller's transaction the statement must run on its connection.
-    Option.isSome(transaction)
-      ? transaction.value[0].execute(text, params, undefined)
-      : Effect.uninterruptible(Effect.scoped(Effect.flatMap(sql.reserve, (connection) => {
-        const client = (connection as { readonly pg?: Partial<NodePgClient> }).pg
-        if (typeof client?.query !== "function") return connection.execute(text, params, undefined)
-        const query = client.query.bind(client)
-        return Effect.async<ReadonlyArray<unknown>, SqlError>((resume) => {
-          query({ name, text, values: params }, (error, result) => {
-            resume(
-              error
-                ? Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" }))
-                : Effect.succeed(result.rows)
-            )
-          })
-        })
-      }))))

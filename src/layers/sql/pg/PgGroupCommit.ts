@@ -32,7 +32,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
-import { type Named, statementName } from "./PgAppend.js"
+import { connectionUsable, type Named, statementName } from "./PgNamed.js"
 
 /** How group commit is tuned. */
 export interface Options {
@@ -75,12 +75,8 @@ export const literal = (value: unknown): string => {
   throw new TypeError(`no SQL literal for ${typeof value}`)
 }
 
-/** A server's refusal (an SQLSTATE) that leaves the connection usable: the batch was rolled back, its appends can run alone. */
-const rolledBack = (error: unknown): boolean => {
-  const code = (error as { readonly code?: unknown })?.code
-  // Class 08 (connection exception) and 57 (operator intervention, e.g. terminated): the connection is gone.
-  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith("08") && !code.startsWith("57")
-}
+/** A server's refusal that leaves the connection usable: the batch was rolled back, its appends can run alone. */
+const rolledBack = connectionUsable
 
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
@@ -90,8 +86,10 @@ const queryOn = (client: RawClient, text: string) =>
   })
 
 /**
- * A `Named` executor that batches: `solo` runs one statement alone (the
- * named prepared statement); batches run on a connection reserved from `sql`.
+ * A `Named` executor that batches: `solo` runs one statement alone, outside
+ * any transaction (the named prepared statement: `PgNamed.alone`); batches
+ * run on a connection reserved from `sql`; a statement inside a caller's
+ * transaction runs on its connection.
  * Its batches run on fibers of the scope it is made in.
  */
 export const make = (solo: Named, options: Options = {}) =>
@@ -179,32 +177,43 @@ export const make = (solo: Named, options: Options = {}) =>
         }
         running++
         told(batch.length)
-        const done = Effect.sync(() => {
-          running--
-          pump()
-        })
         // Alone, the append runs on its own fiber (which cannot be interrupted while it waits: see `execute`).
-        if (batch.length === 1) batch[0]!.resume(Effect.ensuring(solo(name, batch[0]!.text, batch[0]!.params), done))
-        else run(Effect.ensuring(together(batch), done))
+        if (batch.length === 1) batch[0]!.resume(Effect.ensuring(solo(name, batch[0]!.text, batch[0]!.params), finished))
+        else run(Effect.ensuring(together(batch), finished))
       }
     }
+
+    const finished = Effect.sync(() => {
+      running--
+      pump()
+    })
+
+    /** Waits its turn in `waiting`, alone or in a batch. */
+    const queued: Named = (name, text, params) =>
+      Effect.uninterruptible(Effect.flatten(Effect.async<Effect.Effect<Rows, SqlError>>((resume) => {
+        let settled = false
+        // The first outcome counts; a later one (the batch's closing guard) is ignored.
+        const once = (effect: Effect.Effect<Rows, SqlError>) => {
+          if (settled) return
+          settled = true
+          resume(Effect.succeed(effect))
+        }
+        waiting.push({ name, text, params, resume: once })
+        pump()
+      })))
 
     const execute: Named = (name, text, params) =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) =>
         // Inside a caller's transaction the statement runs on its connection, alone.
         Option.isSome(transaction)
-          ? solo(name, text, params)
+          ? transaction.value[0].execute(text, params, undefined)
           // Once queued it runs: an interrupted caller does not cancel it (as alone), and a round trip it leads is counted until it ends.
-          : Effect.uninterruptible(Effect.flatten(Effect.async<Effect.Effect<Rows, SqlError>>((resume) => {
-            let settled = false
-            // The first outcome counts; a later one (the batch's closing guard) is ignored.
-            const once = (effect: Effect.Effect<Rows, SqlError>) => {
-              if (settled) return
-              settled = true
-              resume(Effect.succeed(effect))
-            }
-            waiting.push({ name, text, params, resume: once })
-            pump()
-          }))))
+          : Effect.uninterruptible(Effect.suspend(() => {
+            if (running >= inFlight || waiting.length > 0) return queued(name, text, params)
+            // Nothing waits and a round trip is free: it goes alone at once, as `pump` would send it.
+            running++
+            told(1)
+            return Effect.ensuring(solo(name, text, params), finished)
+          })))
     return execute
   })

@@ -20,7 +20,7 @@ import { Conflict, SessionClosed, SessionNotFound } from "../../../schema/Errors
 import type { InputId, SessionId } from "../../../schema/Ids.js"
 import { Admission } from "../../../schema/Inbox.js"
 import type { Push, PushStrategy } from "../Dialect.js"
-import { type Named, statementName } from "./PgAppend.js"
+import { type Named, statementName } from "./PgNamed.js"
 
 interface PushRow {
   readonly current: boolean

@@ -9,14 +9,17 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
 import { StoreUnavailable } from "../../../schema/Errors.js"
 import { SessionStore } from "../../../services/SessionStore.js"
 import * as PgAppend from "./PgAppend.js"
 import * as PgGroupCommit from "./PgGroupCommit.js"
+import * as PgNamed from "./PgNamed.js"
 import * as PgPush from "./PgPush.js"
 import type * as SqlStatements from "../SqlStatements.js"
 import * as SqlSessionStore from "../SqlSessionStore.js"
@@ -43,21 +46,20 @@ const clock: SqlSessionStore.Clock = {
 }
 
 /** Runs each statement text as a named prepared statement (`troupe_q_` and a hash of the text): parsed and planned once per connection. */
-const preparedOutside = (execute: PgAppend.Named): SqlStatements.Executor => {
+const preparedOutside = (execute: PgNamed.Named): SqlStatements.Executor => {
   const names = new Map<string, string>()
   return (text, params) => {
     let name = names.get(text)
     if (name === undefined) {
-      name = PgAppend.statementName("q", text, 16)
+      name = PgNamed.statementName("q", text, 16)
       names.set(text, name)
     }
     return execute(name, text, params)
   }
 }
 
-/** The dialect; `writes` runs the one-statement append and push (alone, or through group commit). */
-const dialectOf = (sql: SqlClient.SqlClient, writes: PgAppend.Named) => {
-  const execute = PgAppend.named(sql)
+/** The dialect; `execute` runs a lone statement, `writes` the one-statement append and push (alone, or through group commit). */
+const dialectOf = (sql: SqlClient.SqlClient, execute: PgNamed.Named, writes: PgNamed.Named) => {
   return {
     placeholders: "$n",
     // Reads and one-statement writes outside a transaction (readInbox, get, readLog, acquire, …), prepared too.
@@ -71,15 +73,31 @@ const dialectOf = (sql: SqlClient.SqlClient, writes: PgAppend.Named) => {
   } satisfies SqlSessionStore.Dialect
 }
 
-/** The PostgreSQL dialect over the `SqlClient` in context. */
-export const dialect = Effect.map(SqlClient.SqlClient, (sql) => dialectOf(sql, PgAppend.named(sql)))
+/**
+ * The node-postgres pool under the `SqlClient` when the store opened it
+ * (`layer`): its lone statements then take a connection from it directly,
+ * as `@effect/sql-pg` does outside a transaction, instead of reserving one.
+ */
+class Pool extends Context.Tag("troupe/PgStore/Pool")<Pool, PgNamed.Pool>() {}
 
-/** The dialect with group commit: its batches run on fibers of the scope. */
-export const groupedDialect = (options: PgGroupCommit.Options = {}) =>
+const dialectOn = (pool: PgNamed.Pool | undefined) =>
+  Effect.map(SqlClient.SqlClient, (sql) => {
+    const execute = PgNamed.named(sql, pool)
+    return dialectOf(sql, execute, execute)
+  })
+
+const groupedDialectOn = (pool: PgNamed.Pool | undefined, options: PgGroupCommit.Options) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    return dialectOf(sql, yield* PgGroupCommit.make(PgAppend.named(sql), options))
+    const execute = PgNamed.named(sql, pool)
+    return dialectOf(sql, execute, yield* PgGroupCommit.make(PgNamed.alone(sql, pool), options))
   })
+
+/** The PostgreSQL dialect over the `SqlClient` in context. */
+export const dialect = dialectOn(undefined)
+
+/** The dialect with group commit: its batches run on fibers of the scope. */
+export const groupedDialect = (options: PgGroupCommit.Options = {}) => groupedDialectOn(undefined, options)
 
 /** The store over the PostgreSQL `SqlClient` in context, every write sent alone. */
 export const make = Effect.zipRight(SqlSessionStore.migrate, Effect.flatMap(dialect, SqlSessionStore.make))
@@ -88,22 +106,58 @@ export const make = Effect.zipRight(SqlSessionStore.migrate, Effect.flatMap(dial
 export const makeGrouped = (options: PgGroupCommit.Options = {}) =>
   Effect.zipRight(SqlSessionStore.migrate, Effect.flatMap(groupedDialect(options), SqlSessionStore.make))
 
+/** The pool's connections answer (`PgClient.make`'s check, and its time limit). */
+const connectTimeout = Duration.seconds(5)
+
+/**
+ * The driver `layer` runs on: a node-postgres pool it opens (and ends with
+ * the layer), checked with `SELECT 1` as `@effect/sql-pg` checks its own, the
+ * `SqlClient` over it, and the pool itself (`Pool`).
+ */
+const driver = (options: Options) =>
+  Layer.unwrapScoped(Effect.gen(function*() {
+    // The client's module (and pg under it) loads when the layer is built, not when troupe is imported.
+    const [PgClient, pg] = yield* Effect.promise(() => Promise.all([import("@effect/sql-pg/PgClient"), import("pg")]))
+    const PgPool = (pg.default ?? pg).Pool
+    const pool = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const pool = new PgPool({ connectionString: options.url, max: options.maxConnections ?? 10, application_name: "troupe" })
+        // A failing idle connection leaves the pool; nobody else is told.
+        pool.on("error", () => undefined)
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+    )
+    yield* Effect.tryPromise({
+      try: () => pool.query("SELECT 1"),
+      catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+    }).pipe(Effect.timeoutFail({
+      duration: connectTimeout,
+      onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+    }))
+    return Layer.merge(
+      PgClient.layerFromPool({ acquire: Effect.succeed(pool), applicationName: "troupe" }),
+      Layer.succeed(Pool, pool as unknown as PgNamed.Pool)
+    )
+  }))
+
 /** The store on a PostgreSQL database it connects to (and disconnects from with the layer). */
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreUnavailable> =>
-  (options.groupCommit === false
-    ? Layer.effect(SessionStore, make)
-    : Layer.scoped(SessionStore, makeGrouped(options.groupCommit === true ? {} : options.groupCommit))).pipe(
+  Layer.scoped(
+    SessionStore,
+    Effect.flatMap(Pool, (pool) =>
+      Effect.zipRight(
+        SqlSessionStore.migrate,
+        Effect.flatMap(
+          options.groupCommit === false
+            ? dialectOn(pool)
+            : groupedDialectOn(pool, options.groupCommit === true || options.groupCommit === undefined ? {} : options.groupCommit),
+          SqlSessionStore.make
+        )
+      ))
+  ).pipe(
     Layer.provide(
-      // The client's module (and pg under it) loads when the layer is built, not when troupe is imported.
-      Layer.unwrapEffect(Effect.map(
-        Effect.promise((): Promise<typeof import("@effect/sql-pg/PgClient")> => import("@effect/sql-pg/PgClient")),
-        (PgClient) =>
-          PgClient.layer({
-            url: Redacted.make(options.url),
-            maxConnections: options.maxConnections ?? 10,
-            applicationName: "troupe"
-          })
-      )).pipe(
+      driver(options).pipe(
         Layer.catchAllCause((cause) =>
           Layer.fail(new StoreUnavailable({ operation: "connect", cause: Cause.squash(cause) }))
         )
