@@ -285,6 +285,7 @@ export const make = (options: Options = {}) =>
       offer: (sessionId, message) => offerTo(entries.get(sessionId), message),
       live: events.live,
       turnEnded: events.turnEnded,
+      endedHere: events.endedHere,
       drain: draining.drain,
       running: Effect.sync(() => [...entries.keys()]),
       drives: (sessionId) => Effect.sync(() => entries.has(sessionId))
