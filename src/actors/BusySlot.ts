@@ -26,8 +26,8 @@ export interface BusySlot {
  * A slot over the host's permits; given back when `scope` closes. `taken`: the
  * caller already took one permit for it (the host does, before it starts an actor).
  */
-export const make = (permits: Effect.Semaphore, taken = false): Effect.Effect<BusySlot, never, Scope.Scope> =>
-  Effect.gen(function*() {
+export const make = (permits: Effect.Semaphore, scope: Scope.Scope, taken = false): Effect.Effect<BusySlot> =>
+  Effect.suspend(() => {
     let held = taken
     const take = Effect.suspend(() =>
       held ? Effect.void : Effect.zipRight(permits.take(1), Effect.sync(() => (held = true)))
@@ -38,11 +38,10 @@ export const make = (permits: Effect.Semaphore, taken = false): Effect.Effect<Bu
       return permits.release(1)
     })
     // Captures all it uses: no need for `Effect.addFinalizer`'s restoring of fiber refs.
-    yield* Scope.addFinalizer(yield* Effect.scope, give)
-    return {
+    return Effect.as(Scope.addFinalizer(scope, give), {
       take,
       give,
-      park: (effect) => Effect.zipRight(give, Effect.zipLeft(effect, take)),
+      park: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.zipRight(give, Effect.zipLeft(effect, take)),
       held: () => held
-    }
+    })
   })

@@ -20,6 +20,7 @@ import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Scope from "effect/Scope"
 import type { ModelSettings } from "../schema/Agent.js"
 import { type InputId, type SessionId, ulid } from "../schema/Ids.js"
 import type { Message } from "../schema/Inbox.js"
@@ -191,6 +192,8 @@ export const make = (options: Options = {}) =>
             draining.left()
             return settle && (current === undefined || current === bell) ? settleAll(sessionId) : Effect.void
           }))
+        // The actor's own scope, in its context with the host's services.
+        const scope = yield* Scope.make()
         const actor = SessionActor.run(sessionId, actorOptions, {
           bell,
           keeper,
@@ -224,15 +227,7 @@ export const make = (options: Options = {}) =>
               if (entries.get(sessionId) === bell) entries.delete(sessionId)
               return true
             }))
-        }).pipe(
-          Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause)
-              ? Effect.void
-              : Effect.logWarning("session actor stopped", cause).pipe(Effect.annotateLogs({ sessionId }))
-          ),
-          // A session handed over is decided elsewhere: its waiters here learn so.
-          Effect.onExit((exit) => finish(Exit.isFailure(exit) || handOver.requested()))
-        )
+        })
         // The actor's fiber takes the host's services and, since an actor outlives whichever caller
         // woke it, not that caller's analytics preference: set once as the fiber starts, for its
         // whole life, rather than by `provide` and `locally`, whose undoing (~20 Effect steps) would
@@ -241,9 +236,13 @@ export const make = (options: Options = {}) =>
         yield* FiberSet.run(
           actors,
           Effect.interruptible(Effect.zipRight(
-            FiberRef.update(FiberRef.currentContext, (outer) => Context.merge(outer, context)),
+            FiberRef.update(FiberRef.currentContext, (outer) => Context.add(Context.merge(outer, context), Scope.Scope, scope)),
             // What the context now holds is what `actor` requires.
-            Effect.zipRight(FiberRef.set(Telemetry.excluded, false), actor as Effect.Effect<void>)
+            Effect.zipRight(
+              FiberRef.set(Telemetry.excluded, false),
+              // A session handed over is decided elsewhere: its waiters here learn so.
+              ended(actor as Effect.Effect<void, unknown>, scope, sessionId, (failed) => finish(failed || handOver.requested()))
+            )
           ))
         )
       })
@@ -286,11 +285,32 @@ export const make = (options: Options = {}) =>
       offer: (sessionId, message) => offerTo(entries.get(sessionId), message),
       live: events.live,
       turnEnded: events.turnEnded,
+      endedHere: events.endedHere,
       drain: draining.drain,
       running: Effect.sync(() => [...entries.keys()]),
       drives: (sessionId) => Effect.sync(() => entries.has(sessionId))
     })
   })
+
+/**
+ * `actor` in its `scope`, which closes with the actor's own exit (a lost lease, a failure, is not
+ * released); a failure other than an interruption is logged; then `finish`, told whether it failed.
+ */
+const ended = (
+  actor: Effect.Effect<void, unknown>,
+  scope: Scope.CloseableScope,
+  sessionId: SessionId,
+  finish: (failed: boolean) => Effect.Effect<void>
+) =>
+  actor.pipe(
+    Effect.onExit((exit) => Scope.close(scope, exit)),
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause)
+        ? Effect.void
+        : Effect.logWarning("session actor stopped", cause).pipe(Effect.annotateLogs({ sessionId }))
+    ),
+    Effect.onExit((exit) => finish(Exit.isFailure(exit)))
+  )
 
 /**
  * Hands `message` to the actor behind `bell` (see `SessionHost.offer`) and waits for its

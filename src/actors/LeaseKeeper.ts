@@ -40,6 +40,13 @@ export interface LeaseKeeper {
     lost: (loss: Loss) => Effect.Effect<void>,
     deadline?: LeaseDeadline.LeaseDeadline
   ) => Effect.Effect<void, never, Scope.Scope>
+  /** `keep`, for as long as `scope` is open. */
+  readonly keepIn: (
+    scope: Scope.Scope,
+    lease: Ref.Ref<Lease>,
+    lost: (loss: Loss) => Effect.Effect<void>,
+    deadline?: LeaseDeadline.LeaseDeadline
+  ) => Effect.Effect<void>
   /** Renews forever; the host forks it in its scope. */
   readonly run: Effect.Effect<never>
 }
@@ -73,6 +80,16 @@ export const make = (ttl: Duration.Duration): Effect.Effect<LeaseKeeper, never, 
       due.delete(entry)
       retrying.delete(entry)
     }
+
+    // The finalizer first: interrupted before the entry is kept, there is nothing to forget.
+    const keepIn: LeaseKeeper["keepIn"] = (scope, lease, lost, deadline) =>
+      Effect.suspend(() => {
+        const entry: Entry = { lease, lost, deadline, failingSince: undefined, kept: true }
+        return Effect.map(Scope.addFinalizer(scope, Effect.sync(() => forget(entry))), () => {
+          due.set(entry, now() + every)
+          if (due.size === 1) someone.ring()
+        })
+      })
 
     const end = (entry: Entry, loss: Loss) =>
       Effect.suspend(() => {
@@ -158,13 +175,8 @@ export const make = (ttl: Duration.Duration): Effect.Effect<LeaseKeeper, never, 
 
     return {
       // Forgotten when the keeper's caller's scope closes (`Scope.addFinalizer`: nothing to restore).
-      keep: (lease, lost, deadline) =>
-        Effect.uninterruptible(Effect.flatMap(Effect.scope, (scope) => {
-          const entry: Entry = { lease, lost, deadline, failingSince: undefined, kept: true }
-          due.set(entry, now() + every)
-          if (due.size === 1) someone.ring()
-          return Effect.as(Scope.addFinalizer(scope, Effect.sync(() => forget(entry))), entry)
-        })),
+      keep: (lease, lost, deadline) => Effect.flatMap(Effect.scope, (scope) => keepIn(scope, lease, lost, deadline)),
+      keepIn,
       run
     }
   })

@@ -33,6 +33,8 @@ export interface LiveEvents {
    * The last turn the session's actor here ended is answered at once, while that actor lives.
    */
   readonly turnEnded: (sessionId: SessionId, turnId: TurnId) => Effect.Effect<TurnInterest>
+  /** The end of `turnId` if it is the last turn the session's actor here ended, while that actor lives. */
+  readonly endedHere: (sessionId: SessionId, turnId: TurnId) => TurnEnded | undefined
   /** The session's actor here stopped: its turns' waiters learn no end will be announced by it. */
   readonly left: (sessionId: SessionId) => void
 }
@@ -111,6 +113,10 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
           const interest = turnWaiters.register(sessionId, turnId)
           return { await: interest.await, withdraw: () => interest.withdraw(), runningHere: running.get(sessionId) === turnId }
         }),
+      endedHere: (sessionId, turnId) => {
+        const ended = lastEnded.get(sessionId)
+        return ended !== undefined && ended.turnId === turnId ? ended : undefined
+      },
       left: (sessionId) => {
         running.delete(sessionId)
         lastEnded.delete(sessionId)

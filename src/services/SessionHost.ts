@@ -172,6 +172,11 @@ export class SessionHost extends Context.Tag("troupe/SessionHost")<
      */
     readonly turnEnded: (sessionId: SessionId, turnId: TurnId) => Effect.Effect<TurnInterest>
     /**
+     * The end of `turnId` when it is the last turn the session's actor here ended (while that
+     * actor lives), read at once: no interest to register and withdraw; else undefined.
+     */
+    readonly endedHere: (sessionId: SessionId, turnId: TurnId) => TurnEnded | undefined
+    /**
      * Hands this host's sessions over, waiting at most `grace`: while it
      * runs, no actor starts here and each one stops (releasing its lease) as
      * soon as its turn is not busy (finished, or parked on a callback or on

@@ -483,16 +483,16 @@ export const make = Effect.gen(function*() {
     principal: Principal,
     sessionId: SessionId,
     action: ChildControlForbidden["action"]
-  ): Effect.Effect<void, Lookup | ChildControlForbidden> =>
-    Effect.flatMap(authorize(principal, sessionId), () => {
-      const known = tenants.get(sessionId)
-      // Seen by `authorize` just now, unless the cache was cleared in between: then read it again.
-      const parentOf = known === undefined
-        ? Effect.map(owned(principal, sessionId), (session) => session.parentId)
-        : Effect.succeed(known.parentId)
-      return Effect.flatMap(parentOf, (parentId) =>
-        parentId === null ? Effect.void : Effect.fail(new ChildControlForbidden({ sessionId, parentId, action })))
-    })
+  ): Effect.Effect<void, Lookup | ChildControlForbidden> => {
+    const refuse = (parentId: SessionId | null) =>
+      parentId === null ? Effect.void : Effect.fail(new ChildControlForbidden({ sessionId, parentId, action }))
+    const known = tenants.get(sessionId)
+    // Seen before (its tenancy and parent never change): decided here, with no store read and no further step.
+    if (known !== undefined) {
+      return known.tenant === tenantOf(principal) ? refuse(known.parentId) : Effect.fail(new SessionNotFound({ sessionId }))
+    }
+    return Effect.flatMap(owned(principal, sessionId), (session) => refuse(session.parentId))
+  }
 
   /**
    * Puts live events of a session in log order after a cursor: events already
@@ -558,26 +558,36 @@ export const make = Effect.gen(function*() {
    * Turn ids are minted when a turn starts, so a turn that is neither in the
    * log nor running does not exist: `TurnNotFound`, rather than waiting forever.
    */
-  const findTurnEnd = (sessionId: SessionId, turnId: TurnId, after: number) =>
-    // Interest first, then the log: an end before the read is in the log, an end after it is announced.
-    interested(host.turnEnded(sessionId, turnId), (announced) =>
-      Effect.gen(function*() {
+  const findTurnEnd = (sessionId: SessionId, turnId: TurnId, after: number): Effect.Effect<TurnEnded, Lookup | TurnNotFound> =>
+    Effect.suspend(() => {
+      // Just ended by the actor here (a fast turn ends before its sender asks): at once.
+      const ended = host.endedHere(sessionId, turnId)
+      if (ended !== undefined) return Effect.succeed(ended)
+      // Interest first, then the log: an end before the read is in the log, an end after it is announced.
+      return interested(host.turnEnded(sessionId, turnId), (announced) =>
         // Running here: its end is announced, or its actor stops first and the end is in the log.
-        if (announced.runningHere) return yield* announcedOrInLog(announced, sessionId, turnId, after)
-        const first = yield* scanForEnd(sessionId, turnId, after)
-        if (Option.isSome(first.ended)) return first.ended.value
-        // Started and not ended in the log: active. Else the session row says whether it runs.
-        if (!first.started && (yield* store.get(sessionId)).activeTurnId !== turnId) {
-          // It may have ended between the scan and the read.
-          const again = yield* scanForEnd(sessionId, turnId, first.cursor)
-          if (Option.isSome(again.ended)) return again.ended.value
-          return yield* new TurnNotFound({ sessionId, turnId })
-        }
-        if (yield* host.drives(sessionId)) return yield* announcedOrInLog(announced, sessionId, turnId, first.cursor)
-        // Another process runs the turn: found in the log, unless an actor here takes it over and announces it.
-        const announcedHere = Effect.flatMap(announced.await, Option.match({ onNone: () => Effect.never, onSome: Effect.succeed }))
-        return yield* Effect.raceFirst(announcedHere, endElsewhere(sessionId, turnId, first.cursor))
-      }))
+        announced.runningHere
+          ? announcedOrInLog(announced, sessionId, turnId, after)
+          : notRunningHere(announced, sessionId, turnId, after))
+    })
+
+  /** `findTurnEnd` for a turn no actor here runs: in the log, or run by another process (or about to be, here). */
+  const notRunningHere = (announced: TurnInterest, sessionId: SessionId, turnId: TurnId, after: number) =>
+    Effect.gen(function*() {
+      const first = yield* scanForEnd(sessionId, turnId, after)
+      if (Option.isSome(first.ended)) return first.ended.value
+      // Started and not ended in the log: active. Else the session row says whether it runs.
+      if (!first.started && (yield* store.get(sessionId)).activeTurnId !== turnId) {
+        // It may have ended between the scan and the read.
+        const again = yield* scanForEnd(sessionId, turnId, first.cursor)
+        if (Option.isSome(again.ended)) return again.ended.value
+        return yield* new TurnNotFound({ sessionId, turnId })
+      }
+      if (yield* host.drives(sessionId)) return yield* announcedOrInLog(announced, sessionId, turnId, first.cursor)
+      // Another process runs the turn: found in the log, unless an actor here takes it over and announces it.
+      const announcedHere = Effect.flatMap(announced.await, Option.match({ onNone: () => Effect.never, onSome: Effect.succeed }))
+      return yield* Effect.raceFirst(announcedHere, endElsewhere(sessionId, turnId, first.cursor))
+    })
 
   /**
    * The end of a turn the actor here drives, as it announces it; should that actor stop first
@@ -693,37 +703,40 @@ export const make = Effect.gen(function*() {
       return yield* store.get(sessionId)
     })
 
-  const awaitTurn: Sessions["Type"]["awaitTurn"] = (principal, sessionId, turnId, options = {}) =>
-    Effect.gen(function*() {
-      let after = options.after
-      if (after === undefined) {
-        // A running turn's end is still ahead of the head; otherwise it is somewhere in the log.
-        const session = yield* owned(principal, sessionId)
-        after = session.activeTurnId === turnId ? session.headSeq : 0
-      } else {
-        yield* authorize(principal, sessionId)
-      }
-      const ended = yield* findTurnEnd(sessionId, turnId, after)
-      return yield* resultOf(sessionId, ended)
-    })
+  const awaitTurn: Sessions["Type"]["awaitTurn"] = (principal, sessionId, turnId, options = {}) => {
+    const endAfter = (after: number) =>
+      Effect.flatMap(findTurnEnd(sessionId, turnId, after), (ended) => resultOf(sessionId, ended))
+    const after = options.after
+    if (after === undefined) {
+      // A running turn's end is still ahead of the head; otherwise it is somewhere in the log.
+      return Effect.flatMap(owned(principal, sessionId), (session) => endAfter(session.activeTurnId === turnId ? session.headSeq : 0))
+    }
+    return tenants.get(sessionId)?.tenant === tenantOf(principal)
+      ? endAfter(after)
+      : Effect.flatMap(authorize(principal, sessionId), () => endAfter(after))
+  }
 
   const api: Omit<Service, "as" | "prompt" | "promptStream"> = {
     create: (principal, options) =>
-      Effect.gen(function*() {
-        const sessionId = yield* makeSessionId
-        const bound = options.toolsets === undefined || options.toolsets.length === 0
-          ? options
-          : { ...options, agent: bindTo(options.agent, yield* toolsets.bind(principal, options.toolsets)) }
-        const session = yield* store.create({ ...bound, principal, sessionId })
-        remember(session)
-        // Only a session the store has persisted is a started one; a replay (another id) started before.
-        if (session.id === sessionId) {
-          yield* telemetry.emit(ProductEvent.sessionStarted(session.parentId === null ? "root" : "child"))
-        }
-        return session
+      Effect.flatMap(makeSessionId, (sessionId) => {
+        const created = options.toolsets === undefined || options.toolsets.length === 0
+          ? store.create({ ...options, principal, sessionId })
+          : Effect.flatMap(toolsets.bind(principal, options.toolsets), (bound) =>
+            store.create({ ...options, agent: bindTo(options.agent, bound), principal, sessionId }))
+        return Effect.flatMap(created, (session) => {
+          remember(session)
+          // Only a session the store has persisted is a started one; a replay (another id) started before.
+          return session.id === sessionId
+            ? Effect.as(telemetry.emit(ProductEvent.sessionStarted(session.parentId === null ? "root" : "child")), session)
+            : Effect.succeed(session)
+        })
       }).pipe(
-        Effect.catchTag("SessionNotFound", Effect.die),
-        Effect.tapError((error) => telemetry.emit(ProductEvent.failure("session.failed", ProductEvent.categoryOf(error))))
+        // One handler for both (a step fewer than `catchTag` then `tapError`).
+        Effect.catchAll((error) =>
+          error._tag === "SessionNotFound"
+            ? Effect.die(error)
+            : Effect.zipRight(telemetry.emit(ProductEvent.failure("session.failed", ProductEvent.categoryOf(error))), Effect.fail(error))
+        )
       ),
     get: owned,
     list: (principal, options = {}) =>
