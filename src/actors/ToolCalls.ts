@@ -111,34 +111,45 @@ const clientOutcome = (answer: unknown): ToolOutcome =>
     onRight: (decoded) => ({ output: decoded.output, isError: decoded.isError })
   })
 
-/** The body of an allowed call: on the client through a callback, or here through the toolkit. */
-const body = (c: Core, call: Model.ToolCall, spec: ToolSpec, operationId: OperationId, before: ReadonlyArray<RecordBody>) =>
-  Effect.gen(function*() {
-    const { ctx, deps: { parked, pending, toolkit } } = c
-    if (spec.client) {
-      const request = new ClientToolRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
-      const answer = yield* parked(ctx.openCallback(operationId, request, [...pending.take(), ...before]))
-      return yield* c.completeOperation(operationId, clientOutcome(answer))
-    }
-    if (call.name === SubagentTools.SPAWN && ctx.subagents !== undefined) {
-      // The spawn and the call's receipt commit together, or neither does.
-      const prior = [...pending.take(), ...before]
-      const spawned = yield* ctx.subagents.spawn(call, operationId, (outcome) => [...prior, c.completed(operationId, outcome)])
+/**
+ * The body of an allowed call: on the client through a callback, or here through the toolkit.
+ * No generator: it is only called where its effect runs at once (its `pending.take()` happens then).
+ */
+const body = (
+  c: Core,
+  call: Model.ToolCall,
+  spec: ToolSpec,
+  operationId: OperationId,
+  before: ReadonlyArray<RecordBody>
+): Effect.Effect<ToolOutcome> => {
+  const { ctx, deps: { parked, pending, toolkit } } = c
+  if (spec.client) {
+    const request = new ClientToolRequest({ toolName: call.name, callId: call.id, arguments: call.arguments }, true)
+    return Effect.flatMap(
+      parked(ctx.openCallback(operationId, request, [...pending.take(), ...before])),
+      (answer) => c.completeOperation(operationId, clientOutcome(answer))
+    )
+  }
+  if (call.name === SubagentTools.SPAWN && ctx.subagents !== undefined) {
+    // The spawn and the call's receipt commit together, or neither does.
+    const prior = [...pending.take(), ...before]
+    return Effect.map(ctx.subagents.spawn(call, operationId, (outcome) => [...prior, c.completed(operationId, outcome)]), (spawned) => {
       if (!spawned.written) pending.add(...prior, c.completed(operationId, spawned.outcome))
       return spawned.outcome
-    }
-    // A toolset's tool only when it is the one the plan offered: an agent's own tool of the same name comes first.
-    const listed = ctx.toolsets?.get(call.name)
-    const runnable = ctx.agentTools?.get(spec, call, operationId) ?? ctx.subagents?.get(call.name, call, operationId) ??
-      (listed?.spec === spec ? listed : undefined) ?? toolkit.get(call.name)
-    if (runnable === undefined) {
-      return yield* c.refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
-    }
-    // Started is durable before the body runs: a crash from here on leaves the call's outcome unknown.
-    const records = [...pending.take(), ...before]
-    const run = Effect.flatMap(c.execute(call, runnable, operationId), (outcome) => c.completeOperation(operationId, outcome))
-    return yield* (records.length > 0 ? Effect.zipRight(ctx.commit(records), run) : run)
-  })
+    })
+  }
+  // A toolset's tool only when it is the one the plan offered: an agent's own tool of the same name comes first.
+  const listed = ctx.toolsets?.get(call.name)
+  const runnable = ctx.agentTools?.get(spec, call, operationId) ?? ctx.subagents?.get(call.name, call, operationId) ??
+    (listed?.spec === spec ? listed : undefined) ?? toolkit.get(call.name)
+  if (runnable === undefined) {
+    return c.refuse(operationId, errorOutcome(`no handler for the tool ${call.name} on this host`), before)
+  }
+  // Started is durable before the body runs: a crash from here on leaves the call's outcome unknown.
+  const records = [...pending.take(), ...before]
+  const run = Effect.flatMap(c.execute(call, runnable, operationId), (outcome) => c.completeOperation(operationId, outcome))
+  return records.length > 0 ? Effect.zipRight(ctx.commit(records), run) : run
+}
 
 /** After an approval answer (or its expiry): run the body, or refuse it. */
 const approved = (c: Core, call: Model.ToolCall, spec: ToolSpec, operationId: OperationId, answer: unknown) => {
