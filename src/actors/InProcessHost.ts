@@ -205,11 +205,11 @@ export const make = (options: Options = {}) =>
           decide: (inputId, exit) => settle(sessionId, inputId, exit),
           // Others hear of commits (where the store does not signal them itself) and deltas only if there may be any.
           publishRecords: signals.shared && signals.announcesCommits
-            ? (firstSeq, at, records) =>
-              Effect.zipRight(
-                events.publishRecords(sessionId)(firstSeq, at, records),
-                signals.announce(sessionId, firstSeq + records.length - 1)
-              )
+            ? (firstSeq, at, records) => {
+              const published = events.publishRecords(sessionId)(firstSeq, at, records)
+              const announced = signals.announce(sessionId, firstSeq + records.length - 1)
+              return published === undefined ? announced : Effect.zipRight(published, announced)
+            }
             : events.publishRecords(sessionId),
           // Volatile deltas go to followers here and, best effort, in other processes.
           broadcast: signals.shared

@@ -22,8 +22,14 @@ import * as Waiters from "../internal/Waiters.js"
 export interface LiveEvents {
   /** Subscribes to a session's live events for the scope. */
   readonly live: (sessionId: SessionId) => Effect.Effect<Queue.Dequeue<SessionEvent>, never, Scope.Scope>
-  /** Completes the waiters of the turns a commit ended, then hands its records to the session's followers. */
-  readonly publishRecords: (sessionId: SessionId) => (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
+  /**
+   * Completes the waiters of the turns a commit ended, in place as it is called (once the commit is
+   * written), then hands its records to the session's followers: the effect that does, or
+   * `undefined` when nobody follows (no Effect step for a session nobody follows).
+   */
+  readonly publishRecords: (
+    sessionId: SessionId
+  ) => (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void> | undefined
   /** Hands volatile events to the session's followers. */
   readonly broadcast: (sessionId: SessionId) => (events: ReadonlyArray<SessionEvent>) => Effect.Effect<void>
   /**
@@ -84,23 +90,22 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
           )
           return yield* PubSub.subscribe(hub.pubsub)
         }),
-      publishRecords: (sessionId) => (firstSeq, at, records) =>
-        Effect.suspend(() => {
-          for (const record of records) {
-            if (record._tag === "turn_started") running.set(sessionId, record.turnId)
-            if (record._tag !== "turn_ended") continue
-            if (running.get(sessionId) === record.turnId) running.delete(sessionId)
-            lastEnded.set(sessionId, record)
-            turnWaiters.settle(sessionId, record.turnId, Exit.succeed(Option.some(record)))
-          }
-          // Events are built only for a session someone follows.
-          const hub = hubs.get(sessionId)
-          if (hub === undefined) return Effect.void
-          return Effect.asVoid(PubSub.publishAll(
-            hub.pubsub,
-            records.map((record, i) => new Durable({ sessionId, cursor: firstSeq + i, at, record }, true))
-          ))
-        }),
+      publishRecords: (sessionId) => (firstSeq, at, records) => {
+        for (const record of records) {
+          if (record._tag === "turn_started") running.set(sessionId, record.turnId)
+          if (record._tag !== "turn_ended") continue
+          if (running.get(sessionId) === record.turnId) running.delete(sessionId)
+          lastEnded.set(sessionId, record)
+          turnWaiters.settle(sessionId, record.turnId, Exit.succeed(Option.some(record)))
+        }
+        // Events are built only for a session someone follows.
+        const hub = hubs.get(sessionId)
+        if (hub === undefined) return undefined
+        return Effect.asVoid(PubSub.publishAll(
+          hub.pubsub,
+          records.map((record, i) => new Durable({ sessionId, cursor: firstSeq + i, at, record }, true))
+        ))
+      },
       broadcast: (sessionId) => (events) =>
         Effect.suspend(() => {
           const hub = hubs.get(sessionId)

@@ -100,7 +100,7 @@ export interface Wiring {
    * Announces the records a commit wrote (seqs from `firstSeq`, written at
    * `at`): to whoever awaits their turn's end, and to live subscribers.
    */
-  readonly publishRecords: (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
+  readonly publishRecords: SessionWriter.Deps["publishRecords"]
   /** Broadcasts volatile events to live subscribers. */
   readonly broadcast: (events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
   /**

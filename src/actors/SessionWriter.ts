@@ -48,7 +48,8 @@ export interface Deps {
   /** Ends the actor with the error (the lease is lost, or the store is gone). */
   readonly lose: (error: LeaseLost | StoreUnavailable) => Effect.Effect<never, LeaseLost | StoreUnavailable>
   readonly announceEnd: (end: TurnEnded, excluded: boolean) => Effect.Effect<void>
-  readonly publishRecords: (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
+  /** Announces a written commit: what it does in place is done as it is called; `undefined` when nothing is left to run. */
+  readonly publishRecords: (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>) => Effect.Effect<void> | undefined
   /** Wakes another session's actor (the parent a result went to). */
   readonly wake: (sessionId: SessionId) => Effect.Effect<void>
   /** The actor's scope: it owns the deliveries of child results, which never delay the turn that ended. */
@@ -138,9 +139,9 @@ export const make = (target: Target, deps: Deps) => {
   /**
    * Folds what a commit wrote from `firstSeq`, then runs what it causes and
    * announces it. A commit whose records cause nothing (most of a turn's:
-   * operations, receipts) is folded in place and goes straight to the announcing.
+   * operations, receipts) is folded and announced in place: `undefined` when nothing is left to run.
    */
-  const written = (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>): Effect.Effect<void> => {
+  const written = (firstSeq: number, at: number, records: ReadonlyArray<RecordBody>): Effect.Effect<void> | undefined => {
     if (records.some(causes)) return causing(firstSeq, at, records)
     // Folded as it is called: callers call it once the commit is written (no `suspend` step).
     target.state = SessionState.applyCommit(target.state, firstSeq, at, records)
@@ -172,7 +173,8 @@ export const make = (target: Target, deps: Deps) => {
             break
         }
       }
-      yield* deps.publishRecords(firstSeq, at, records)
+      const published = deps.publishRecords(firstSeq, at, records)
+      if (published !== undefined) yield* published
     })
 
   /**
@@ -196,7 +198,10 @@ export const make = (target: Target, deps: Deps) => {
       admits,
       Effect.uninterruptible,
       (error, current) => (error._tag === "Conflict" ? onConflict(error) : fenced(current)(error)),
-      (receipt) => Effect.as(written(receipt.firstSeq, receipt.at, records), onReceipt(receipt))
+      (receipt) => {
+        const announcing = written(receipt.firstSeq, receipt.at, records)
+        return announcing === undefined ? Effect.succeed(onReceipt(receipt)) : Effect.as(announcing, onReceipt(receipt))
+      }
     )
 
   /** Appends `records`, consuming `consumes` (a `Conflict` here is a defect: the actor consumes what it read). */
@@ -222,7 +227,10 @@ export const make = (target: Target, deps: Deps) => {
       undefined,
       identity,
       (error, current) => (error._tag === "Conflict" ? Effect.die(error) : Effect.catchAll(fenced(current)(error), () => Effect.interrupt)),
-      (receipt) => Effect.flatMap(written(receipt.firstSeq, receipt.at, records), () => then(receipt))
+      (receipt) => {
+        const announcing = written(receipt.firstSeq, receipt.at, records)
+        return announcing === undefined ? then(receipt) : Effect.flatMap(announcing, () => then(receipt))
+      }
     )
 
   /**
@@ -256,7 +264,8 @@ export const make = (target: Target, deps: Deps) => {
         )
       )
       const spawnedRecord = spawnRecord({ ...input, principal: target.session.principal, commit }, spawned.child)
-      yield* written(spawned.receipt.firstSeq, spawned.receipt.at, [spawnedRecord, ...records])
+      const announcing = written(spawned.receipt.firstSeq, spawned.receipt.at, [spawnedRecord, ...records])
+      if (announcing !== undefined) yield* announcing
       return spawned
     })
 
