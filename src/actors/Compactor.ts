@@ -147,7 +147,7 @@ export const make = (ctx: TurnContext, deps: Deps) =>
           name: agent.model.name,
           input: { messages: cut, tools: 0 }
         }, true)
-        const reply = yield* Effect.zipRight(ctx.beforeOperation, summaryCall(model, request)).pipe(
+        const reply = yield* ctx.beforeOperation(summaryCall(model, request)).pipe(
           Telemetry.withOperationSpan("model", { ...spanIds, operationId }, { "troupe.model": request.model, "troupe.purpose": "summary" })
         )
         const unchanged = { tokensBefore: tokens, tokensAfter: tokens, archived: 0 }

@@ -72,7 +72,7 @@ export interface Host {
    * ahead, renews the lease first when it is past, and interrupts the turn (the actor stopping with
    * `LeaseLost`) when the lease may be someone else's.
    */
-  readonly beforeOperation: Effect.Effect<void>
+  readonly beforeOperation: <A, E, R>(operation: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   readonly broadcast: (events: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
   /** Where parked turns wait for answers, by callback. */
   readonly answers: (callbackId: CallbackId) => Deferred.Deferred<unknown>
@@ -179,8 +179,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
         const answer = host.answers(callbackId)
         const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request, expiresAt }, true)
         const receipt = yield* host.commit([...records, opened])
-        yield* host.beforeOperation
-        yield* host.broker.dispatch(
+        yield* host.beforeOperation(host.broker.dispatch(
           new OpenCallback({
             callbackId,
             sessionId,
@@ -191,7 +190,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
             openedSeq: receipt.headSeq,
             openedAt: receipt.at
           }, true)
-        )
+        ))
         return yield* slot.park(ApprovalTimeout.awaitAnswer(Deferred.await(answer), expiry(callbackId, operationId, expiresAt)))
       })
 

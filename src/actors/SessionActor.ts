@@ -165,8 +165,8 @@ const foldWith = (store: SessionStore["Type"], sessionId: SessionId, first?: Log
  * Holds the lease for the actor's scope: renewed by the host's keeper (a loss
  * is reported to `lost`), released at the end unless lost or handed back:
  * `passivate` asks the host to let the actor stop, and when it agrees the host
- * has released the lease already. `beforeOperation` runs right before an
- * operation starts (a model call, a tool body, a callback offered, a spawn):
+ * has released the lease already. `beforeOperation` leads into an
+ * operation as it starts (a model call, a tool body, a callback offered, a spawn):
  * nothing while the lease's local deadline (`LeaseDeadline`, from `askedAt`,
  * when the lease was asked for) is ahead; past it, a renewal first, and when
  * that is refused (the lease expired or was taken over meanwhile) the loss
@@ -217,10 +217,16 @@ const holdLease = (
       )
     })
     const renewOrStop = Effect.catchAll(renewNow, (loss) => Effect.zipRight(lose(loss), Effect.interrupt))
-    // One clock read while the deadline is ahead (every operation of a turn passes here).
-    const beforeOperation: Effect.Effect<void> = Effect.suspend(() =>
-      gone ? Effect.interrupt : LeaseDeadline.isLive(deadline, LeaseDeadline.monotonicMillis(clock)) ? Effect.void : renewOrStop
-    )
+    // One clock read while the deadline is ahead (every operation of a turn passes here), and no
+    // step of its own: the check leads straight into the operation.
+    const beforeOperation = <A, E, R>(operation: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      Effect.suspend(() =>
+        gone
+          ? Effect.interrupt
+          : LeaseDeadline.isLive(deadline, LeaseDeadline.monotonicMillis(clock))
+          ? operation
+          : Effect.zipRight(renewOrStop, operation)
+      )
     return { lease, passivate, beforeOperation }
   })
 
@@ -417,7 +423,7 @@ const actorIn = (
         wake: wiring.wake,
         expect: wiring.expect,
         commitSpawn: (spawn, records) =>
-          Effect.zipRight(beforeOperation, exclusive(writer.spawn(spawn, records))).pipe(
+          beforeOperation(exclusive(writer.spawn(spawn, records))).pipe(
             Effect.catchTags({ LeaseLost: () => Effect.interrupt, StoreUnavailable: () => Effect.interrupt })
           )
       }

@@ -98,7 +98,7 @@ const makeCore = (ctx: TurnContext, deps: Deps): Core => {
       }),
     contextOf,
     execute: (call, runnable, operationId) =>
-      Effect.zipRight(ctx.beforeOperation, runnable.run(call.arguments, contextOf(call, operationId))).pipe(
+      ctx.beforeOperation(runnable.run(call.arguments, contextOf(call, operationId))).pipe(
         Effect.catchAllDefect(() => Effect.succeed(errorOutcome(`the tool ${call.name} crashed`))),
         Telemetry.withOperationSpan("tool", { ...spanIds, operationId }, { "troupe.tool": call.name })
       )

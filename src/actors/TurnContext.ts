@@ -83,11 +83,11 @@ export interface TurnContext {
   /** Appends records to the session log (fenced by the actor's lease). */
   readonly commit: (records: ReadonlyArray<RecordBody>) => Effect.Effect<void>
   /**
-   * Run right before each operation starts (a model call, a tool body, a guardrail check): returns at
-   * once while the lease may still be held by its local deadline, renews it first when that passed, and
-   * interrupts the turn when the lease is lost (decision 0031).
+   * Runs an operation (a model call, a tool body, a guardrail check) after the lease check: at
+   * once while the lease may still be held by its local deadline, after a renewal when that passed,
+   * and not at all when the lease is lost: the turn is interrupted (decision 0031).
    */
-  readonly beforeOperation: Effect.Effect<void>
+  readonly beforeOperation: <A, E, R>(operation: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** Broadcasts volatile events. */
   readonly publish: (deltas: ReadonlyArray<AssistantDelta>) => Effect.Effect<void>
   /** Parks until the user says something (`wait_user`): a steer waits for the turn. */

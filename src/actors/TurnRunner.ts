@@ -119,8 +119,7 @@ const callModel = (
     }
     return deltas.length === 0 ? Effect.void : ctx.publish(deltas)
   }
-  return Effect.zipRight(
-    ctx.beforeOperation,
+  return ctx.beforeOperation(
     model.whole !== undefined
       ? Effect.flatMap(model.whole(request), fold)
       // Chunk by chunk: a Stream step costs far more than folding a chunk in place.
@@ -155,7 +154,7 @@ const endings = (
     const names = stage === "input" ? agent.inputGuardrails : agent.outputGuardrails
     // A guardrail may be a model call of its own: an operation like the others.
     const checking = GuardrailChecks.check(guardrails, names, { stage, text, sessionId: ctx.sessionId, turnId, agentName: agent.name })
-    return (names.length === 0 ? checking : Effect.zipRight(ctx.beforeOperation, checking)).pipe(Effect.map((checked) => {
+    return (names.length === 0 ? checking : ctx.beforeOperation(checking)).pipe(Effect.map((checked) => {
       pending.add(...checked.records)
       return checked.blocked
     }))
