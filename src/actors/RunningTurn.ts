@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import * as Clock from "effect/Clock"
+import type * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -63,6 +63,8 @@ export interface Host {
   /** The session's toolsets, opened for it (absent: its agent declares none). */
   readonly toolsets?: SessionToolset | undefined
   readonly epoch: number
+  /** The actor's clock (its fiber's), read in place. */
+  readonly clock: Clock.Clock
   /** The actor's newest state. */
   readonly state: () => SessionState.SessionState
   /** The actor's write path, under its writer lock; a lost lease interrupts the turn. */
@@ -154,7 +156,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       host.answers(entry.opened.callbackId)
       yield* host.broker.dispatch(entry.opened)
     }
-    const meter = TurnMeter.make(yield* Clock.currentTimeMillis)
+    const meter = TurnMeter.make(host.clock.unsafeCurrentTimeMillis())
     // Signalled when a steer or a child result for the turn is committed.
     const inputs = inputSignal()
     const nextInput = inputs.next
@@ -229,6 +231,7 @@ export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
       agentPath: host.session.agentPath,
       rootId: host.session.rootId,
       epoch: host.epoch,
+      clock: host.clock,
       agent: host.agent,
       plan,
       planFor: (agent) => {

@@ -175,6 +175,7 @@ const foldWith = (store: SessionStore["Type"], sessionId: SessionId, first?: Log
 const holdLease = (
   store: SessionStore["Type"],
   scope: Scope.Scope,
+  clock: Clock.Clock,
   acquired: Lease,
   askedAt: number,
   ttl: Duration.Duration,
@@ -182,7 +183,6 @@ const holdLease = (
   lost: (loss: LeaseKeeper.Loss) => Effect.Effect<void>
 ) =>
   Effect.gen(function*() {
-    const clock = yield* Effect.clock
     const lease = yield* Ref.make(acquired)
     const ttlMillis = Duration.toMillis(ttl)
     const deadline = LeaseDeadline.make(ttlMillis, askedAt)
@@ -351,7 +351,8 @@ const actorIn = (
     if (wiring.changes !== undefined) yield* wiring.changes((signal) => ringOnInbox(signal, bell))
     const rungAtStart = bell.rings()
     // The lease's local deadline counts from before it was asked for.
-    const askedAt = LeaseDeadline.monotonicMillis(yield* Effect.clock)
+    const clock = yield* Effect.clock
+    const askedAt = LeaseDeadline.monotonicMillis(clock)
     // The lease, the session, its log's first page and its inbox: one store call.
     const started = yield* store.start(sessionId, options.owner, Duration.toMillis(options.leaseTtl), { inbox: inboxPage })
     yield* wiring.onLease(Option.isSome(started))
@@ -374,7 +375,7 @@ const actorIn = (
       return Effect.interrupt
     })
     const lost = (loss: LeaseKeeper.Loss) => endWith(Deferred.fail(fatal, loss))
-    const { beforeOperation, lease, passivate } = yield* holdLease(store, scope, acquired, askedAt, options.leaseTtl, wiring, lost)
+    const { beforeOperation, lease, passivate } = yield* holdLease(store, scope, clock, acquired, askedAt, options.leaseTtl, wiring, lost)
     const exclusive = Lock.make()
     const actor: Actor = {
       session: started.value.session,
@@ -402,6 +403,7 @@ const actorIn = (
       hostSettings: options.modelSettings,
       toolPolicy: options.toolPolicy,
       epoch: acquired.epoch,
+      clock,
       state: () => actor.state,
       commit: (records) =>
         // Whole once begun: the lock is waited for interruptibly, the commit then runs to its end (a lost lease interrupts the turn).

@@ -7,6 +7,7 @@
  *
  * @since 0.1.0
  */
+import type * as Clock from "effect/Clock"
 import type * as Effect from "effect/Effect"
 import type { Agent } from "../schema/Agent.js"
 import type { CallbackKind, CallbackRequest } from "../schema/Callback.js"
@@ -55,6 +56,8 @@ export interface TurnContext {
   readonly rootId?: SessionId | undefined
   /** The epoch of the lease the turn runs under (for spans). */
   readonly epoch: number
+  /** The actor's clock, read in place (no Effect step per reading). */
+  readonly clock: Clock.Clock
   /** The agent the turn starts on (the session's). */
   readonly agent: Agent
   readonly plan: TurnPlan

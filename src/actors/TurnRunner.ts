@@ -175,7 +175,7 @@ export const run = (ctx: TurnContext) =>
     const costs = Context.get(services, CostMeter)
     const guardrails = Context.get(services, Guardrails)
     // Read in place rather than one Effect step per reading: the meter is checked around every operation.
-    const clock = yield* Effect.clock
+    const clock = ctx.clock
     const now = () => clock.unsafeCurrentTimeMillis()
     const { meter, turnId } = ctx
     // The agent in charge, and its plan: a handoff changes both.
