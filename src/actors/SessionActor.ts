@@ -458,10 +458,7 @@ const actorIn = (
     if (actor.state.lastEnd !== undefined && actor.session.parentId !== null) {
       yield* Effect.forkIn(SessionWriter.deliverResult({ store, wake: wiring.wake }, actor.session, actor.state.lastEnd), scope)
     }
-    // While handing over, a busy turn is looked at often: parking it wakes nobody.
-    const nextWake = Effect.suspend(() =>
-      handOver.requested() ? Effect.ignore(Effect.timeout(bell.wait, "50 millis")) : bell.wait
-    )
+    const nextWake = busyWake(bell, handOver)
     for (;;) {
       if (ended) return yield* Deferred.await(fatal)
       // Handing over: the pending inbox stays for the next owner; the scope's end releases the lease.
@@ -485,6 +482,10 @@ const actorIn = (
       yield* slot.take
     }
   })
+
+/** What a busy actor waits for: its bell; while handing over, a busy turn is looked at often (parking it wakes nobody). */
+const busyWake = (bell: Doorbell.Doorbell, handOver: WorkerPool.Handover) =>
+  Effect.suspend(() => handOver.requested() ? Effect.ignore(Effect.timeout(bell.wait, "50 millis")) : bell.wait)
 
 /**
  * Rings the actor's bell when a command was pushed through another process (the
