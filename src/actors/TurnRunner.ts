@@ -160,8 +160,11 @@ const endings = (
     }))
   }
   const complete = (agent: Agent, output: string) =>
-    Effect.flatMap(guard(agent, "output", output), (block) =>
-      block !== undefined ? blocked(block) : end({ outcome: "completed", output, publicFinalMessage: output }))
+    // No output guardrails (most agents): straight to the end, no empty check run and mapped.
+    agent.outputGuardrails.length === 0
+      ? end({ outcome: "completed", output, publicFinalMessage: output })
+      : Effect.flatMap(guard(agent, "output", output), (block) =>
+        block !== undefined ? blocked(block) : end({ outcome: "completed", output, publicFinalMessage: output }))
   return { blocked, complete, end, exhausted, guard }
 }
 
