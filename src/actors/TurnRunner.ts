@@ -150,11 +150,12 @@ const endings = (
     end({ outcome: "failed", failureCode: "guardrail_blocked", failure: { _tag: "GuardrailBlocked", ...block } })
   const exhausted = (exhaustion: TurnMeter.Exhaustion) =>
     end({ outcome: "failed", failureCode: "budget_exhausted", failure: { _tag: "BudgetExhausted", ...exhaustion } })
+  /** Runs the agent's guardrails of `stage`; called only when it has some (an agent without any skips the check). */
   const guard = (agent: Agent, stage: "input" | "output", text: string) => {
     const names = stage === "input" ? agent.inputGuardrails : agent.outputGuardrails
-    // A guardrail may be a model call of its own: an operation like the others.
     const checking = GuardrailChecks.check(guardrails, names, { stage, text, sessionId: ctx.sessionId, turnId, agentName: agent.name })
-    return (names.length === 0 ? checking : ctx.beforeOperation(checking)).pipe(Effect.map((checked) => {
+    // A guardrail may be a model call of its own: an operation like the others.
+    return ctx.beforeOperation(checking).pipe(Effect.map((checked) => {
       pending.add(...checked.records)
       return checked.blocked
     }))
