@@ -109,6 +109,8 @@ const self = fileURLToPath(import.meta.url)
 const spawnChild = (kind: string, dir: string, flags: ReadonlyArray<string>) => {
   const run = spawnSync(process.execPath, ["--expose-gc", ...flags, self, ...process.argv.slice(2)], {
     env: { ...process.env, COLD_CHILD: kind, COLD_DB: join(dir, `${kind}-${Date.now()}.db`) },
+    // `--perf-basic-prof` writes V8's log (isolate-*.log) to the working directory: the bench's own.
+    cwd: dir,
     encoding: "utf8",
     maxBuffer: 256 * 1024 * 1024
   })
