@@ -134,8 +134,7 @@ const decisionWaiters = () => {
     expect: <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, _kind: K) =>
       // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
       Effect.sync(() => waiters.register(sessionId, inputId) as Expectation<K>),
-    settle: (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
-      Effect.sync(() => waiters.settle(sessionId, inputId, exit)),
+    settle: (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) => waiters.settle(sessionId, inputId, exit),
     /** Tells everyone still waiting on this session that no actor here will decide. */
     settleAll: (sessionId: SessionId) => Effect.sync(() => waiters.settleAll(sessionId, Exit.succeed(Decision.Admitted())))
   }

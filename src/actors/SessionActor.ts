@@ -94,8 +94,8 @@ export interface Wiring {
   readonly keeper: LeaseKeeper.LeaseKeeper
   /** Expires the bell once the actor has been idle for the host's `idleTimeout`. */
   readonly idleness: Idleness.Idleness
-  /** Delivers a decision (or refusal) on an input to whoever waits for it. */
-  readonly decide: (inputId: InputId, decision: Exit.Exit<Decision, Refusal>) => Effect.Effect<void>
+  /** Delivers a decision (or refusal) on an input to whoever waits for it, at once: it only resumes them. */
+  readonly decide: (inputId: InputId, decision: Exit.Exit<Decision, Refusal>) => void
   /**
    * Announces the records a commit wrote (seqs from `firstSeq`, written at
    * `at`): to whoever awaits their turn's end, and to live subscribers.
@@ -285,20 +285,21 @@ const inboxReader = (
   let pageFull = false
   /** Whether the inbox holds nothing the actor has not decided: no read is due, and no message waits queued. */
   const caughtUp = () => unread === undefined && bell.rings() === readAt && actor.queued.size === 0 && !pageFull
-  const next = Effect.suspend(() => {
+  // Called as the drain runs it: what is already in memory comes as an `Exit`, which `yield*` takes in no step.
+  const next = (): Effect.Effect<ReadonlyArray<InboxItem>, StoreUnavailable> => {
     if (unread !== undefined) {
       const items = unread
       unread = undefined
       pageFull = items.length === inboxPage
-      return Effect.succeed(items)
+      return Exit.succeed(items)
     }
-    if (caughtUp()) return Effect.succeed([])
+    if (caughtUp()) return Exit.succeed([])
     readAt = bell.rings()
     return Effect.map(read(), (items) => {
       pageFull = items.length === inboxPage
       return items
     })
-  })
+  }
   return { next, caughtUp }
 }
 
@@ -580,13 +581,13 @@ const live = (life: Life, toolsets: SessionToolset | undefined, started: ActorSt
 const drainWith = <E, R>(
   inbox: ReturnType<typeof inboxReader>,
   execute: (item: InboxItem) => Effect.Effect<boolean, E, R>,
-  decideOffered: Effect.Effect<void, E, R>
+  decideOffered: () => Effect.Effect<void, E, R>
 ) =>
   Effect.gen(function*() {
-    const items = yield* inbox.next
+    const items = yield* inbox.next()
     let changed = false
     for (let i = 0; i < items.length; i++) if (yield* execute(items[i]!)) changed = true
-    yield* decideOffered
+    yield* decideOffered()
     return changed && items.length === inboxPage
   })
 
@@ -607,20 +608,30 @@ const wakeLoop = <E, R>(life: Life, drain: Effect.Effect<boolean, E, R>) =>
         yield* nextWake
         continue
       }
-      // Idle: let another actor work while this one waits; the host's idleness expires the bell in time.
-      // Others wait for a slot (asked before this one gives its own): passivate now, not after `idleTimeout`.
-      const crowded = life.wiring.crowded()
-      yield* life.slot.give
-      if (crowded && (yield* life.held.passivate)) return
-      yield* life.wiring.idleness.idle(life.wiring.bell)
-      const woke = yield* life.wiring.bell.wait
-      life.wiring.idleness.busy(life.wiring.bell)
-      if (life.fate.ended) return yield* Deferred.await(life.fate.fatal)
-      if (life.handOver.requested()) return
-      if (woke === "expired" && life.actor.running === undefined && (yield* life.held.passivate)) return
-      yield* life.slot.take
+      if (yield* idle(life)) return
     }
   })
+
+/**
+ * The idle actor lets another actor work while it waits, and sleeps until rung; the host's idleness
+ * expires its bell in time. True when it stops: it passivated, or hands its session over. A plain
+ * generator the wake loop delegates to (`yield*`), not an Effect of its own: the same steps as were
+ * it written in the loop, and compiled apart from it.
+ */
+function* idle(life: Life) {
+    // Others wait for a slot (asked before this one gives its own): passivate now, not after `idleTimeout`.
+    const crowded = life.wiring.crowded()
+    yield* life.slot.give
+    if (crowded && (yield* life.held.passivate)) return true
+    yield* life.wiring.idleness.idle(life.wiring.bell)
+    const woke = yield* life.wiring.bell.wait
+    life.wiring.idleness.busy(life.wiring.bell)
+    if (life.fate.ended) return yield* Deferred.await(life.fate.fatal)
+    if (life.handOver.requested()) return true
+    if (woke === "expired" && life.actor.running === undefined && (yield* life.held.passivate)) return true
+    yield* life.slot.take
+    return false
+}
 
 /** What a busy actor waits for: its bell; while handing over, a busy turn is looked at often (parking it wakes nobody). */
 const busyWake = (bell: Doorbell.Doorbell, handOver: WorkerPool.Handover) =>
@@ -663,19 +674,22 @@ const acceptOffers = (bell: Doorbell.Doorbell, scope: Scope.Scope, takes: () => 
     () => bell.acceptOffersWhile(takes)
   )
 
-/** The offer handed over since the last look, decided by `admit` if it may still be taken, else declined. */
+/**
+ * The offer handed over since the last look, decided by `admit` if it may still be taken, else
+ * declined. Called as the drain runs it: with no offer, `Effect.void`, which `yield*` takes in no step.
+ */
 const decideOffered = <E, R>(
   bell: Doorbell.Doorbell,
   takes: () => boolean,
   admit: (offer: Doorbell.Offer) => Effect.Effect<void, E, R>
 ) =>
-  Effect.suspend(() => {
-    const offer = bell.takeOffer()
-    if (offer === undefined) return Effect.void
-    if (!takes()) return Effect.sync(() => offer.decided(undefined))
-    // However it ends, its sender hears back: a lost lease or a gone store declines it.
-    return Effect.onError(admit(offer), () => Effect.sync(() => offer.decided(undefined)))
-  })
+(): Effect.Effect<void, E, R> => {
+  const offer = bell.takeOffer()
+  if (offer === undefined) return Effect.void
+  if (!takes()) return Effect.sync(() => offer.decided(undefined))
+  // However it ends, its sender hears back: a lost lease or a gone store declines it.
+  return Effect.onError(admit(offer), () => Effect.sync(() => offer.decided(undefined)))
+}
 
 /**
  * Decides a message handed to the idle actor (`Doorbell.Offer`): when it starts a turn, the
@@ -712,13 +726,15 @@ const admitHere = (
  * Decides one inbox item and carries the outcome out: interrupt the running
  * turn first when asked (its end records lead the commit), append, then start
  * a turn or resume a parked callback, and tell the sender. True when the
- * session changed.
+ * session changed. What only some commands do is built by plain functions
+ * (`interruptFirst`, `consequences`), one `yield*` each: this runs for every
+ * command, and each `yield*` in it adds to its compiled code.
  */
 const runOutcome = (
   actor: Actor,
   item: InboxItem,
   append: (records: ReadonlyArray<RecordBody>, consumes: ReadonlyArray<InputId>) => Effect.Effect<CommitReceipt, LeaseLost | StoreUnavailable>,
-  startTurn: (started: Parameters<typeof RunningTurn.start>[1], resumed: boolean) => Effect.Effect<void, never, Services>,
+  startTurn: StartTurn,
   wiring: Wiring
 ) =>
   Effect.gen(function*() {
@@ -727,35 +743,68 @@ const runOutcome = (
       busyPolicy: actor.session.busyPolicy,
       waitingForUser: actor.running?.waitingForUser() ?? false,
       // Only a message or a steer can start a turn: other commands mint no id.
-      nextTurnId: command._tag === "message" || command._tag === "steer" ? yield* makeTurnId : noTurn
+      nextTurnId: yield* (command._tag === "message" || command._tag === "steer" ? makeTurnId : mintsNoTurn)
     })
-    if (outcome.reply._tag === "Queued") {
-      if (actor.queued.has(command.inputId)) return false
-      actor.queued.add(command.inputId)
-      yield* wiring.decide(command.inputId, Exit.succeed(Decision.Queued()))
-      return false
-    }
-    let records = outcome.records
-    if (outcome.interrupt !== undefined) {
-      const turn = actor.running
-      if (turn !== undefined) yield* turn.interrupt(outcome.interrupt.reason)
-      const usage = turn === undefined ? undefined : turn.meter.usage(yield* Clock.currentTimeMillis)
-      records = [
-        ...Decisions.interruptRecords(actor.state, outcome.interrupt.turnId, outcome.interrupt.reason, usage ?? Usage.zero),
-        ...records
-      ]
-    }
+    if (outcome.reply._tag === "Queued") return queuedOnce(actor, command.inputId, wiring)
+    const records = outcome.interrupt === undefined ? outcome.records : yield* interruptFirst(actor, outcome.interrupt, outcome.records)
     // Taken before the commit, which forgets the callbacks it closes.
     const answer = outcome.resume === undefined ? undefined : actor.answers.get(outcome.resume.callbackId)
     const receipt = yield* append(records, outcome.consumes)
-    if (records.some((record) => record._tag === "closed")) {
-      // What the session's tools own (its processes) ends with it.
-      const closed = (yield* Toolkit).sessionClosed
-      if (closed !== undefined) yield* closed(actor.session.id)
-    }
-    if (outcome.start !== undefined) yield* startTurn(outcome.start, false)
-    if (answer !== undefined) yield* Deferred.succeed(answer, outcome.resume!.result)
+    yield* consequences(actor, records, outcome, answer, startTurn)
     actor.queued.delete(command.inputId)
-    yield* wiring.decide(command.inputId, replyExit(outcome.reply, receipt.headSeq - records.length + 1, records))
+    wiring.decide(command.inputId, replyExit(outcome.reply, receipt.headSeq - records.length + 1, records))
     return true
   })
+
+/** Starts a turn of the actor (`resumed`: one a crashed owner left active). */
+type StartTurn = (started: Parameters<typeof RunningTurn.start>[1], resumed: boolean) => Effect.Effect<void, never, Services>
+
+// The id of a turn a command cannot start, as `yield*` takes it (an `Exit`: no step).
+const mintsNoTurn: Effect.Effect<TurnId> = Exit.succeed(noTurn)
+
+/** A message queued behind the running turn: its sender is told so once (false: nothing changed). */
+const queuedOnce = (actor: Actor, inputId: InputId, wiring: Wiring) => {
+  if (actor.queued.has(inputId)) return false
+  actor.queued.add(inputId)
+  wiring.decide(inputId, Exit.succeed(Decision.Queued()))
+  return false
+}
+
+/** The running turn interrupted for `interrupt`, and `records` behind the records of its end. */
+const interruptFirst = (
+  actor: Actor,
+  interrupt: NonNullable<Decisions.Outcome["interrupt"]>,
+  records: ReadonlyArray<RecordBody>
+) => {
+  const turn = actor.running
+  const ended = (usage: Usage) => [...Decisions.interruptRecords(actor.state, interrupt.turnId, interrupt.reason, usage), ...records]
+  return turn === undefined
+    ? Effect.sync(() => ended(Usage.zero))
+    : Effect.zipRight(turn.interrupt(interrupt.reason), Effect.map(Clock.currentTimeMillis, (now) => ended(turn.meter.usage(now))))
+}
+
+/**
+ * What a command's commit leads to: the session's tools told it closed (what they own, its processes,
+ * ends with it), the turn it started, the answer handed to the turn parked on it.
+ */
+const consequences = (
+  actor: Actor,
+  records: ReadonlyArray<RecordBody>,
+  outcome: Decisions.Outcome,
+  answer: Deferred.Deferred<unknown> | undefined,
+  startTurn: StartTurn
+): Effect.Effect<unknown, never, Services> => {
+  // Each only when due: most commands start a turn and nothing else, which then runs with no step around it.
+  let next: Effect.Effect<unknown, never, Services> | undefined = answer === undefined
+    ? undefined
+    : Deferred.succeed(answer, outcome.resume!.result)
+  if (outcome.start !== undefined) next = before(startTurn(outcome.start, false), next)
+  if (records.some((record) => record._tag === "closed")) {
+    next = before(Effect.flatMap(Toolkit, ({ sessionClosed }) => sessionClosed === undefined ? Effect.void : sessionClosed(actor.session.id)), next)
+  }
+  return next ?? Effect.void
+}
+
+/** `first`, then `rest` if any. */
+const before = <R>(first: Effect.Effect<unknown, never, R>, rest: Effect.Effect<unknown, never, R> | undefined) =>
+  rest === undefined ? first : Effect.zipRight(first, rest)
