@@ -46,14 +46,15 @@ export const make = (
     let waiting = 0
     // The one the admitting fiber took from the queue and waits a permit for.
     let next: Waiting | undefined
+    // A chain, not a generator: it runs once per session admitted, and the admitting fiber runs nothing else.
     const admitNext = Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function*() {
-        next = yield* restore(Queue.take(queue))
-        yield* restore(permits.take(1))
-        const [sessionId, bell] = next
-        next = undefined
-        waiting--
-        yield* launch(sessionId, bell)
+      Effect.flatMap(restore(Queue.take(queue)), (taken) => {
+        next = taken
+        return Effect.flatMap(restore(permits.take(1)), () => {
+          next = undefined
+          waiting--
+          return launch(taken[0], taken[1])
+        })
       })
     )
     // Added before the admitting fiber is forked, so it runs once that fiber is interrupted.

@@ -134,8 +134,7 @@ const decisionWaiters = () => {
     expect: <K extends keyof Refusals>(sessionId: SessionId, inputId: InputId, _kind: K) =>
       // The actor decides a command of kind K through Decisions.decide, whose refusals are Refusals[K].
       Effect.sync(() => waiters.register(sessionId, inputId) as Expectation<K>),
-    settle: (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) =>
-      Effect.sync(() => waiters.settle(sessionId, inputId, exit)),
+    settle: (sessionId: SessionId, inputId: InputId, exit: Exit.Exit<Decision, Refusal>) => waiters.settle(sessionId, inputId, exit),
     /** Tells everyone still waiting on this session that no actor here will decide. */
     settleAll: (sessionId: SessionId) => Effect.sync(() => waiters.settleAll(sessionId, Exit.succeed(Decision.Admitted())))
   }
@@ -174,66 +173,76 @@ export const make = (options: Options = {}) =>
     const { expect, settle, settleAll } = decisionWaiters()
     const events = yield* LiveEvents.make(liveBuffer)
 
-    /** Runs the actor of `sessionId`, ringing `bell`, in a busy slot the caller took for it. */
+    /**
+     * What the actor of `sessionId` behind `bell` is given; `finish` settles after it (told whether
+     * its waiters learn no decision comes from here).
+     */
+    const wiringOf = (sessionId: SessionId, bell: Doorbell.Doorbell, finish: (settle: boolean) => Effect.Effect<void>): SessionActor.Wiring => ({
+      bell,
+      keeper,
+      idleness,
+      slots,
+      // `entries` counts the sessions waiting for admission: they are live as soon as a slot frees.
+      crowded: () => entries.size > maxLive && load() > maxBusy,
+      slotFree: () => load() < maxBusy,
+      decide: (inputId, exit) => settle(sessionId, inputId, exit),
+      // Others hear of commits (where the store does not signal them itself) and deltas only if there may be any.
+      publishRecords: signals.shared && signals.announcesCommits
+        ? (firstSeq, at, records) => {
+          const published = events.publishRecords(sessionId)(firstSeq, at, records)
+          const announced = signals.announce(sessionId, firstSeq + records.length - 1)
+          return published === undefined ? announced : Effect.zipRight(published, announced)
+        }
+        : events.publishRecords(sessionId),
+      // Volatile deltas go to followers here and, best effort, in other processes.
+      broadcast: signals.shared
+        ? (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas))
+        : events.broadcast(sessionId),
+      changes: signals.shared ? (f) => signals.onSignal(sessionId, f) : undefined,
+      wake: (other) => wake(other),
+      expect,
+      onLease: (held) => (held ? Effect.void : finish(true)),
+      handOver,
+      mayPassivate: (lease) =>
+        lock(Effect.gen(function*() {
+          // A push here rang the bell; one through another process keeps the lease in the store.
+          if (bell.pending() || !(yield* store.releaseIdle(lease))) return false
+          if (entries.get(sessionId) === bell) entries.delete(sessionId)
+          return true
+        }))
+    })
+
+    /**
+     * When the actor of `sessionId` behind `bell` stops without deciding (its lease is held elsewhere,
+     * or lost), waiters learn no decision is coming from here, unless a successor actor already runs
+     * and will decide for them. A passivated actor settles nothing: it stopped with an empty inbox, so
+     * whatever arrives after it is woken into a new actor.
+     */
+    const finisher = (sessionId: SessionId, bell: Doorbell.Doorbell) => (settle: boolean) =>
+      lock(Effect.suspend(() => {
+        const current = entries.get(sessionId)
+        if (current === bell) entries.delete(sessionId)
+        // Whoever awaits a turn of it here follows the log from now on.
+        events.left(sessionId)
+        idleness.busy(bell)
+        draining.left()
+        return settle && (current === undefined || current === bell) ? settleAll(sessionId) : Effect.void
+      }))
+
+    /**
+     * Runs the actor of `sessionId`, ringing `bell`, in a busy slot the caller took for it, in its own
+     * scope. A chain, not a generator: it runs once per actor, and its wiring is built by `wiringOf`.
+     */
     const launch = (sessionId: SessionId, bell: Doorbell.Doorbell): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        // When this actor stops without deciding (its lease is held elsewhere, or
-        // lost), waiters learn no decision is coming from here, unless a successor
-        // actor already runs and will decide for them. A passivated actor settles
-        // nothing: it stopped with an empty inbox, so whatever arrives after it is
-        // woken into a new actor.
-        const finish = (settle: boolean) =>
-          lock(Effect.suspend(() => {
-            const current = entries.get(sessionId)
-            if (current === bell) entries.delete(sessionId)
-            // Whoever awaits a turn of it here follows the log from now on.
-            events.left(sessionId)
-            idleness.busy(bell)
-            draining.left()
-            return settle && (current === undefined || current === bell) ? settleAll(sessionId) : Effect.void
-          }))
-        // The actor's own scope, in its context with the host's services.
-        const scope = yield* Scope.make()
-        const actor = SessionActor.run(sessionId, actorOptions, {
-          bell,
-          keeper,
-          idleness,
-          slots,
-          // `entries` counts the sessions waiting for admission: they are live as soon as a slot frees.
-          crowded: () => entries.size > maxLive && load() > maxBusy,
-          slotFree: () => load() < maxBusy,
-          decide: (inputId, exit) => settle(sessionId, inputId, exit),
-          // Others hear of commits (where the store does not signal them itself) and deltas only if there may be any.
-          publishRecords: signals.shared && signals.announcesCommits
-            ? (firstSeq, at, records) => {
-              const published = events.publishRecords(sessionId)(firstSeq, at, records)
-              const announced = signals.announce(sessionId, firstSeq + records.length - 1)
-              return published === undefined ? announced : Effect.zipRight(published, announced)
-            }
-            : events.publishRecords(sessionId),
-          // Volatile deltas go to followers here and, best effort, in other processes.
-          broadcast: signals.shared
-            ? (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas))
-            : events.broadcast(sessionId),
-          changes: signals.shared ? (f) => signals.onSignal(sessionId, f) : undefined,
-          wake: (other) => wake(other),
-          expect,
-          onLease: (held) => (held ? Effect.void : finish(true)),
-          handOver,
-          mayPassivate: (lease) =>
-            lock(Effect.gen(function*() {
-              // A push here rang the bell; one through another process keeps the lease in the store.
-              if (bell.pending() || !(yield* store.releaseIdle(lease))) return false
-              if (entries.get(sessionId) === bell) entries.delete(sessionId)
-              return true
-            }))
-        })
+      Effect.flatMap(Scope.make(), (scope) => {
+        const finish = finisher(sessionId, bell)
+        const actor = SessionActor.run(sessionId, actorOptions, wiringOf(sessionId, bell, finish))
         // The actor's fiber takes the host's services and, since an actor outlives whichever caller
         // woke it, not that caller's analytics preference: set once as the fiber starts, for its
         // whole life, rather than by `provide` and `locally`, whose undoing (~20 Effect steps) would
         // only precede the fiber's end. Interruptible whoever launches it (the admitting fiber takes
         // permits uninterruptibly).
-        yield* FiberSet.run(
+        return FiberSet.run(
           actors,
           Effect.interruptible(Effect.zipRight(
             FiberRef.update(FiberRef.currentContext, (outer) => Context.add(Context.merge(outer, context), Scope.Scope, scope)),
