@@ -64,6 +64,12 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
     // The last turn each session's actor here ended, as its commit was published: a caller that
     // awaits it once it ended (a fast turn ends before its sender asks) has it without reading the log.
     const lastEnded = new Map<SessionId, TurnEnded>()
+    /** A commit of the session's actor here ended a turn: its waiters have its end. */
+    const ended = (sessionId: SessionId, record: TurnEnded) => {
+      if (running.get(sessionId) === record.turnId) running.delete(sessionId)
+      lastEnded.set(sessionId, record)
+      turnWaiters.settle(sessionId, record.turnId, Exit.succeed(Option.some(record)))
+    }
     return {
       live: (sessionId) =>
         Effect.gen(function*() {
@@ -91,12 +97,11 @@ export const make = (liveBuffer: number): Effect.Effect<LiveEvents> =>
           return yield* PubSub.subscribe(hub.pubsub)
         }),
       publishRecords: (sessionId) => (firstSeq, at, records) => {
-        for (const record of records) {
+        // Indexed: a `for…of` compiles to the iterator protocol inside a try/finally.
+        for (let i = 0; i < records.length; i++) {
+          const record = records[i]!
           if (record._tag === "turn_started") running.set(sessionId, record.turnId)
-          if (record._tag !== "turn_ended") continue
-          if (running.get(sessionId) === record.turnId) running.delete(sessionId)
-          lastEnded.set(sessionId, record)
-          turnWaiters.settle(sessionId, record.turnId, Exit.succeed(Option.some(record)))
+          else if (record._tag === "turn_ended") ended(sessionId, record)
         }
         // Events are built only for a session someone follows.
         const hub = hubs.get(sessionId)

@@ -31,7 +31,7 @@ import { LogPage, LogRecord } from "../schema/Record.js"
 import { ChildEntry, ChildPage, maxTreeNodes, Session, SessionPage, SessionTree, TreeNode } from "../schema/Session.js"
 import * as Trusted from "../schema/Trusted.js"
 import * as ListCursor from "../internal/ListCursor.js"
-import { project, statusOf } from "../internal/LogProjection.js"
+import { type Head, type OperationChange, project, statusOf } from "../internal/LogProjection.js"
 import {
   aliasFor,
   childInput,
@@ -251,72 +251,49 @@ export const make = Effect.sync(() => {
       const refused = admitsRefusal(admits, ready, (inputId) => entry.inputs.has(inputId))
       if (refused !== undefined) return Either.left(refused)
     }
-    return Either.right(() => {
-      // Projected when applied: a metadata write between preparing and applying is kept.
-      const current = entry.session
-      const before = entry.openCallbacks.size
-      const projection = project(commit.sessionId, {
-        headSeq: current.headSeq,
-        activeTurnId: current.activeTurnId,
-        openCallbacks: entry.openCallbacks.size + entry.waits,
-        title: current.title,
-        archived: current.archived,
-        closed: current.status === "closed"
-      }, commit.records, at)
-      for (const slot of slots) consume(entry, slot)
-      for (const message of admits) enqueue(entry, message, at, true)
-      commit.records.forEach((body, i) =>
-        entry.log.push(
-          Trusted.make(LogRecord, { sessionId: commit.sessionId, seq: current.headSeq + 1 + i, at, commitId: commit.commitId, body })
-        )
-      )
-      for (const change of projection.operations) {
-        const previous = entry.operations.get(change.operationId)
-        const start = change.start
-        entry.operations.set(
-          change.operationId,
-          Trusted.make(OperationReceipt, {
-            operationId: change.operationId,
-            sessionId: commit.sessionId,
-            turnId: previous?.turnId ?? change.turnId,
-            kind: start?.kind ?? previous?.kind ?? "tool",
-            name: start?.name ?? previous?.name ?? "",
-            input: start ? start.input : previous?.input,
-            startedSeq: start?.seq ?? previous?.startedSeq ?? change.end!.seq,
-            status: change.end?.status ?? "started",
-            output: change.end?.output,
-            isError: change.end?.isError ?? false,
-            ...(change.end ? { endedSeq: change.end.seq } : {})
-          })
-        )
-      }
-      for (const callback of projection.callbacksOpened) entry.openCallbacks.set(callback.callbackId, callback)
-      for (const callbackId of projection.callbacksClosed) {
-        entry.openCallbacks.delete(callbackId)
-        entry.answered.delete(callbackId)
-      }
-      // The projection counts the callbacks the batch opened (net) and its parks; the rest are the parks.
-      entry.waits = projection.head.openCallbacks - (before + projection.callbacksOpened.length)
-      const head = { ...projection.head, openCallbacks: entry.openCallbacks.size + entry.waits }
-      entry.session = Trusted.make(Session, {
-        ...current,
-        headSeq: head.headSeq,
-        activeTurnId: head.activeTurnId,
-        title: head.title,
-        archived: head.archived,
-        status: statusOf(head),
-        updatedAt: at
-      })
-      const receipt = Trusted.make(CommitReceipt, {
-        commitId: commit.commitId,
-        sessionId: commit.sessionId,
-        firstSeq: current.headSeq + 1,
-        headSeq: head.headSeq,
-        at
-      })
-      commits.set(commit.commitId, receipt)
-      return receipt
+    return Either.right(() => applyCommit(entry, commit, slots, admits, at))
+  }
+
+  /** Writes a prepared commit (checked by `prepare`): from here on nothing fails. */
+  const applyCommit = (
+    entry: Entry,
+    commit: Commit,
+    slots: ReadonlyArray<InboxSlot>,
+    admits: ReadonlyArray<Command>,
+    at: number
+  ): CommitReceipt => {
+    // Projected when applied: a metadata write between preparing and applying is kept.
+    const current = entry.session
+    const before = entry.openCallbacks.size
+    const projection = project(commit.sessionId, headOf(entry), commit.records, at)
+    // Indexed loops: a `for…of` compiles to the iterator protocol inside a try/finally, five times here.
+    for (let i = 0; i < slots.length; i++) consume(entry, slots[i]!)
+    for (let i = 0; i < admits.length; i++) enqueue(entry, admits[i]!, at, true)
+    appendLog(entry, commit, current.headSeq + 1, at)
+    const changes = projection.operations
+    for (let i = 0; i < changes.length; i++) {
+      const change = changes[i]!
+      entry.operations.set(change.operationId, operationReceipt(commit.sessionId, change, entry.operations.get(change.operationId)))
+    }
+    const opened = projection.callbacksOpened
+    for (let i = 0; i < opened.length; i++) entry.openCallbacks.set(opened[i]!.callbackId, opened[i]!)
+    const closed = projection.callbacksClosed
+    for (let i = 0; i < closed.length; i++) {
+      entry.openCallbacks.delete(closed[i]!)
+      entry.answered.delete(closed[i]!)
+    }
+    // The projection counts the callbacks the batch opened (net) and its parks; the rest are the parks.
+    entry.waits = projection.head.openCallbacks - (before + projection.callbacksOpened.length)
+    entry.session = sessionAfter(current, projection.head, entry.openCallbacks.size + entry.waits, at)
+    const receipt = Trusted.make(CommitReceipt, {
+      commitId: commit.commitId,
+      sessionId: commit.sessionId,
+      firstSeq: current.headSeq + 1,
+      headSeq: projection.head.headSeq,
+      at
     })
+    commits.set(commit.commitId, receipt)
+    return receipt
   }
 
   /** A newest-first page of `candidates` (oldest first) bound to the listing `of`. */
@@ -723,6 +700,64 @@ export const make = Effect.sync(() => {
       })
   })
 })
+
+/** The columns of the entry's session that its log determines, as `project` takes them. */
+const headOf = (entry: Entry): Head => {
+  const session = entry.session
+  return {
+    headSeq: session.headSeq,
+    activeTurnId: session.activeTurnId,
+    openCallbacks: entry.openCallbacks.size + entry.waits,
+    title: session.title,
+    archived: session.archived,
+    closed: session.status === "closed"
+  }
+}
+
+/** Appends a commit's records to the entry's log, the first at `firstSeq`. */
+const appendLog = (entry: Entry, commit: Commit, firstSeq: number, at: number) => {
+  const records = commit.records
+  for (let i = 0; i < records.length; i++) {
+    entry.log.push(
+      Trusted.make(LogRecord, { sessionId: commit.sessionId, seq: firstSeq + i, at, commitId: commit.commitId, body: records[i]! })
+    )
+  }
+}
+
+/** The receipt of an operation after `change`, over its `previous` receipt when it has one. */
+const operationReceipt = (
+  sessionId: SessionId,
+  change: OperationChange,
+  previous: OperationReceipt | undefined
+): OperationReceipt => {
+  const start = change.start
+  const end = change.end
+  const receipt: { -readonly [K in keyof OperationReceipt]?: OperationReceipt[K] } = {
+    operationId: change.operationId,
+    sessionId,
+    turnId: previous?.turnId ?? change.turnId,
+    kind: start?.kind ?? previous?.kind ?? "tool",
+    name: start?.name ?? previous?.name ?? "",
+    input: start ? start.input : previous?.input,
+    startedSeq: start?.seq ?? previous?.startedSeq ?? end!.seq,
+    status: end?.status ?? "started",
+    output: end?.output,
+    isError: end?.isError ?? false
+  }
+  if (end) receipt.endedSeq = end.seq
+  return Trusted.make(OperationReceipt, receipt as OperationReceipt)
+}
+
+/** The session after a commit projected onto `head`, whose open callbacks and parks now number `openCallbacks`. */
+const sessionAfter = (current: Session, head: Head, openCallbacks: number, at: number): Session =>
+  Trusted.copy(current, {
+    headSeq: head.headSeq,
+    activeTurnId: head.activeTurnId,
+    title: head.title,
+    archived: head.archived,
+    status: statusOf({ closed: head.closed, activeTurnId: head.activeTurnId, openCallbacks }),
+    updatedAt: at
+  })
 
 const holds = (entry: Entry, owner: string, epoch: number, now: number) =>
   entry.lease.owner === owner && entry.lease.epoch === epoch && entry.lease.expiresAt > now

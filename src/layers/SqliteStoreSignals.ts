@@ -64,6 +64,13 @@ interface Heads {
   inbox: number
 }
 
+/** A watched session's row as the heads query reads it. */
+interface HeadsRow {
+  readonly id: SessionId
+  readonly head_seq: number
+  readonly inbox_head: number
+}
+
 /** Ids per heads query (SQLite's default limit on parameters is far above it). */
 const chunk = 500
 
@@ -154,7 +161,18 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
     const check = () => {
       const db = reader.db()
       const now = dataVersion(db)
-      // An explicit hint (a release) at once; a commit (perhaps a push) a little later.
+      hintPool(now)
+      if (now === version && fresh.size === 0) return
+      version = now
+      fresh.clear()
+      readHeads(db)
+    }
+
+    // The check's parts are functions of their own: it runs every few milliseconds, and one
+    // body holding them all compiled into one large piece of optimized code.
+
+    /** The pool's hint: an explicit one (a release) at once; a commit (perhaps a push) a little later. */
+    const hintPool = (now: number) => {
       if (sideFiles() && hub.claimWatched()) {
         hinted = now
         hintedAt = Date.now()
@@ -171,33 +189,36 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
           hub.claimable()
         }
       }
-      if (now === version && fresh.size === 0) return
-      version = now
-      fresh.clear()
+    }
+
+    /** Reads the watched sessions' heads and signals those that grew (or are seen for the first time). */
+    const readHeads = (db: Database.Database) => {
       const ids = hub.sessions()
       for (const id of known.keys()) if (!hub.has(id)) known.delete(id)
       for (let i = 0; i < ids.length; i += chunk) {
         const part = ids.slice(i, i + chunk)
         const rows = db.prepare(
           `SELECT id, head_seq, inbox_head FROM troupe_sessions WHERE id IN (${part.map(() => "?").join(", ")})`
-        ).all(...part) as ReadonlyArray<{ id: SessionId; head_seq: number; inbox_head: number }>
-        for (const row of rows) {
-          const before = known.get(row.id)
-          if (before === undefined) {
-            known.set(row.id, { head: row.head_seq, inbox: row.inbox_head })
-            hub.emit(Signal.Log({ sessionId: row.id, seq: row.head_seq }))
-            hub.emit(Signal.Inbox({ sessionId: row.id }))
-            continue
-          }
-          if (row.inbox_head > before.inbox) {
-            before.inbox = row.inbox_head
-            hub.emit(Signal.Inbox({ sessionId: row.id }))
-          }
-          if (row.head_seq > before.head) {
-            before.head = row.head_seq
-            hub.emit(Signal.Log({ sessionId: row.id, seq: row.head_seq }))
-          }
-        }
+        ).all(...part) as ReadonlyArray<HeadsRow>
+        for (let r = 0; r < rows.length; r++) signalGrowth(rows[r]!)
+      }
+    }
+
+    const signalGrowth = (row: HeadsRow) => {
+      const before = known.get(row.id)
+      if (before === undefined) {
+        known.set(row.id, { head: row.head_seq, inbox: row.inbox_head })
+        hub.emit(Signal.Log({ sessionId: row.id, seq: row.head_seq }))
+        hub.emit(Signal.Inbox({ sessionId: row.id }))
+        return
+      }
+      if (row.inbox_head > before.inbox) {
+        before.inbox = row.inbox_head
+        hub.emit(Signal.Inbox({ sessionId: row.id }))
+      }
+      if (row.head_seq > before.head) {
+        before.head = row.head_seq
+        hub.emit(Signal.Log({ sessionId: row.id, seq: row.head_seq }))
       }
     }
 

@@ -350,6 +350,53 @@ const decodeRun = (run: unknown) =>
   )
 
 
+/** A caller's input id, checked. */
+const decodeInputId = (inputId: string) =>
+  Schema.decodeUnknown(InputId)(inputId).pipe(
+    Effect.mapError((error) => new InvalidInput({ what: "inputId", reason: error.message }))
+  )
+
+/** The message a send pushes, with its run options decoded. */
+const messageOf = (inputId: InputId, options: SendOptions): Effect.Effect<Message, InvalidInput> =>
+  options.run === undefined
+    ? messageWith(inputId, options, undefined)
+    : Effect.flatMap(decodeRun(options.run), (run) => messageWith(inputId, options, run))
+
+const messageWith = (inputId: InputId, options: SendOptions, run: RunOptions | undefined): Effect.Effect<Message> =>
+  // The fiber ref read in place: one step, as `Telemetry.isExcluded` is.
+  Effect.withFiberRuntime<Message>((fiber) =>
+    Effect.succeed(Trusted.make(Message, {
+      inputId,
+      text: options.text,
+      source: options.source,
+      run,
+      // Events the turn causes keep the caller's analytics preference.
+      excludeFromAnalytics: fiber.getFiberRef(Telemetry.excluded) ? true : undefined
+    }))
+  )
+
+/** What a send answers once its input is decided (`none`: a duplicate, or taken by no actor here). */
+const acceptedOf = (sessionId: SessionId, inputId: InputId, decision: Option.Option<Decision>): Accepted => {
+  if (Option.isNone(decision)) return Trusted.make(Accepted, { sessionId, inputId, disposition: "admitted" })
+  const decided = decision.value
+  switch (decided._tag) {
+    case "Started":
+      return Trusted.make(Accepted, {
+        sessionId,
+        inputId,
+        disposition: "started",
+        turnId: decided.turnId,
+        cursor: decided.cursor
+      })
+    case "Steered":
+      return Trusted.make(Accepted, { sessionId, inputId, disposition: "steered", turnId: decided.turnId })
+    case "Queued":
+      return Trusted.make(Accepted, { sessionId, inputId, disposition: "queued" })
+    default:
+      return Trusted.make(Accepted, { sessionId, inputId, disposition: "admitted" })
+  }
+}
+
 /** Builds the API over the store and host in context. */
 export const make = Effect.gen(function*() {
   const store = yield* SessionStore
@@ -751,41 +798,13 @@ export const make = Effect.gen(function*() {
       Effect.gen(function*() {
         // A closed session refuses the push itself (SessionClosed), so only ownership (and the tree) is checked here.
         yield* drivable(principal, sessionId, options.mode === "steer" ? "steer" : "message")
-        const inputId = options.inputId === undefined
-          ? yield* makeInputId
-          : yield* Schema.decodeUnknown(InputId)(options.inputId).pipe(
-            Effect.mapError((error) => new InvalidInput({ what: "inputId", reason: error.message }))
-          )
+        const inputId = yield* (options.inputId === undefined ? makeInputId : decodeInputId(options.inputId))
         const command = options.mode === "steer"
           ? new Steer({ inputId, text: options.text, source: options.source }, true)
-          : Trusted.make(Message, {
-            inputId,
-            text: options.text,
-            source: options.source,
-            run: options.run === undefined ? undefined : yield* decodeRun(options.run),
-            // Events the turn causes keep the caller's analytics preference.
-            excludeFromAnalytics: (yield* Telemetry.isExcluded) ? true : undefined
-          })
+          : yield* messageOf(inputId, options)
         // An idle actor here may take a message in memory and record it with its turn's start, in one commit.
         const offered = command._tag === "message" ? yield* host.offer(sessionId, command) : Option.none<Decision>()
-        const decision = Option.isSome(offered) ? offered : yield* submit(sessionId, command)
-        if (Option.isNone(decision)) return Trusted.make(Accepted, { sessionId, inputId, disposition: "admitted" })
-        switch (decision.value._tag) {
-          case "Started":
-            return Trusted.make(Accepted, {
-              sessionId,
-              inputId,
-              disposition: "started",
-              turnId: decision.value.turnId,
-              cursor: decision.value.cursor
-            })
-          case "Steered":
-            return Trusted.make(Accepted, { sessionId, inputId, disposition: "steered", turnId: decision.value.turnId })
-          case "Queued":
-            return Trusted.make(Accepted, { sessionId, inputId, disposition: "queued" })
-          default:
-            return Trusted.make(Accepted, { sessionId, inputId, disposition: "admitted" })
-        }
+        return acceptedOf(sessionId, inputId, Option.isSome(offered) ? offered : yield* submit(sessionId, command))
       }),
     awaitTurn,
     awaitOutput: (principal, sessionId, turnId, schema, options) =>

@@ -12,7 +12,7 @@ import { type Message } from "../../schema/Inbox.js"
 import { type Commit, CommitReceipt } from "../../schema/Lease.js"
 import { toJsonText } from "../../schema/Record.js"
 import * as Trusted from "../../schema/Trusted.js"
-import { project } from "../../internal/LogProjection.js"
+import { type Head, type Projection, project } from "../../internal/LogProjection.js"
 import { admitsRefusal } from "../../services/SessionStore.js"
 import * as SqlStatements from "./SqlStatements.js"
 import type { AppendError, Clock } from "./Dialect.js"
@@ -192,77 +192,90 @@ export function* commitSteps(commit: Commit, clock: Clock, lockRow: string): Com
     const refused = yield* admitSteps(commit, admits, row, at)
     if (refused !== undefined) return Either.left(refused)
   }
-  const projection = project(commit.sessionId, {
-    headSeq,
-    activeTurnId: row.active_turn_id as TurnId | null,
-    openCallbacks: Number(row.open_callbacks),
-    title: row.title,
-    archived: Number(row.archived) === 1,
-    closed: Number(row.closed) === 1
-  }, commit.records, at)
-  if (commit.records.length > 0) {
-    const params: Array<unknown> = []
-    commit.records.forEach((body, i) =>
-      params.push(commit.sessionId, headSeq + 1 + i, at, commit.commitId, toJsonText(body))
-    )
-    yield {
-      text: logText(commit.records.length),
-      params
-    }
-  }
-  if (projection.operations.length > 0) {
-    const params: Array<unknown> = []
-    for (const change of projection.operations) {
-      const row = operationRow(commit.sessionId, change)
-      for (const column of operationColumns) params.push(row[column])
-    }
-    yield {
-      text: operationsText(projection.operations.length),
-      params
-    }
-  }
-  if (projection.callbacksOpened.length > 0) {
-    const params: Array<unknown> = []
-    for (const callback of projection.callbacksOpened) {
-      const row = callbackRow(callback)
-      for (const column of callbackColumns) params.push(row[column])
-    }
-    yield {
-      text: callbacksOpenedText(projection.callbacksOpened.length),
-      params
-    }
-  }
-  let closedCallbacks = 0
-  if (projection.callbacksClosed.length > 0) {
-    const deleted: ReadonlyArray<unknown> = yield {
-      text: callbacksClosedText(projection.callbacksClosed.length),
-      params: [commit.sessionId, ...projection.callbacksClosed]
-    }
-    closedCallbacks = deleted.length
-  }
-  const head = projection.head
-  yield {
-    text: `UPDATE troupe_sessions SET head_seq = ?, active_turn_id = ?, open_callbacks = ?, title = ?,
-      archived = ?, closed = ?, ready_count = ready_count - ?, inbox_head = inbox_head + ?, updated_at = ?
-    WHERE id = ?`,
-    params: [
-      head.headSeq,
-      head.activeTurnId,
-      head.openCallbacks - closedCallbacks,
-      head.title,
-      head.archived ? 1 : 0,
-      head.closed ? 1 : 0,
-      commit.consumes.length,
-      admits.length,
-      at,
-      commit.sessionId
-    ]
-  }
+  const projection = project(commit.sessionId, headOf(row, headSeq), commit.records, at)
+  if (commit.records.length > 0) yield logStep(commit, headSeq, at)
+  if (projection.operations.length > 0) yield operationsStep(commit, projection)
+  if (projection.callbacksOpened.length > 0) yield callbacksOpenedStep(projection)
+  const closedCallbacks = projection.callbacksClosed.length === 0 ? 0 : (yield callbacksClosedStep(commit, projection)).length
+  yield sessionStep(commit, projection.head, closedCallbacks, admits.length, at)
   yield {
     text: `INSERT INTO troupe_commits (commit_id, session_id, first_seq, head_seq, at) VALUES (?, ?, ?, ?, ?)`,
-    params: [commit.commitId, commit.sessionId, headSeq + 1, head.headSeq, at]
+    params: [commit.commitId, commit.sessionId, headSeq + 1, projection.head.headSeq, at]
   }
   return Either.right(
-    Trusted.make(CommitReceipt, { commitId: commit.commitId, sessionId: commit.sessionId, firstSeq: headSeq + 1, headSeq: head.headSeq, at })
+    Trusted.make(CommitReceipt, {
+      commitId: commit.commitId,
+      sessionId: commit.sessionId,
+      firstSeq: headSeq + 1,
+      headSeq: projection.head.headSeq,
+      at
+    })
   )
 }
+
+// The statements after the fences, built out of the generator: each of its yields saves and
+// restores every live local, so the less it holds and inlines, the smaller its optimized code.
+
+/** The columns of the locked row that the log determines, as `project` takes them. */
+const headOf = (row: HeadRow, headSeq: number): Head => ({
+  headSeq,
+  activeTurnId: row.active_turn_id as TurnId | null,
+  openCallbacks: Number(row.open_callbacks),
+  title: row.title,
+  archived: Number(row.archived) === 1,
+  closed: Number(row.closed) === 1
+})
+
+const logStep = (commit: Commit, headSeq: number, at: number): Step => {
+  const records = commit.records
+  const params: Array<unknown> = []
+  for (let i = 0; i < records.length; i++) {
+    params.push(commit.sessionId, headSeq + 1 + i, at, commit.commitId, toJsonText(records[i]!))
+  }
+  return { text: logText(records.length), params }
+}
+
+// Indexed loops: a `for…of` compiles to the iterator protocol inside a try/finally.
+const operationsStep = (commit: Commit, projection: Projection): Step => {
+  const changes = projection.operations
+  const params: Array<unknown> = []
+  for (let i = 0; i < changes.length; i++) {
+    const row = operationRow(commit.sessionId, changes[i]!)
+    for (let c = 0; c < operationColumns.length; c++) params.push(row[operationColumns[c]!])
+  }
+  return { text: operationsText(changes.length), params }
+}
+
+const callbacksOpenedStep = (projection: Projection): Step => {
+  const opened = projection.callbacksOpened
+  const params: Array<unknown> = []
+  for (let i = 0; i < opened.length; i++) {
+    const row = callbackRow(opened[i]!)
+    for (let c = 0; c < callbackColumns.length; c++) params.push(row[callbackColumns[c]!])
+  }
+  return { text: callbacksOpenedText(opened.length), params }
+}
+
+const callbacksClosedStep = (commit: Commit, projection: Projection): Step => ({
+  text: callbacksClosedText(projection.callbacksClosed.length),
+  params: [commit.sessionId, ...projection.callbacksClosed]
+})
+
+/** The session row after the commit: `closedCallbacks` of its closed callbacks were open. */
+const sessionStep = (commit: Commit, head: Head, closedCallbacks: number, admitted: number, at: number): Step => ({
+  text: `UPDATE troupe_sessions SET head_seq = ?, active_turn_id = ?, open_callbacks = ?, title = ?,
+      archived = ?, closed = ?, ready_count = ready_count - ?, inbox_head = inbox_head + ?, updated_at = ?
+    WHERE id = ?`,
+  params: [
+    head.headSeq,
+    head.activeTurnId,
+    head.openCallbacks - closedCallbacks,
+    head.title,
+    head.archived ? 1 : 0,
+    head.closed ? 1 : 0,
+    commit.consumes.length,
+    admitted,
+    at,
+    commit.sessionId
+  ]
+})

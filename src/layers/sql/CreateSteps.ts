@@ -8,6 +8,7 @@ import * as Either from "effect/Either"
 import { Conflict, SessionNotFound } from "../../schema/Errors.js"
 import { type SessionId } from "../../schema/Ids.js"
 import { toJsonText } from "../../schema/Record.js"
+import type { Principal } from "../../schema/Principal.js"
 import { Session } from "../../schema/Session.js"
 import { agentJson, createdRecord, draft, printOf, tenantOf } from "../../internal/SessionDraft.js"
 import { type CreateSession } from "../../services/SessionStore.js"
@@ -44,6 +45,15 @@ const createdText = SqlStatements.shaped((atText: string) =>
   `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES (?, 1, ${atText}, ?, ?)`
 )
 
+/** A principal's stored JSON, encoded once per principal: a caller's sessions share its principal. */
+const principalTexts = new WeakMap<Principal, string>()
+
+const principalJson = (principal: Principal): string => {
+  let text = principalTexts.get(principal)
+  if (text === undefined) principalTexts.set(principal, text = JSON.stringify(encodePrincipal(principal)))
+  return text
+}
+
 /** The insert of a new session row; it returns the id, or no row when the id, key or alias is taken. */
 export const insertSession = (row: NewRow): Step => {
   const session = row.session
@@ -53,7 +63,7 @@ export const insertSession = (row: NewRow): Step => {
       session.id,
       session.principal.workspaceId.toLowerCase(),
       row.tenant,
-      JSON.stringify(encodePrincipal(session.principal)),
+      principalJson(session.principal),
       agentJson(session.agent),
       session.parentId,
       session.rootId,

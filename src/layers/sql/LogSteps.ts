@@ -9,7 +9,7 @@ import { InboxItem } from "../../schema/Inbox.js"
 import { fromJsonText, LogPage, LogRecord } from "../../schema/Record.js"
 import * as Trusted from "../../schema/Trusted.js"
 import type { Step } from "./Steps.js"
-import { decodeCommand } from "./Rows.js"
+import { commandOf } from "./Rows.js"
 
 /** A row of `troupe_log` as the reads select it. */
 export interface LogRow {
@@ -62,6 +62,6 @@ export const inboxItemsOf = (sessionId: SessionId, rows: ReadonlyArray<InboxRow>
       sessionId,
       position: Number(row.position),
       receivedAt: Number(row.received_at),
-      command: decodeCommand(JSON.parse(row.command))
+      command: commandOf(row.command)
     }, true)
   )

@@ -60,6 +60,32 @@ export interface Driver {
 /** How a transaction went: its value, or what it threw. */
 export type Outcome = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown }
 
+// A batch's parts are functions of their own, with indexed loops (a `for…of` compiles to the
+// iterator protocol inside a try/finally): one body holding them all compiled into one large piece.
+
+/** Runs each item in a savepoint of the batch's transaction, keeping its outcome. */
+const runEach = (driver: Driver, pending: ReadonlyArray<Waiting>) => {
+  for (let i = 0; i < pending.length; i++) {
+    const item = pending[i]!
+    try {
+      item.outcome = { ok: true, value: driver.inSavepoint(item.run) }
+    } catch (error) {
+      // A failure that ended the whole transaction takes the batch with it.
+      if (!driver.inTransaction()) throw error
+      item.outcome = { ok: false, error }
+    }
+  }
+}
+
+/** Marks every item done and resumes its waiters. */
+const resumeAll = (pending: ReadonlyArray<Waiting>) => {
+  for (let i = 0; i < pending.length; i++) {
+    const item = pending[i]!
+    item.done = true
+    for (let r = 0; r < item.resume.length; r++) item.resume[r]!()
+  }
+}
+
 /**
  * The group: a function `(key, solo, grouped, settle)` that returns the
  * effect of one write transaction for the session `key`. `solo(clock)` runs
@@ -85,24 +111,11 @@ export const make = (driver: Driver, options: Options = {}) => {
     const pending = items.filter((item) => !item.done)
     if (pending.length === 0) return
     try {
-      driver.inOneTransaction(() => {
-        for (const item of pending) {
-          try {
-            item.outcome = { ok: true, value: driver.inSavepoint(item.run) }
-          } catch (error) {
-            // A failure that ended the whole transaction takes the batch with it.
-            if (!driver.inTransaction()) throw error
-            item.outcome = { ok: false, error }
-          }
-        }
-      })
+      driver.inOneTransaction(() => runEach(driver, pending))
     } catch (error) {
-      for (const item of pending) item.outcome = { ok: false, error }
+      for (let i = 0; i < pending.length; i++) pending[i]!.outcome = { ok: false, error }
     }
-    for (const item of pending) {
-      item.done = true
-      for (const resume of item.resume) resume()
-    }
+    resumeAll(pending)
     try {
       options.onBatch?.(pending.length)
     } catch {
