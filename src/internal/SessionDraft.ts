@@ -11,7 +11,7 @@ import { SpawnRefused } from "../schema/Errors.js"
 import type { SessionId } from "../schema/Ids.js"
 import { canonical } from "../schema/Json.js"
 import { SubagentPolicy } from "../schema/Policy.js"
-import { Principal } from "../schema/Principal.js"
+import { type Principal, principalFields } from "../schema/Principal.js"
 import { inherit, type ToolsetRef } from "../schema/Toolset.js"
 import { ChildSpawned, SessionCreated } from "../schema/Record.js"
 import { Session } from "../schema/Session.js"
@@ -40,7 +40,6 @@ export const policyOf = (input: CreateSession, parent: Session | undefined): Sub
     : input.subagentPolicy ?? input.agent.subagentPolicy ?? (childAgentNames(input.agent).length > 0 ? defaultSubagentPolicy : null)
 
 const encodeAgent = Schema.encodeSync(Agent)
-const encodePrincipal = Schema.encodeSync(Principal)
 const encodeBudgets = Schema.encodeSync(Budgets)
 const encodePolicy = Schema.encodeSync(SubagentPolicy)
 
@@ -81,7 +80,7 @@ export const agentJson = (agent: Agent): string => {
 export const fingerprint = (input: CreateSession): string =>
   `{"agent":${agentText(input.agent)},${
     canonical({
-      principal: encodePrincipal(input.principal),
+      principal: principalFields(input.principal),
       title: input.title ?? null,
       parentId: input.parentId ?? null,
       alias: input.alias ?? null,

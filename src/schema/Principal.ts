@@ -36,6 +36,21 @@ export class Principal extends Schema.Class<Principal>("troupe/Principal")(
 /** Decodes unknown input into a `Principal`, refusing excess properties. */
 export const decodePrincipal = Schema.decodeUnknown(Principal, { onExcessProperty: "error" })
 
+/**
+ * A principal's encoded form, as `Schema.encodeSync(Principal)` gives it (the same keys in the same
+ * order), without its checks: a `Principal` was checked when it was made, and its fields are their
+ * own encoded form. Stores write it once per session (its row, the create's fingerprint).
+ */
+export const principalFields = (principal: Principal): typeof Principal.Encoded =>
+  principal.userId === undefined
+    ? { customerId: principal.customerId, organizationId: principal.organizationId, workspaceId: principal.workspaceId }
+    : {
+      customerId: principal.customerId,
+      organizationId: principal.organizationId,
+      workspaceId: principal.workspaceId,
+      userId: principal.userId
+    }
+
 /** The namespace of troupe's name-based UUIDs (the local principal's). */
 export const NAMESPACE = "6f1d7c52-3f0e-4b8e-9a4c-2d6f3b1e8a57"
 

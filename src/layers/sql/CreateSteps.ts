@@ -8,14 +8,14 @@ import * as Either from "effect/Either"
 import { Conflict, SessionNotFound } from "../../schema/Errors.js"
 import { type SessionId } from "../../schema/Ids.js"
 import { toJsonText } from "../../schema/Record.js"
-import type { Principal } from "../../schema/Principal.js"
+import { principalFields } from "../../schema/Principal.js"
 import { Session } from "../../schema/Session.js"
 import { agentJson, createdRecord, draft, printOf, tenantOf } from "../../internal/SessionDraft.js"
 import { type CreateSession } from "../../services/SessionStore.js"
 import * as SqlStatements from "./SqlStatements.js"
 import type { Clock } from "./Dialect.js"
 import type { Step, Steps } from "./Steps.js"
-import { encodeBudgets, encodePolicy, encodePrincipal, sessionColumns, sessionOf, type SessionRow } from "./Rows.js"
+import { encodeBudgets, encodePolicy, sessionColumns, sessionOf, type SessionRow } from "./Rows.js"
 
 /** What a new session row holds besides the session itself. */
 interface NewRow {
@@ -45,15 +45,6 @@ const createdText = SqlStatements.shaped((atText: string) =>
   `INSERT INTO troupe_log (session_id, seq, at, commit_id, body) VALUES (?, 1, ${atText}, ?, ?)`
 )
 
-/** A principal's stored JSON, encoded once per principal: a caller's sessions share its principal. */
-const principalTexts = new WeakMap<Principal, string>()
-
-const principalJson = (principal: Principal): string => {
-  let text = principalTexts.get(principal)
-  if (text === undefined) principalTexts.set(principal, text = JSON.stringify(encodePrincipal(principal)))
-  return text
-}
-
 /** The insert of a new session row; it returns the id, or no row when the id, key or alias is taken. */
 export const insertSession = (row: NewRow): Step => {
   const session = row.session
@@ -63,7 +54,7 @@ export const insertSession = (row: NewRow): Step => {
       session.id,
       session.principal.workspaceId.toLowerCase(),
       row.tenant,
-      principalJson(session.principal),
+      JSON.stringify(principalFields(session.principal)),
       agentJson(session.agent),
       session.parentId,
       session.rootId,

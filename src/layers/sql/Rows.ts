@@ -79,7 +79,6 @@ export const commandOf = (text: string): Command => {
 
 export { commandText, encodeCommand }
 
-export const encodePrincipal = Schema.encodeSync(Principal)
 
 export const encodeBudgets = Schema.encodeSync(Budgets)
 
