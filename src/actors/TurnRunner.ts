@@ -113,27 +113,11 @@ interface Turn {
 }
 
 /**
- * Makes one model call of the turn: its start goes into `pending` with what it
- * took (the messages and the waiting steers it was sent), so a fold of the log
- * gives the conversation it saw; text deltas are published as they come.
+ * Makes one model call of the turn (`modelRequest`); text deltas are published as they come.
  */
 const callModel = (t: Turn, operationId: OperationId): Effect.Effect<Either.Either<Model.Reply, ModelError>> => {
   const { ctx, model } = t
-  const { agent, plan } = t.charge
-  const prompt = ctx.prompt(t.pending.peek())
-  const tools = Compaction.offered(plan.tools, plan.compaction, prompt.archived)
-  t.pending.add(modelCallStarted(ctx, agent, operationId, prompt, tools.length))
-  const request = Model.withHistory({
-    model: agent.model.name,
-    instructions: agent.instructions,
-    tools,
-    settings: plan.settings,
-    sessionId: ctx.sessionId,
-    turnId: ctx.turnId,
-    agentName: agent.name,
-    // The reply's text is the output only when a reply without tool calls ends the turn.
-    ...(agent.output !== undefined && plan.noToolPolicy === "finish" ? { output: agent.output } : {})
-  }, prompt.messages)
+  const request = modelRequest(t, operationId)
   const replying = replyGatherer(ctx)
   return ctx.beforeOperation(
     model.whole !== undefined
@@ -145,6 +129,29 @@ const callModel = (t: Turn, operationId: OperationId): Effect.Effect<Either.Eith
     Effect.match({ onFailure: Either.left, onSuccess: () => Either.right(replying.reply()) }),
     Telemetry.withOperationSpan("model", { ...t.spanIds, operationId }, { "troupe.model": request.model })
   )
+}
+
+/**
+ * The request of a model call made now; its start goes into `pending` with what it takes (the
+ * messages and the waiting steers it is sent), so a fold of the log gives the conversation it saw.
+ */
+const modelRequest = (t: Turn, operationId: OperationId): Model.Request => {
+  const { ctx } = t
+  const { agent, plan } = t.charge
+  const prompt = ctx.prompt(t.pending.peek())
+  const tools = Compaction.offered(plan.tools, plan.compaction, prompt.archived)
+  t.pending.add(modelCallStarted(ctx, agent, operationId, prompt, tools.length))
+  return Model.withHistory({
+    model: agent.model.name,
+    instructions: agent.instructions,
+    tools,
+    settings: plan.settings,
+    sessionId: ctx.sessionId,
+    turnId: ctx.turnId,
+    agentName: agent.name,
+    // The reply's text is the output only when a reply without tool calls ends the turn.
+    ...(agent.output !== undefined && plan.noToolPolicy === "finish" ? { output: agent.output } : {})
+  }, prompt.messages)
 }
 
 /** The start of a model call, with what it takes: the messages, tools, steers and child results it is sent. */
@@ -268,35 +275,33 @@ export const run = (ctx: TurnContext) =>
 
 /**
  * The turn's cycles, each a model call (or its receipt) and what its reply asks for, until one ends
- * the turn. Only the waiting is here; what each step decides is in plain functions of the turn.
+ * the turn. Only the waiting is here, at as few yields as it takes (each one costs the optimised
+ * code a resume point); what each step decides is in plain functions of the turn.
  */
 const cycles = (t: Turn) =>
   Effect.gen(function*() {
     for (let call = 0;; call++) {
-      const previous = t.reusable[call]
-      let operationId: OperationId
-      let outcome: Either.Either<Model.Reply, ModelError>
-      if (previous !== undefined) {
-        operationId = previous.operationId
-        outcome = Either.right(previous.output as Model.Reply)
-      } else {
-        const refused = refusedBeforeCall(t, call)
-        if (refused !== undefined) return yield* refused
+      // Undefined: the turn makes a new model call.
+      let next: Effect.Effect<Next> | Work | undefined = t.reusable[call] !== undefined ? reused(t, call) : refusedBeforeCall(t, call)
+      if (next === undefined) {
         yield* t.compactor.beforeModelCall
-        operationId = yield* makeOperationId
-        outcome = yield* callModel(t, operationId)
+        const operationId = yield* makeOperationId
+        next = replied(t, call, operationId, yield* callModel(t, operationId), true)
       }
-      const next = replied(t, call, operationId, outcome, previous === undefined)
-      if (Effect.isEffect(next)) {
-        if ((yield* next) === AGAIN) continue
-        return
+      if (!Effect.isEffect(next)) {
+        next = afterTools(t, next, next.calls.length === 0 ? [] : yield* t.tools.runCalls(next.calls, next.requestedBy))
       }
-      const outcomes = next.calls.length === 0 ? [] : yield* t.tools.runCalls(next.calls, operationId)
-      if ((yield* afterTools(t, next, operationId, outcomes)) !== AGAIN) return
+      if ((yield* next) !== AGAIN) return
     }
   })
 
-/** The end of a turn that may not make its next model call: out of cycles or of budget. */
+/** The reply of the turn's model call `call`, reused from its receipt. */
+const reused = (t: Turn, call: number) => {
+  const receipt = t.reusable[call]!
+  return replied(t, call, receipt.operationId, Either.right(receipt.output as Model.Reply), false)
+}
+
+/** The end of a turn that may not make its next model call (out of cycles or of budget), if so. */
 const refusedBeforeCall = (t: Turn, call: number): Effect.Effect<void> | undefined => {
   const { plan } = t.charge
   if (call >= plan.maxCycles) {
@@ -308,6 +313,8 @@ const refusedBeforeCall = (t: Turn, call: number): Effect.Effect<void> | undefin
 
 /** The tool calls of a reply the turn runs before it goes on: those of the reply but its finish and its transfers. */
 interface Work {
+  /** The model call whose reply it is. */
+  readonly requestedBy: OperationId
   readonly reply: Model.Reply
   readonly calls: ReadonlyArray<Model.ToolCall>
   readonly finish: Model.ToolCall | undefined
@@ -353,7 +360,7 @@ const replied = (
     const batch = TurnMeter.checkBeforeToolBatch(plan.budgets, ctx.meter, calls.map((c) => c.name), t.now())
     if (batch !== undefined) return t.endings.exhausted(batch)
   }
-  return { reply, calls, finish, transfers, wentOn }
+  return { requestedBy: operationId, reply, calls, finish, transfers, wentOn }
 }
 
 /** What a reply without tool calls asks for, by the plan's `noToolPolicy`. */
@@ -375,8 +382,9 @@ const withoutTools = (t: Turn, call: number, operationId: OperationId, reply: Mo
 }
 
 /** After a reply's tool calls ran: its finish, a terminal tool's output, the budget, or its transfers. */
-const afterTools = (t: Turn, work: Work, operationId: OperationId, outcomes: ReadonlyArray<ToolOutcome>): Effect.Effect<Next> => {
+const afterTools = (t: Turn, work: Work, outcomes: ReadonlyArray<ToolOutcome>): Effect.Effect<Next> => {
   const { meter } = t.ctx
+  const operationId = work.requestedBy
   const { plan } = t.charge
   for (const toolCall of work.calls) meter.addToolCall(toolCall.name)
   if (work.finish !== undefined) return finalize(t, work.reply, operationId, work.wentOn, work.finish)
