@@ -401,14 +401,17 @@ const endedEntry = (entry: OperationEntry, body: OperationCompleted | OperationU
   }
 }
 
-/** A model call ended: a reply joins the transcript, and its tool calls wait for answers. */
-const modelCallEnded = (
+/** A step of the fold after an operation `entry` of `active` ended (`operations`: with it ended). */
+type EndedStep = (
   state: SessionState,
   active: ActiveTurn,
   operations: ReadonlyArray<OperationEntry>,
   entry: OperationEntry,
   seq: number
-): SessionState => {
+) => SessionState
+
+/** A model call ended: a reply joins the transcript, and its tool calls wait for answers. */
+const modelCallEnded: EndedStep = (state, active, operations, entry, seq) => {
   if (entry.status !== "completed" || entry.isError) return next(state, seq, activeWith(active, operations, active.steers, active.unanswered))
   const reply = replyOf(entry.output)
   const transcript = Transcript.append(state.transcript, {
@@ -420,13 +423,7 @@ const modelCallEnded = (
 }
 
 /** A tool call (or a compaction's summary call) ended: a tool's result (or the unknown outcome) answers its call. */
-const toolCallEnded = (
-  state: SessionState,
-  active: ActiveTurn,
-  operations: ReadonlyArray<OperationEntry>,
-  entry: OperationEntry,
-  seq: number
-): SessionState => {
+const toolCallEnded: EndedStep = (state, active, operations, entry, seq) => {
   const completed = entry.status === "completed"
   let transcript = state.transcript
   let unanswered = active.unanswered
