@@ -233,11 +233,14 @@ const parkedOn = (meter: TurnMeter.TurnMeter) => <A>(effect: Effect.Effect<A>) =
       Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => meter.addParked(now - from)))
     ))
 
+/** The services a turn reads from its fiber's context. */
+type Services = Model.Model | Toolkit | CostMeter | Guardrails
+
 /** Runs one turn to its end, resuming from the receipts and callbacks it is given. */
 export const run = (ctx: TurnContext) =>
   // The services read from the context in place: one Effect step rather than one (and its continuation) per tag.
-  Effect.withFiberRuntime<void, never, Model.Model | Toolkit | CostMeter | Guardrails | Effect.Effect.Context<ReturnType<typeof Compactor.make>>>((fiber) => {
-    const services = fiber.currentContext as Context.Context<Model.Model | Toolkit | CostMeter | Guardrails>
+  Effect.withFiberRuntime<void, never, Services | Effect.Effect.Context<ReturnType<typeof Compactor.make>>>((fiber) => {
+    const services = fiber.currentContext as Context.Context<Services>
     const model = Context.get(services, Model.Model)
     const clock = ctx.clock
     const now = () => clock.unsafeCurrentTimeMillis()
@@ -246,9 +249,11 @@ export const run = (ctx: TurnContext) =>
     const spanIds = { sessionId: ctx.sessionId, turnId, epoch: ctx.epoch }
     const pending = makePending()
     return Effect.flatMap(Compactor.make(ctx, { model, pending, meter, spanIds, inCharge: () => charge }), (compactor) => {
-      const toolkit = compactor.toolkit(Context.get(services, Toolkit))
+      const toolkit = Context.get(services, Toolkit)
       const parked = parkedOn(meter)
-      const toolsOf = (plan: TurnPlan) => ToolCalls.make(plan === ctx.plan ? ctx : { ...ctx, plan }, { toolkit, pending, parked, spanIds })
+      // The toolkit wrapped again for each agent in charge: its compaction settings say whether `read_artifact` is offered.
+      const toolsOf = (plan: TurnPlan) =>
+        ToolCalls.make(plan === ctx.plan ? ctx : { ...ctx, plan }, { toolkit: compactor.toolkit(toolkit), pending, parked, spanIds })
       const t: Turn = {
         ctx,
         model,
