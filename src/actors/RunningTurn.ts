@@ -16,10 +16,11 @@ import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type { Agent, ModelSettings, ToolSpec } from "../schema/Agent.js"
 import type { Budgets } from "../schema/Budget.js"
-import { type CallbackRequest, OpenCallback } from "../schema/Callback.js"
+import { OpenCallback } from "../schema/Callback.js"
 import type { AssistantDelta } from "../schema/Event.js"
 import { type CallbackId, makeCallbackId, type OperationId, type SessionId } from "../schema/Ids.js"
 import type { CommitReceipt } from "../schema/Lease.js"
+import type { RunOptions } from "../schema/Run.js"
 import { CallbackOpened, type RecordBody, type TurnStarted } from "../schema/Record.js"
 import type { CallbackBroker } from "../services/CallbackBroker.js"
 import * as Telemetry from "../services/Telemetry.js"
@@ -143,152 +144,229 @@ const inputSignal = () => {
   return { next, signal }
 }
 
+/**
+ * What a running turn's parts share and change: whether it waits for the user, why the actor
+ * interrupted it, and the agent in charge's layers (children inherit them; a handoff changes them).
+ */
+interface Running {
+  readonly host: Host
+  readonly started: TurnStarted
+  /** Signalled when a steer or a child result for the turn is committed. */
+  readonly inputs: ReturnType<typeof inputSignal>
+  /** True while the turn waits for the user (`wait_user`). */
+  waitingForUser: boolean
+  /** Set only when the actor decided to end the turn: a host that stops interrupts it with none (it resumes elsewhere). */
+  interruptedFor: string | undefined
+  /** The permission layers of the agent in charge. */
+  layers: TurnPlan.TurnPlan["layers"]
+  /** The run options children get, made from `layers` when first asked for (most turns spawn none). */
+  childRun: RunOptions | undefined
+}
+
+/** What a turn's body needs from the actor's context. */
+type Services = Effect.Effect.Context<ReturnType<typeof TurnRunner.run>>
+
 /** Starts `started` as a turn of the actor (`resumed`: a turn a previous owner left active). */
-export const start = (host: Host, started: TurnStarted, resumed: boolean) =>
-  Effect.gen(function*() {
-    const { sessionId, slot } = host
-    const turnId = started.turnId
+export const start = (host: Host, started: TurnStarted, resumed: boolean): Effect.Effect<RunningTurn, never, Services> =>
+  Effect.suspend(() => {
     const state = host.state()
-    const callbacks = resumed ? SessionState.callbacksOf(state, turnId) : []
-    // A resumed turn's open callbacks wait for answers again, and are offered to providers again.
-    for (const entry of callbacks) {
-      if (entry.status !== "open") continue
-      host.answers(entry.opened.callbackId)
-      yield* host.broker.dispatch(entry.opened)
+    const callbacks = resumed ? SessionState.callbacksOf(state, started.turnId) : []
+    // Most turns: no callback to offer again, no toolsets to list.
+    if (host.toolsets === undefined && !callbacks.some((entry) => entry.status === "open")) {
+      return launch(host, started, resumed, state, callbacks, meterOf(host), [])
     }
-    const meter = TurnMeter.make(host.clock.unsafeCurrentTimeMillis())
-    // Signalled when a steer or a child result for the turn is committed.
-    const inputs = inputSignal()
-    const nextInput = inputs.next
-    let waitingForUser = false
-    // Set only when the actor decided to end the turn: a host that stops interrupts it with none (it resumes elsewhere).
-    let interruptedFor: string | undefined
-
-    const expiry = (callbackId: CallbackId, operationId: OperationId, expiresAt: number | undefined) =>
-      expiresAt === undefined
-        ? undefined
-        : ApprovalTimeout.expireAt({ sessionId, callbackId, turnId, operationId, expiresAt }, host.subagents.store, host.wake)
-
-    const openCallback = (
-      operationId: OperationId,
-      request: CallbackRequest,
-      records: ReadonlyArray<RecordBody>,
-      expiresAt?: number | undefined
-    ) =>
-      Effect.gen(function*() {
-        const callbackId = yield* makeCallbackId
-        // Waited on before the commit, so an answer applied right after it finds the turn parked.
-        const answer = host.answers(callbackId)
-        const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request, expiresAt }, true)
-        const receipt = yield* host.commit([...records, opened])
-        yield* host.beforeOperation(host.broker.dispatch(
-          new OpenCallback({
-            callbackId,
-            sessionId,
-            turnId,
-            operationId,
-            kind: request._tag,
-            request,
-            openedSeq: receipt.headSeq,
-            openedAt: receipt.at
-          }, true)
-        ))
-        return yield* slot.park(ApprovalTimeout.awaitAnswer(Deferred.await(answer), expiry(callbackId, operationId, expiresAt)))
-      })
-
-    const awaitSteers = slot.park(Effect.gen(function*() {
-      waitingForUser = true
-      // Messages queued behind the turn are now its answer: the inbox is read again.
-      yield* host.wake
-      while (SessionState.waitingInputs(host.state(), []) === 0) yield* nextInput
-    })).pipe(Effect.ensuring(Effect.sync(() => (waitingForUser = false))))
-
-    const builtins = SubagentTools.specsFor(host.session)
-    // The toolsets' tools as listed now: a list that changes is read again at the next turn.
-    const listed = host.toolsets === undefined ? [] : yield* host.toolsets.specs
-    const offered = listed.length === 0 ? builtins : [...builtins, ...listed]
-    const planFor = planner(host, started, offered)
-    const plan = planFor(host.agent)
-    // The layers children inherit are those of the agent in charge: a handoff changes them (`planFor` below).
-    let childRun = ToolPolicy.childRun(plan.layers, started.run)
-    const env: SubagentTools.Env = {
-      ...host.subagents,
-      session: host.session,
-      turnId,
-      state: host.state,
-      awaitResult: slot.park(nextInput),
-      interruptReason: () => interruptedFor,
-      commit: (records) => Effect.asVoid(host.commit(records)),
-      get childRun() {
-        return childRun
+    return Effect.gen(function*() {
+      // A resumed turn's open callbacks wait for answers again, and are offered to providers again.
+      for (const entry of callbacks) {
+        if (entry.status !== "open") continue
+        host.answers(entry.opened.callbackId)
+        yield* host.broker.dispatch(entry.opened)
       }
-    }
-    const subagents = builtins.length === 0 ? undefined : SubagentTools.make(env)
-    const body = TurnRunner.run({
-      sessionId,
-      turnId,
-      principal: host.session.principal,
-      agentPath: host.session.agentPath,
-      rootId: host.session.rootId,
-      epoch: host.epoch,
-      clock: host.clock,
-      agent: host.agent,
-      plan,
-      planFor: (agent) => {
-        const handedTo = planFor(agent)
-        childRun = ToolPolicy.childRun(handedTo.layers, started.run)
-        return handedTo
-      },
-      message: started.text,
-      agentTools: AgentTool.make(env),
-      prompt: (pending) => promptOf(host.state(), pending),
-      view: (pending) => viewOf(host.state(), pending),
-      waitingSteers: (pending) => SessionState.waitingInputs(host.state(), pending),
-      receipts: resumed ? SessionState.receiptsOf(state) : [],
-      callbacks: callbacks.map((entry) => ({
-        callbackId: entry.opened.callbackId,
-        operationId: entry.opened.operationId,
-        kind: entry.opened.kind,
-        status: entry.status,
-        result: entry.result,
-        expiresAt: entry.expiresAt
-      })),
-      meter,
-      approved: (toolName) => HashSet.has(host.state().approvals, toolName),
-      // The receipt is the turn's to ignore: no `asVoid` step per commit.
-      commit: host.commit,
-      beforeOperation: host.beforeOperation,
-      publish: host.broadcast,
-      awaitSteers,
-      openCallback,
-      awaitCallback: (callbackId) => {
-        const opened = callbacks.find((entry) => entry.opened.callbackId === callbackId)
-        const answer = Deferred.await(host.answers(callbackId))
-        return slot.park(ApprovalTimeout.awaitAnswer(
-          answer,
-          opened === undefined ? undefined : expiry(callbackId, opened.opened.operationId, opened.expiresAt)
-        ))
-      },
-      subagents,
-      toolsets: host.toolsets
-    }).pipe(
-      Telemetry.withTurnSpan({ sessionId, turnId, epoch: host.epoch }, { "troupe.resumed": resumed }),
-      // The events a turn emits (compaction, refused spawns) are excluded when its sender asked so.
-      Telemetry.withExcluded(started.excludeFromAnalytics === true),
-      Effect.ensuring(host.ended),
-      Effect.catchAllDefect(host.die)
-    )
-    const fiber = yield* Effect.forkIn(body, host.scope)
-    return {
+      const meter = meterOf(host)
+      // The toolsets' tools as listed now: a list that changes is read again at the next turn.
+      const listed = host.toolsets === undefined ? [] : yield* host.toolsets.specs
+      return yield* launch(host, started, resumed, state, callbacks, meter, listed)
+    })
+  })
+
+const meterOf = (host: Host) => TurnMeter.make(host.clock.unsafeCurrentTimeMillis())
+
+/** Forks the turn's body in the actor's scope; `listed`: the toolsets' tools. */
+const launch = (
+  host: Host,
+  started: TurnStarted,
+  resumed: boolean,
+  state: SessionState.SessionState,
+  callbacks: ReadonlyArray<SessionState.CallbackEntry>,
+  meter: TurnMeter.TurnMeter,
+  listed: ReadonlyArray<ToolSpec>
+): Effect.Effect<RunningTurn, never, Services> => {
+  const builtins = SubagentTools.specsFor(host.session)
+  const planFor = planner(host, started, listed.length === 0 ? builtins : [...builtins, ...listed])
+  const plan = planFor(host.agent)
+  const running: Running = {
+    host,
+    started,
+    inputs: inputSignal(),
+    waitingForUser: false,
+    interruptedFor: undefined,
+    layers: plan.layers,
+    childRun: undefined
+  }
+  const env = subagentEnv(running)
+  const ctx = turnContext(running, resumed, state, callbacks, meter, plan, planFor, env, builtins.length === 0 ? undefined : SubagentTools.make(env))
+  // `succeed` in a flatMap rather than a `map`: one Effect step less (a map's function runs in a step of its own).
+  return Effect.flatMap(Effect.forkIn(turnBody(running, resumed, ctx), host.scope), (fiber) =>
+    Effect.succeed({
       started,
       fiber,
       meter,
-      waitingForUser: () => waitingForUser,
-      steered: inputs.signal,
-      interrupt: (reason) =>
+      waitingForUser: () => running.waitingForUser,
+      steered: running.inputs.signal,
+      interrupt: (reason: string) =>
         Effect.suspend(() => {
-          interruptedFor = reason
+          running.interruptedFor = reason
           return Fiber.interrupt(fiber)
         })
-    } satisfies RunningTurn
+    }))
+}
+
+/** What the `agents.*` tools and the agent tools of the turn run on. */
+const subagentEnv = (running: Running): SubagentTools.Env => {
+  const { host, started } = running
+  return {
+    ...host.subagents,
+    session: host.session,
+    turnId: started.turnId,
+    state: host.state,
+    awaitResult: host.slot.park(running.inputs.next),
+    interruptReason: () => running.interruptedFor,
+    commit: (records) => Effect.asVoid(host.commit(records)),
+    get childRun() {
+      return running.childRun ??= ToolPolicy.childRun(running.layers, started.run)
+    }
+  }
+}
+
+/** The turn's body as the actor runs it: in its span, ending the actor on a defect. */
+const turnBody = (running: Running, resumed: boolean, ctx: TurnContext.TurnContext) => {
+  const { host, started } = running
+  return TurnRunner.run(ctx).pipe(
+    Telemetry.withTurnSpan({ sessionId: host.sessionId, turnId: started.turnId, epoch: host.epoch }, { "troupe.resumed": resumed }),
+    // The events a turn emits (compaction, refused spawns) are excluded when its sender asked so.
+    Telemetry.withExcluded(started.excludeFromAnalytics === true),
+    Effect.ensuring(host.ended),
+    Effect.catchAllDefect(host.die)
+  )
+}
+
+/** What the turn is given: the conversation from the session's state, the actor's write path, callbacks that park it. */
+const turnContext = (
+  running: Running,
+  resumed: boolean,
+  state: SessionState.SessionState,
+  callbacks: ReadonlyArray<SessionState.CallbackEntry>,
+  meter: TurnMeter.TurnMeter,
+  plan: TurnPlan.TurnPlan,
+  planFor: (agent: Agent) => TurnPlan.TurnPlan,
+  env: SubagentTools.Env,
+  subagents: SubagentTools.SubagentTools | undefined
+): TurnContext.TurnContext => {
+  const { host, started } = running
+  return {
+    sessionId: host.sessionId,
+    turnId: started.turnId,
+    principal: host.session.principal,
+    agentPath: host.session.agentPath,
+    rootId: host.session.rootId,
+    epoch: host.epoch,
+    clock: host.clock,
+    agent: host.agent,
+    plan,
+    planFor: (agent) => {
+      const handedTo = planFor(agent)
+      running.layers = handedTo.layers
+      running.childRun = undefined
+      return handedTo
+    },
+    message: started.text,
+    agentTools: AgentTool.make(env),
+    prompt: (pending) => promptOf(host.state(), pending),
+    view: (pending) => viewOf(host.state(), pending),
+    waitingSteers: (pending) => SessionState.waitingInputs(host.state(), pending),
+    receipts: resumed ? SessionState.receiptsOf(state) : [],
+    callbacks: callbacks.length === 0 ? [] : callbacks.map(knownCallback),
+    meter,
+    approved: (toolName) => HashSet.has(host.state().approvals, toolName),
+    // The receipt is the turn's to ignore: no `asVoid` step per commit.
+    commit: host.commit,
+    beforeOperation: host.beforeOperation,
+    publish: host.broadcast,
+    awaitSteers: awaitSteers(running),
+    openCallback: callbackOpener(running),
+    awaitCallback: (callbackId) => {
+      const opened = callbacks.find((entry) => entry.opened.callbackId === callbackId)
+      const answer = Deferred.await(host.answers(callbackId))
+      return host.slot.park(ApprovalTimeout.awaitAnswer(
+        answer,
+        opened === undefined ? undefined : expiry(running, callbackId, opened.opened.operationId, opened.expiresAt)
+      ))
+    },
+    subagents,
+    toolsets: host.toolsets
+  }
+}
+
+const knownCallback = (entry: SessionState.CallbackEntry): TurnContext.KnownCallback => ({
+  callbackId: entry.opened.callbackId,
+  operationId: entry.opened.operationId,
+  kind: entry.opened.kind,
+  status: entry.status,
+  result: entry.result,
+  expiresAt: entry.expiresAt
+})
+
+/** Parks the turn until the user says something: messages queued behind it are its answer. */
+const awaitSteers = (running: Running): Effect.Effect<void> => {
+  const { host } = running
+  return host.slot.park(Effect.gen(function*() {
+    running.waitingForUser = true
+    // Messages queued behind the turn are now its answer: the inbox is read again.
+    yield* host.wake
+    while (SessionState.waitingInputs(host.state(), []) === 0) yield* running.inputs.next
+  })).pipe(Effect.ensuring(Effect.sync(() => (running.waitingForUser = false))))
+}
+
+/** The expiry of an approval opened with a deadline. */
+const expiry = (running: Running, callbackId: CallbackId, operationId: OperationId, expiresAt: number | undefined) =>
+  expiresAt === undefined ? undefined : ApprovalTimeout.expireAt(
+    { sessionId: running.host.sessionId, callbackId, turnId: running.started.turnId, operationId, expiresAt },
+    running.host.subagents.store,
+    running.host.wake
+  )
+
+/** The turn's `openCallback`: commits a new callback with `records`, offers it to providers, and parks until its answer. */
+const callbackOpener = (running: Running): TurnContext.TurnContext["openCallback"] => (operationId, request, records, expiresAt) =>
+  Effect.gen(function*() {
+    const { host } = running
+    const { sessionId } = host
+    const turnId = running.started.turnId
+    const callbackId = yield* makeCallbackId
+    // Waited on before the commit, so an answer applied right after it finds the turn parked.
+    const answer = host.answers(callbackId)
+    const opened = new CallbackOpened({ callbackId, turnId, operationId, kind: request._tag, request, expiresAt }, true)
+    const receipt = yield* host.commit([...records, opened])
+    yield* host.beforeOperation(host.broker.dispatch(
+      new OpenCallback({
+        callbackId,
+        sessionId,
+        turnId,
+        operationId,
+        kind: request._tag,
+        request,
+        openedSeq: receipt.headSeq,
+        openedAt: receipt.at
+      }, true)
+    ))
+    return yield* host.slot.park(ApprovalTimeout.awaitAnswer(Deferred.await(answer), expiry(running, callbackId, operationId, expiresAt)))
   })

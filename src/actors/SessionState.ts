@@ -223,23 +223,6 @@ const closingResult = (call: Model.ToolCall, end: TurnEnded): unknown =>
       }`
     ).output
 
-const replaceOperation = (
-  operations: ReadonlyArray<OperationEntry>,
-  operationId: OperationId,
-  change: (entry: OperationEntry) => OperationEntry
-): { readonly operations: ReadonlyArray<OperationEntry>; readonly entry: OperationEntry | undefined } => {
-  // The operation that ends is nearly always the newest one.
-  for (let i = operations.length - 1; i >= 0; i--) {
-    const entry = operations[i]!
-    if (entry.operationId !== operationId) continue
-    const next = operations.slice()
-    const changed = change(entry)
-    next[i] = changed
-    return { operations: next, entry: changed }
-  }
-  return { operations, entry: undefined }
-}
-
 const withoutCall = (calls: ReadonlyArray<Model.ToolCall>, callId: string) => {
   const i = calls.findIndex((call) => call.id === callId)
   return i < 0 ? calls : [...calls.slice(0, i), ...calls.slice(i + 1)]
@@ -378,12 +361,34 @@ const operationStarted = (state: SessionState, body: OperationStarted, seq: numb
   return next(state, seq, activeWith(active, [...active.operations, entry], steers, active.unanswered, results), { transcript })
 }
 
-/** An operation of the active turn ends (or its outcome is unknown): its reply or result joins the transcript. */
+/**
+ * An operation of the active turn ends (or its outcome is unknown): its reply or result joins the
+ * transcript. The step after a model call and after a tool call are functions of their own: the
+ * fold's hottest step stays small, each path compiled apart.
+ */
 const operationEnded = (state: SessionState, body: OperationCompleted | OperationUnknown, seq: number): SessionState => {
   const active = state.active
   if (active === undefined || body.turnId !== active.started.turnId) return next(state, seq, active)
+  const index = indexOfOperation(active.operations, body.operationId)
+  if (index < 0) return next(state, seq, active)
+  const operations = active.operations.slice()
+  const entry = endedEntry(operations[index]!, body, seq)
+  operations[index] = entry
+  return entry.kind === "model" ? modelCallEnded(state, active, operations, entry, seq) : toolCallEnded(state, active, operations, entry, seq)
+}
+
+/** Where the operation `operationId` is in `operations` (-1: not there). */
+const indexOfOperation = (operations: ReadonlyArray<OperationEntry>, operationId: OperationId): number => {
+  // The operation that ends is nearly always the newest one.
+  for (let i = operations.length - 1; i >= 0; i--) {
+    if (operations[i]!.operationId === operationId) return i
+  }
+  return -1
+}
+
+const endedEntry = (entry: OperationEntry, body: OperationCompleted | OperationUnknown, seq: number): OperationEntry => {
   const completed = body._tag === "operation_completed"
-  const { entry, operations } = replaceOperation(active.operations, body.operationId, (entry) => ({
+  return {
     operationId: entry.operationId,
     kind: entry.kind,
     name: entry.name,
@@ -393,23 +398,36 @@ const operationEnded = (state: SessionState, body: OperationCompleted | Operatio
     isError: completed ? body.isError : false,
     startedSeq: entry.startedSeq,
     endedSeq: seq
-  }))
-  if (entry === undefined) return next(state, seq, active)
+  }
+}
+
+/** A step of the fold after an operation `entry` of `active` ended (`operations`: with it ended). */
+type EndedStep = (
+  state: SessionState,
+  active: ActiveTurn,
+  operations: ReadonlyArray<OperationEntry>,
+  entry: OperationEntry,
+  seq: number
+) => SessionState
+
+/** A model call ended: a reply joins the transcript, and its tool calls wait for answers. */
+const modelCallEnded: EndedStep = (state, active, operations, entry, seq) => {
+  if (entry.status !== "completed" || entry.isError) return next(state, seq, activeWith(active, operations, active.steers, active.unanswered))
+  const reply = replyOf(entry.output)
+  const transcript = Transcript.append(state.transcript, {
+    role: "assistant",
+    content: reply.text,
+    toolCalls: reply.toolCalls.length > 0 ? reply.toolCalls : undefined
+  })
+  return next(state, seq, activeWith(active, operations, active.steers, reply.toolCalls), { transcript, reported: reportOf(entry, reply) })
+}
+
+/** A tool call (or a compaction's summary call) ended: a tool's result (or the unknown outcome) answers its call. */
+const toolCallEnded: EndedStep = (state, active, operations, entry, seq) => {
+  const completed = entry.status === "completed"
   let transcript = state.transcript
   let unanswered = active.unanswered
-  let reported: Reported | undefined
-  if (entry.kind === "model") {
-    if (completed && !entry.isError) {
-      const reply = replyOf(entry.output)
-      reported = reportOf(entry, reply)
-      transcript = Transcript.append(transcript, {
-        role: "assistant",
-        content: reply.text,
-        toolCalls: reply.toolCalls.length > 0 ? reply.toolCalls : undefined
-      })
-      unanswered = reply.toolCalls
-    }
-  } else if ("callId" in entry.input) {
+  if ("callId" in entry.input) {
     transcript = appendResult(
       transcript,
       toolMessage(entry.input.callId, completed ? entry.output : unknownOutcome.output),
@@ -417,16 +435,19 @@ const operationEnded = (state: SessionState, body: OperationCompleted | Operatio
     )
     unanswered = withoutCall(unanswered, entry.input.callId)
   }
-  // What `agents.wait` returned is the tool's result: those child results are taken.
-  let results = active.results
-  if (entry.kind === "tool" && entry.name === WAIT_TOOL && completed && results.length > 0) {
+  return next(state, seq, activeWith(active, operations, active.steers, unanswered, resultsLeft(state, active, entry)), { transcript })
+}
+
+/** The child results left to the turn after a tool call: what `agents.wait` or an agent tool returned is taken. */
+const resultsLeft = (state: SessionState, active: ActiveTurn, entry: OperationEntry): ReadonlyArray<ChildResultRecorded> => {
+  const results = active.results
+  if (entry.kind !== "tool" || results.length === 0) return results
+  if (entry.name === WAIT_TOOL && entry.status === "completed") {
     const waited = waitedTurns(entry.output)
-    results = results.filter((result) => !waited.has(result.turnId))
-  } else if (entry.kind === "tool" && results.length > 0) {
-    // An agent tool's result is its child's: taken too.
-    results = results.filter((result) => spawnerOf(state, result.childSessionId) !== body.operationId)
+    return results.filter((result) => !waited.has(result.turnId))
   }
-  return next(state, seq, activeWith(active, operations, active.steers, unanswered, results), { transcript, reported })
+  // An agent tool's result is its child's.
+  return results.filter((result) => spawnerOf(state, result.childSessionId) !== entry.operationId)
 }
 
 /** The active turn ends: every open tool call gets an answer, its callbacks become past ones. */

@@ -344,6 +344,9 @@ const runCalls = (c: Core, calls: ReadonlyArray<Model.ToolCall>, requestedBy: Op
     return outcomes
   })
 
+/** The tool calls of a turn (`make`). */
+export type ToolCalls = ReturnType<typeof make>
+
 /**
  * The tool calls of the turn `ctx`: `runCalls` runs (or reuses) the calls the
  * model asked for in the reply `requestedBy`, `runCall` one of them.
