@@ -99,6 +99,33 @@ export interface Options {
   readonly toolPolicy?: ToolPolicy.Rules | undefined
 }
 
+/**
+ * How the actor of `sessionId` publishes its commits: to followers here and, where the store does not
+ * signal commits itself and other processes may listen, to them.
+ */
+const publisherOf = (
+  signals: StoreSignals["Type"],
+  events: LiveEvents.LiveEvents,
+  sessionId: SessionId
+): SessionActor.Wiring["publishRecords"] =>
+  signals.shared && signals.announcesCommits
+    ? (firstSeq, at, records) => {
+      const published = events.publishRecords(sessionId)(firstSeq, at, records)
+      const announced = signals.announce(sessionId, firstSeq + records.length - 1)
+      return published === undefined ? announced : Effect.zipRight(published, announced)
+    }
+    : events.publishRecords(sessionId)
+
+/** How the actor of `sessionId` sends volatile deltas: to followers here and, best effort, in other processes. */
+const broadcasterOf = (
+  signals: StoreSignals["Type"],
+  events: LiveEvents.LiveEvents,
+  sessionId: SessionId
+): SessionActor.Wiring["broadcast"] =>
+  signals.shared
+    ? (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas))
+    : events.broadcast(sessionId)
+
 /** The timers of a host's actors, one fiber each in the host's scope: lease renewals, idle timeouts, and the inbox backstop. */
 const timers = (
   actors: ReadonlyMap<SessionId, Doorbell.Doorbell>,
@@ -186,18 +213,8 @@ export const make = (options: Options = {}) =>
       crowded: () => entries.size > maxLive && load() > maxBusy,
       slotFree: () => load() < maxBusy,
       decide: (inputId, exit) => settle(sessionId, inputId, exit),
-      // Others hear of commits (where the store does not signal them itself) and deltas only if there may be any.
-      publishRecords: signals.shared && signals.announcesCommits
-        ? (firstSeq, at, records) => {
-          const published = events.publishRecords(sessionId)(firstSeq, at, records)
-          const announced = signals.announce(sessionId, firstSeq + records.length - 1)
-          return published === undefined ? announced : Effect.zipRight(published, announced)
-        }
-        : events.publishRecords(sessionId),
-      // Volatile deltas go to followers here and, best effort, in other processes.
-      broadcast: signals.shared
-        ? (deltas) => Effect.zipRight(events.broadcast(sessionId)(deltas), signals.forward(sessionId, deltas))
-        : events.broadcast(sessionId),
+      publishRecords: publisherOf(signals, events, sessionId),
+      broadcast: broadcasterOf(signals, events, sessionId),
       changes: signals.shared ? (f) => signals.onSignal(sessionId, f) : undefined,
       wake: (other) => wake(other),
       expect,
