@@ -242,9 +242,7 @@ const subagentEnv = (running: Running): SubagentTools.Env => {
     awaitResult: host.slot.park(running.inputs.next),
     interruptReason: () => running.interruptedFor,
     commit: (records) => Effect.asVoid(host.commit(records)),
-    get childRun() {
-      return running.childRun ??= ToolPolicy.childRun(running.layers, started.run)
-    }
+    childRun: () => (running.childRun ??= ToolPolicy.childRun(running.layers, started.run))
   }
 }
 

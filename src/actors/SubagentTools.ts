@@ -113,8 +113,12 @@ export interface Env {
   readonly awaitResult: Effect.Effect<void>
   /** Why the actor interrupted this turn, once it did (an agent tool's child is interrupted for the same reason). */
   readonly interruptReason?: (() => string | undefined) | undefined
-  /** The run options of the messages sent to children: the parent turn's permission layers bind them (`ToolPolicy.childRun`). */
-  readonly childRun?: RunOptions | undefined
+  /**
+   * The run options of the messages sent to children: the parent turn's permission layers bind them
+   * (`ToolPolicy.childRun`). A function, not a getter: a getter in the object literal that makes the
+   * env (once per turn) takes V8's slow path for the whole object.
+   */
+  readonly childRun?: (() => RunOptions | undefined) | undefined
 }
 
 const SpawnArgs = Schema.Struct({ agent: Schema.String, message: Schema.String, title: Schema.optional(Schema.String) })
@@ -220,7 +224,7 @@ const sendMessage: Run = (env, call, operationId) =>
       principal: session.principal,
       parentId: session.id,
       childId: found.id,
-      message: new Message({ inputId, text: message, run: env.childRun }, true)
+      message: new Message({ inputId, text: message, run: env.childRun?.() }, true)
     }).pipe(Effect.mapError((error) => error._tag === "SpawnRefused" ? refusalOutcome(error) : errorOutcome(error.message))))
     if (decided._tag === "Left") return ok({ sessionId: found.id, busy: true })
     const decision = Option.getOrUndefined(decided.right)
@@ -328,7 +332,7 @@ const spawn = (
     const outcome = ok({ sessionId, alias } satisfies SpawnOutput)
     const spawned = yield* env.commitSpawn({
       agent,
-      message: new Message({ inputId: yield* makeInputId, text: parsed.message, run: env.childRun }, true),
+      message: new Message({ inputId: yield* makeInputId, text: parsed.message, run: env.childRun?.() }, true),
       sessionId,
       alias,
       title: parsed.title,
