@@ -619,18 +619,18 @@ const wakeLoop = <E, R>(life: Life, drain: Effect.Effect<boolean, E, R>) =>
  * it written in the loop, and compiled apart from it.
  */
 function* idle(life: Life) {
-    // Others wait for a slot (asked before this one gives its own): passivate now, not after `idleTimeout`.
-    const crowded = life.wiring.crowded()
-    yield* life.slot.give
-    if (crowded && (yield* life.held.passivate)) return true
-    yield* life.wiring.idleness.idle(life.wiring.bell)
-    const woke = yield* life.wiring.bell.wait
-    life.wiring.idleness.busy(life.wiring.bell)
-    if (life.fate.ended) return yield* Deferred.await(life.fate.fatal)
-    if (life.handOver.requested()) return true
-    if (woke === "expired" && life.actor.running === undefined && (yield* life.held.passivate)) return true
-    yield* life.slot.take
-    return false
+  // Others wait for a slot (asked before this one gives its own): passivate now, not after `idleTimeout`.
+  const crowded = life.wiring.crowded()
+  yield* life.slot.give
+  if (crowded && (yield* life.held.passivate)) return true
+  yield* life.wiring.idleness.idle(life.wiring.bell)
+  const woke = yield* life.wiring.bell.wait
+  life.wiring.idleness.busy(life.wiring.bell)
+  if (life.fate.ended) return yield* Deferred.await(life.fate.fatal)
+  if (life.handOver.requested()) return true
+  if (woke === "expired" && life.actor.running === undefined && (yield* life.held.passivate)) return true
+  yield* life.slot.take
+  return false
 }
 
 /** What a busy actor waits for: its bell; while handing over, a busy turn is looked at often (parking it wakes nobody). */
