@@ -6,14 +6,25 @@
  * @since 0.3.0
  */
 import * as Schema from "effect/Schema"
-import { Command } from "../schema/Inbox.js"
+import { Command, Message, Steer } from "../schema/Inbox.js"
 import { canonical } from "../schema/Json.js"
+import * as Trusted from "../schema/Trusted.js"
 
 /** The schema's encoder of a command. */
 export const encodeCommand = Schema.encodeSync(Command)
 
-/** The fields of a `message` or `steer` whose encoded form is the value itself (strings, a boolean). */
-const plainFields: ReadonlySet<string> = new Set(["_tag", "inputId", "text", "source", "excludeFromAnalytics"])
+/** The schema's decoder of a command. */
+export const decodeCommand = Schema.decodeUnknownSync(Command)
+
+/**
+ * The fields of a `message` or `steer` besides its tag whose encoded form is the value itself
+ * (strings, a boolean), in the schema's order: written without the encoder (`commandText`) and
+ * read back without the decoder (`commandOf`).
+ */
+const plainFields: { readonly [Tag in "message" | "steer"]: ReadonlyArray<string> } = {
+  message: ["inputId", "text", "source", "excludeFromAnalytics"],
+  steer: ["inputId", "text", "source"]
+}
 
 /**
  * A command as the inbox stores it (canonical JSON). A message or steer of
@@ -26,12 +37,32 @@ const plainFields: ReadonlySet<string> = new Set(["_tag", "inputId", "text", "so
  */
 export const commandText = (command: Command): string => {
   if (command._tag === "message" || command._tag === "steer") {
+    const fields = plainFields[command._tag]
     for (const key in command) {
-      if (!plainFields.has(key) && (command as unknown as Record<string, unknown>)[key] !== undefined) {
+      if (key !== "_tag" && !fields.includes(key) && (command as unknown as Record<string, unknown>)[key] !== undefined) {
         return canonical(encodeCommand(command))
       }
     }
     return canonical(command)
   }
   return canonical(encodeCommand(command))
+}
+
+/**
+ * A command from the canonical JSON the inbox stores (`commandText`). A message or steer of
+ * plain fields only (the turn's hot case, read once per session) was validated when it was
+ * admitted: it is revived without a second schema walk, with the fields decoding gives it in
+ * the same order; any other command (or field) goes through the schema.
+ */
+export const commandOf = (text: string): Command => {
+  const json = JSON.parse(text)
+  const fields: ReadonlyArray<string> | undefined = json._tag === "message" || json._tag === "steer"
+    ? plainFields[json._tag as "message" | "steer"]
+    : undefined
+  if (fields === undefined || !Object.keys(json).every((key) => key === "_tag" || fields.includes(key))) {
+    return decodeCommand(json)
+  }
+  const props: Record<string, unknown> = {}
+  for (let i = 0; i < fields.length; i++) if (json[fields[i]!] !== undefined) props[fields[i]!] = json[fields[i]!]
+  return json._tag === "message" ? Trusted.make(Message, props as never) : Trusted.make(Steer, props as never)
 }

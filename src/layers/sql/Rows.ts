@@ -11,14 +11,14 @@ import { Agent } from "../../schema/Agent.js"
 import { Budgets } from "../../schema/Budget.js"
 import { OpenCallback } from "../../schema/Callback.js"
 import { type SessionId, type TurnId } from "../../schema/Ids.js"
-import { Command, Message, Steer } from "../../schema/Inbox.js"
+import { type Message } from "../../schema/Inbox.js"
 import { Lease } from "../../schema/Lease.js"
 import { OperationReceipt } from "../../schema/Operation.js"
 import { SubagentPolicy } from "../../schema/Policy.js"
 import { Principal } from "../../schema/Principal.js"
 import { Session } from "../../schema/Session.js"
 import * as Trusted from "../../schema/Trusted.js"
-import { commandText, encodeCommand } from "../../internal/CommandText.js"
+import { commandOf, commandText, decodeCommand, encodeCommand } from "../../internal/CommandText.js"
 import { type OperationChange, statusOf } from "../../internal/LogProjection.js"
 
 export interface SessionRow {
@@ -50,34 +50,7 @@ export const decodeOperation = Schema.decodeUnknown(OperationReceipt)
 
 export const decodeCallback = Schema.decodeUnknown(OpenCallback)
 
-export const decodeCommand = Schema.decodeUnknownSync(Command)
-
-/** The fields a plain message or steer may hold besides its tag: those that are their own encoded form. */
-const plainFields = {
-  message: ["inputId", "text", "source", "excludeFromAnalytics"],
-  steer: ["inputId", "text", "source"]
-} as const
-
-/**
- * A command from the canonical JSON the inbox stores (`commandText`). A message or steer of
- * plain fields only (the turn's hot case, read once per session) was validated when it was
- * admitted: it is revived without a second schema walk, with the fields decoding gives it in
- * the same order; any other command (or field) goes through the schema.
- */
-export const commandOf = (text: string): Command => {
-  const json = JSON.parse(text)
-  const fields: ReadonlyArray<string> | undefined = json._tag === "message" || json._tag === "steer"
-    ? plainFields[json._tag as "message" | "steer"]
-    : undefined
-  if (fields === undefined || !Object.keys(json).every((key) => key === "_tag" || fields.includes(key))) {
-    return decodeCommand(json)
-  }
-  const props: Record<string, unknown> = {}
-  for (let i = 0; i < fields.length; i++) if (json[fields[i]!] !== undefined) props[fields[i]!] = json[fields[i]!]
-  return json._tag === "message" ? Trusted.make(Message, props as never) : Trusted.make(Steer, props as never)
-}
-
-export { commandText, encodeCommand }
+export { commandOf, commandText, decodeCommand, encodeCommand }
 
 
 export const encodeBudgets = Schema.encodeSync(Budgets)
