@@ -17,8 +17,12 @@
  * another process wrote, but not before that process started the session it
  * may just have pushed to. Nothing watched, nothing runs.
  *
- * A session is signalled once (`Inbox` and `Log`) when it is first seen, so a
- * change between a watcher's subscription and the first check is not missed.
+ * A newly watched session's heads are read as it is watched, so a change by
+ * another process between a watcher's subscription and the next check is
+ * signalled against them. Where that read cannot be made (the file is not
+ * there yet, or the connection is inside a transaction), the session is
+ * signalled once (`Inbox` and `Log`) when the next check first sees it. A check
+ * after no other connection's commit reads only such sessions' heads.
  *
  * `data_version` does not move for the commits of the connection that reads
  * it. On a connection of its own (`layer`) every commit of the process's own
@@ -120,12 +124,13 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
     const outgoing = SqliteLiveFiles.writer(reader.paths, origin)
     yield* Effect.addFinalizer(() => Effect.sync(deltas.close))
     const nudges = yield* Queue.sliding<void>(1)
+    // Watched sessions whose heads are not known yet: the next check reads them and signals them once.
     const fresh = new Set<SessionId>()
+    const known = new Map<SessionId, Heads>()
     const hub = SignalHub.make((sessionId) => {
-      fresh.add(sessionId)
+      if (!baseline(sessionId)) fresh.add(sessionId)
       Queue.unsafeOffer(nudges, undefined)
     })
-    const known = new Map<SessionId, Heads>()
     let version = -1
     // The data version the last pool hint stood for, and when it went; when a newer one was first seen.
     let hinted = -1
@@ -163,9 +168,33 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
       const now = dataVersion(db)
       hintPool(now)
       if (now === version && fresh.size === 0) return
+      // No other connection committed since the last check: only the sessions not known yet are read.
+      const ids = now === version ? [...fresh] : hub.sessions()
       version = now
       fresh.clear()
-      readHeads(db)
+      readHeads(db, ids)
+    }
+
+    // The heads of one session, prepared once per connection, as `dataVersion`.
+    let headsOf: { readonly db: Database.Database; readonly statement: Database.Statement } | undefined
+    /**
+     * A session's heads read as it is first watched: later growth is signalled against them, and
+     * its watcher reads the store after subscribing. False where they cannot be read now (the file
+     * is not there yet; the connection is inside a transaction, whose writes may yet roll back):
+     * the next check then reads them and signals the session once.
+     */
+    const baseline = (sessionId: SessionId): boolean => {
+      try {
+        const db = reader.db()
+        if (db.inTransaction) return false
+        if (headsOf?.db !== db) headsOf = { db, statement: db.prepare("SELECT id, head_seq, inbox_head FROM troupe_sessions WHERE id = ?") }
+        const row = headsOf.statement.get(sessionId) as HeadsRow | undefined
+        if (row === undefined) return false
+        known.set(sessionId, { head: row.head_seq, inbox: row.inbox_head })
+        return true
+      } catch {
+        return false
+      }
     }
 
     // The check's parts are functions of their own: it runs every few milliseconds, and one
@@ -191,9 +220,8 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
       }
     }
 
-    /** Reads the watched sessions' heads and signals those that grew (or are seen for the first time). */
-    const readHeads = (db: Database.Database) => {
-      const ids = hub.sessions()
+    /** Reads the heads of `ids` (watched sessions) and signals those that grew (or are seen for the first time). */
+    const readHeads = (db: Database.Database, ids: ReadonlyArray<SessionId>) => {
       for (const id of known.keys()) if (!hub.has(id)) known.delete(id)
       for (let i = 0; i < ids.length; i += chunk) {
         const part = ids.slice(i, i + chunk)
