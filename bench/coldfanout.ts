@@ -9,17 +9,24 @@
  * measured window. In this cell most of the CPU is on the other threads: the optimising compiler
  * compiling the functions that turn hot during the window (history, "Issue 33, a sixth pass").
  *
+ * `--profile FILE` runs one more process that records a CPU profile of the window's main thread
+ * (node:inspector's profiler, started at the mark and stopped when the 500 sessions are done) and
+ * writes it to FILE, for DevTools or any `.cpuprofile` reader. `--heap FILE` likewise records what
+ * the window allocates (V8's sampling heap profiler, every 1 KiB, the objects the GC has collected
+ * since kept in) as a `.heapprofile`.
+ *
  * `--jobs N` runs one more process under `--trace-opt --perf-basic-prof` and lists the optimising
  * compiler's jobs of the window, the N longest, each with the function it compiled (the `src/` file
  * whose code it is in the bundle, with the bundle's line) and the size of the code it made. A job's
  * time is its wall time on a compiler thread, inflated by tracing and by load; the sizes are stable.
  *
- *   node bench/run.mjs coldfanout [--sessions 500] [--rounds 5] [--only memory|sqlite] [--jobs 25]
+ *   node bench/run.mjs coldfanout [--sessions 500] [--rounds 5] [--only memory|sqlite] [--jobs 25] [--profile FILE] [--heap FILE]
  */
 import { spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { Session as Inspector } from "node:inspector/promises"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, ManagedRuntime } from "effect"
 import type { ScriptedReply } from "../src/layers/ScriptedModel.js"
@@ -30,12 +37,13 @@ import type { SessionId } from "../src/schema/Ids.js"
 import { Sessions } from "../src/services/Sessions.js"
 import * as Toolkit from "../src/services/Toolkit.js"
 import * as Troupe from "../src/Troupe.js"
-import { arg, benchPrincipal as principal, echo, loadAverage, upperMedian } from "./support.js"
+import { arg, benchPrincipal as principal, echo, loadAverage, threadCpu, upperMedian } from "./support.js"
 
 const sessionCount = Number(arg("sessions", "500"))
 const rounds = Number(arg("rounds", "5"))
 const only = arg("only", "memory,sqlite").split(",")
 const jobs = Number(arg("jobs", "0"))
+const recordings = { cpu: arg("profile", ""), heap: arg("heap", "") }
 const warmTurns = 20
 const mark = "--- measured window ---"
 
@@ -46,25 +54,30 @@ const decide = (request: Model.Request): ScriptedReply =>
     : { toolCalls: [{ id: `call_${request.turnId}`, name: "echo", arguments: "{\"text\":\"hi\"}" }] }
 const agent = new Agent({ name: "cold", instructions: "benchmark", model: new ModelRef({ name: "scripted" }), tools: [echo.spec] })
 
-/** CPU ms of each thread of this process (utime + stime, in clock ticks of 10 ms). */
-const threadCpu = (): Map<string, number> => {
-  const out = new Map<string, number>()
-  for (const tid of readdirSync("/proc/self/task")) {
-    try {
-      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8")
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      out.set(tid, (Number(fields[11]) + Number(fields[12])) * 10)
-    } catch {
-      // the thread ended between the listing and the read
-    }
-  }
-  return out
-}
-
 interface Round {
   readonly mainMs: number
   readonly otherMs: number
   readonly wallMs: number
+}
+
+/** Starts the window's CPU or allocation profile, if asked for; the function it returns stops it and returns the profile. */
+const startRecording = async (kind: string | undefined): Promise<(() => Promise<unknown>) | undefined> => {
+  if (kind === undefined) return undefined
+  const inspector = new Inspector()
+  inspector.connect()
+  if (kind === "cpu") {
+    await inspector.post("Profiler.enable")
+    await inspector.post("Profiler.setSamplingInterval", { interval: 200 })
+    await inspector.post("Profiler.start")
+    return async () => (await inspector.post("Profiler.stop")).profile
+  }
+  await inspector.post("HeapProfiler.enable")
+  await inspector.post("HeapProfiler.startSampling", {
+    samplingInterval: 1024,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true
+  })
+  return async () => (await inspector.post("HeapProfiler.stopSampling")).profile
 }
 
 /** One cold round in this process: the runtime, a warm-up session, then the measured fan-out. */
@@ -85,6 +98,7 @@ const child = async (kind: string, filename: string): Promise<Round> => {
   for (let k = 0; k < warmTurns; k++) await runtime.runPromise(turn(warm.id, `warm-up ${k}`))
   ;(globalThis as { gc?: () => void }).gc?.()
   console.log(mark)
+  const recorder = await startRecording(process.env.COLD_RECORD)
   const before = threadCpu()
   const t0 = performance.now()
   await Promise.all(Array.from({ length: sessionCount }, async (_, i) => {
@@ -93,6 +107,7 @@ const child = async (kind: string, filename: string): Promise<Round> => {
   }))
   const wallMs = performance.now() - t0
   const after = threadCpu()
+  if (recorder !== undefined) writeFileSync(process.env.COLD_RECORD_FILE!, JSON.stringify(await recorder()))
   await runtime.dispose()
   let mainMs = 0
   let otherMs = 0
@@ -106,9 +121,9 @@ const child = async (kind: string, filename: string): Promise<Round> => {
 
 const self = fileURLToPath(import.meta.url)
 
-const spawnChild = (kind: string, dir: string, flags: ReadonlyArray<string>) => {
+const spawnChild = (kind: string, dir: string, flags: ReadonlyArray<string>, env: Record<string, string> = {}) => {
   const run = spawnSync(process.execPath, ["--expose-gc", ...flags, self, ...process.argv.slice(2)], {
-    env: { ...process.env, COLD_CHILD: kind, COLD_DB: join(dir, `${kind}-${Date.now()}.db`) },
+    env: { ...process.env, ...env, COLD_CHILD: kind, COLD_DB: join(dir, `${kind}-${Date.now()}.db`) },
     // `--perf-basic-prof` writes V8's log (isolate-*.log) to the working directory: the bench's own.
     cwd: dir,
     encoding: "utf8",
@@ -174,6 +189,12 @@ const main = () => {
       console.log(`    V8's other threads ${med((r) => r.otherMs)} (rounds: ${results.map((r) => per(r.otherMs)).join(" ")})`)
       console.log(`  wall s               ${(upperMedian(results.map((r) => r.wallMs)) / 1000).toFixed(3)}`)
       if (jobs > 0) listJobs(kind, dir)
+      for (const [record, to] of Object.entries(recordings)) {
+        if (to === "") continue
+        const file = only.length === 1 ? to : to.replace(/(\.\w+)?$/, `-${kind}$1`)
+        spawnChild(kind, dir, [], { COLD_RECORD: record, COLD_RECORD_FILE: resolve(file) })
+        console.log(`  ${record === "cpu" ? "a CPU profile of the window's main thread" : "what the window allocated"}: ${file}`)
+      }
     }
     console.log(`\nload average at the end ${loadAverage()}`)
   } finally {

@@ -5,6 +5,7 @@
  * the store.
  */
 import { Effect, Layer, Option, Schema } from "effect"
+import { readdirSync, readFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import pg from "pg"
 import type { Agent } from "../src/schema/Agent.js"
@@ -59,6 +60,27 @@ export const cpuMicros = (): number => {
 }
 
 /** The machine's load averages over 1, 5 and 15 minutes, as the benches print them. */
+/** CPU ms of each thread of this process (utime + stime, in clock ticks of 10 ms), by thread id. */
+export const threadCpu = (): Map<string, number> => {
+  const out = new Map<string, number>()
+  for (const tid of readdirSync("/proc/self/task")) {
+    try {
+      out.set(tid, cpuOfStat(readFileSync(`/proc/self/task/${tid}/stat`, "utf8")))
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out
+}
+
+/** CPU ms of the calling thread (the main one, where JavaScript runs) since it started. */
+export const mainThreadCpu = (): number => cpuOfStat(readFileSync("/proc/thread-self/stat", "utf8"))
+
+const cpuOfStat = (stat: string) => {
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
 export const loadAverage = (): string => loadavg().map((x) => x.toFixed(2)).join(" ")
 
 /** One completed turn: `turn_started`, a model call's start and receipt, `turn_ended`. */
