@@ -130,7 +130,7 @@ export const draft = (
 
 /** The `session_created` record every session's log starts with. */
 export const createdRecord = (session: Session): SessionCreated =>
-  new SessionCreated({ agentName: session.agent.name, parentId: session.parentId, title: session.title }, true)
+  Trusted.make(SessionCreated, { agentName: session.agent.name, parentId: session.parentId, title: session.title })
 
 /** The create request a spawn makes of its child. */
 export const childInput = (spawn: SpawnChild, parent: Session, sessionId: SessionId, alias: string): CreateSession => ({

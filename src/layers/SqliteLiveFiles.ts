@@ -185,6 +185,8 @@ export const writer = (paths: Paths, origin: string, options: { readonly rotateA
   const followed = (sessionId: SessionId, now: number): boolean => {
     const last = looked.get(sessionId)
     if (last !== undefined && last.until > now) return last.followed
+    // No directory and nothing written here: nobody follows it, and there is nothing to remember.
+    if (!hasDirectory(sessionId, now) && !written.has(sessionId)) return false
     if (looked.size >= rememberAtMost) looked.clear()
     const fresh = hasDirectory(sessionId, now) && followedElsewhere(paths, sessionId, origin, now)
     looked.set(sessionId, { until: now + lookEvery, followed: fresh })

@@ -13,7 +13,7 @@ import { Session } from "../../schema/Session.js"
 import { agentJson, createdRecord, draft, printOf, tenantOf } from "../../internal/SessionDraft.js"
 import { type CreateSession } from "../../services/SessionStore.js"
 import * as SqlStatements from "./SqlStatements.js"
-import type { Clock } from "./Dialect.js"
+import { boundClock, type Clock } from "./Dialect.js"
 import type { Step, Steps } from "./Steps.js"
 import { encodeBudgets, encodePolicy, sessionColumns, sessionOf, type SessionRow } from "./Rows.js"
 
@@ -97,6 +97,12 @@ function* keyed(tenant: string, key: string, print: string): Generator<Step, Eit
   return Either.right(sessionOf(rows[0]!))
 }
 
+/** The store clock read in the transaction, where it is not a value of this process already. */
+function* storeNow(clock: Clock): Generator<Step, number, ReadonlyArray<never>> {
+  const rows: ReadonlyArray<{ now: number | string }> = yield { text: `SELECT ${clock.text} AS now`, params: clock.params }
+  return Number(rows[0]!.now)
+}
+
 /**
  * The statements of `create`: the replay of an idempotency key, the parent
  * (of the caller's tenancy) and its aliases, then the new row (`id`, unless a
@@ -126,8 +132,7 @@ export function* createSteps(input: CreateSession, id: SessionId, clock: Clock):
       if (taken.length > 0) return Either.left(new Conflict({ entity: "alias", key: input.alias, reason: "alias already taken" }))
     }
   }
-  const now: ReadonlyArray<{ now: number | string }> = yield { text: `SELECT ${clock.text} AS now`, params: clock.params }
-  const at = Number(now[0]!.now)
+  const at = clock.value ?? (yield* storeNow(clock))
   const session = draft(id, input, parent?.session, at)
   const inserted: ReadonlyArray<unknown> = yield insertSession({
     session,
@@ -135,7 +140,7 @@ export function* createSteps(input: CreateSession, id: SessionId, clock: Clock):
     path: `${parent?.path ?? "/"}${id}/`,
     idempotencyKey: input.idempotencyKey ?? null,
     fingerprint: print,
-    at: { text: "?", params: [at] },
+    at: boundClock(at),
     spawnCommit: null,
     inbox: 0
   })
@@ -147,6 +152,6 @@ export function* createSteps(input: CreateSession, id: SessionId, clock: Clock):
     }
     return Either.left(new Conflict({ entity: "alias", key: input.alias ?? id, reason: "alias already taken" }))
   }
-  yield createdStep(session, { text: "?", params: [at] })
+  yield createdStep(session, boundClock(at))
   return Either.right(session)
 }

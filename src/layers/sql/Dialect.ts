@@ -65,8 +65,15 @@ export type Push = (
 /** A dialect's own push, given the store's push (one transaction of `pushSteps`) to fall back on. */
 export type PushStrategy = (inTransaction: Push) => Push
 
-/** The store clock in a statement: `text` where it goes, `params` it binds. */
+/**
+ * The store clock in a statement: `text` where it goes, `params` it binds; `value`, when the clock
+ * is a value read in this process (SQLite's), so a step that needs the time itself reads no statement.
+ */
 export interface Clock {
   readonly text: string
   readonly params: ReadonlyArray<unknown>
+  readonly value?: number | undefined
 }
+
+/** The process's clock reading `ms`, bound as a parameter. */
+export const boundClock = (ms: number): Clock => ({ text: "?", params: [ms], value: ms })

@@ -8,6 +8,7 @@ import * as Either from "effect/Either"
 import { Conflict, SessionClosed, SessionNotFound, StaleCallback } from "../../schema/Errors.js"
 import { type InputId, type OperationId, type SessionId, type TurnId } from "../../schema/Ids.js"
 import { Admission, type CallbackAnswer } from "../../schema/Inbox.js"
+import * as Trusted from "../../schema/Trusted.js"
 import { answerRefusal } from "../../services/SessionStore.js"
 import * as SqlStatements from "./SqlStatements.js"
 import type { Clock } from "./Dialect.js"
@@ -88,7 +89,7 @@ export function* pushSteps<E = never>(
     text: `UPDATE troupe_sessions SET inbox_head = ?, ready_count = ready_count + 1 WHERE id = ?`,
     params: [position, sessionId]
   }
-  return Either.right(new Admission({ sessionId, inputId, position, duplicate: false }, true))
+  return Either.right(Trusted.make(Admission, { sessionId, inputId, position, duplicate: false }))
 }
 
 /**

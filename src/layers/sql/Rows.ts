@@ -206,7 +206,7 @@ export const callbackRow = (
 
 /** The lease an `acquireStep` row stands for. */
 export const leaseOf = (sessionId: SessionId, owner: string, row: { readonly lease_epoch: number | string; readonly lease_expires_at: number | string }) =>
-  new Lease({ sessionId, owner, epoch: Number(row.lease_epoch), expiresAt: Number(row.lease_expires_at) }, true)
+  Trusted.make(Lease, { sessionId, owner, epoch: Number(row.lease_epoch), expiresAt: Number(row.lease_expires_at) })
 
 /** A message as the inbox stores it (canonical JSON): a later push of the same message is its duplicate. */
 export const encodeMessage = (message: Message): string => commandText(message)

@@ -29,6 +29,7 @@ import { SessionStore } from "../../../services/SessionStore.js"
 import { layerNoop, StoreSignals } from "../../../services/StoreSignals.js"
 import { clientOf, failed, type Handle, open } from "./SqliteConnection.js"
 import * as SqliteGroupCommit from "./SqliteGroupCommit.js"
+import { boundClock } from "../Dialect.js"
 import * as SqlSessionStore from "../SqlSessionStore.js"
 import * as SqliteStoreSignals from "../../SqliteStoreSignals.js"
 
@@ -91,7 +92,7 @@ const syncTransact = (
   group: SqliteGroupCommit.Options | boolean | undefined
 ) => {
   const body = <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, clock: Clock.Clock): A => {
-    const running = steps({ text: "?", params: [clock.unsafeCurrentTimeMillis()] })
+    const running = steps(boundClock(clock.unsafeCurrentTimeMillis()))
     let next = resume(running)
     while (!next.done) next = resume(running, handle.run(next.value.text, next.value.params) as ReadonlyArray<never>)
     if (Either.isLeft(next.value)) throw new Refused(next.value.left)
@@ -220,7 +221,7 @@ const dialectWith = (handle: Handle | undefined, group?: SqliteGroupCommit.Optio
     if (handle !== undefined) yield* checkpoints(handle, atomic)
     return {
       placeholders: "?",
-      clock: Effect.map(Clock.currentTimeMillis, (ms): SqlSessionStore.Clock => ({ text: "?", params: [ms] })),
+      clock: Effect.map(Clock.currentTimeMillis, boundClock),
       lockRow: "",
       transaction,
       outside: (text, params) =>
