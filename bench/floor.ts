@@ -377,11 +377,15 @@ const memory = async () => {
 
 // ---- Effect steps ---------------------------------------------------------------------------
 
-/** Counts every Effect step (op) run by a fiber that carries it, once op supervision is on. */
+/** Counts every Effect step (op) run by a fiber that carries it, once op supervision is on, and every fiber started. */
 class StepCounter extends Supervisor.AbstractSupervisor<number> {
   steps = 0
+  fibers = 0
   get value() {
     return Effect.sync(() => this.steps)
+  }
+  override onStart() {
+    this.fibers++
   }
   override onEffect() {
     this.steps++
@@ -389,10 +393,10 @@ class StepCounter extends Supervisor.AbstractSupervisor<number> {
 }
 
 /**
- * Effect steps per warm tool turn and per short session (create + one tool turn), on the memory
- * store and on a SQLite file, counted by a `Supervisor` with op supervision over the runtime and
- * everything it forks (caller, host, actor and turn fibers). A run of its own: counting slows
- * every step.
+ * Effect steps (and fibers started) per warm tool turn and per short session (create + one tool
+ * turn), on the memory store and on a SQLite file, counted by a `Supervisor` with op supervision
+ * over the runtime and everything it forks (caller, host, actor and turn fibers). A run of its own:
+ * counting slows every step.
  */
 const steps = async (label: string, layer: Layer.Layer<Troupe.Services, unknown>) => {
   const counter = new StepCounter()
@@ -406,16 +410,27 @@ const steps = async (label: string, layer: Layer.Layer<Troupe.Services, unknown>
     })
     for (let i = 0; i < 50; i++) yield* short
     const s0 = counter.steps
+    const f0 = counter.fibers
     for (let i = 0; i < sessionsCount; i++) yield* short
     const perSession = (counter.steps - s0) / sessionsCount
+    const fibersPerSession = (counter.fibers - f0) / sessionsCount
+    // The fan-out's shape: 500 short sessions at once (slots to wait for, SQLite's group commit).
+    const c0 = counter.steps
+    yield* Effect.all(Array.from({ length: 500 }, () => short), { concurrency: "unbounded" })
+    const perConcurrent = (counter.steps - c0) / 500
     let w0 = 0
-    yield* turnLoop(50, 200, { between: async () => void (w0 = counter.steps) })
-    return { perSession, perTurn: (counter.steps - w0) / 200 }
+    let v0 = 0
+    yield* turnLoop(50, 200, { between: async () => void (w0 = counter.steps, v0 = counter.fibers) })
+    return { perSession, perConcurrent, fibersPerSession, perTurn: (counter.steps - w0) / 200, fibersPerTurn: (counter.fibers - v0) / 200 }
   }).pipe(Effect.provide(layer))
-  const { perSession, perTurn } = await Effect.runPromise(
+  const { fibersPerSession, fibersPerTurn, perConcurrent, perSession, perTurn } = await Effect.runPromise(
     Effect.supervised(Effect.withRuntimeFlagsPatch(counted, RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)), counter)
   )
-  console.log(`\nEffect steps (${label}): ${perTurn.toFixed(0)} per warm tool turn, ${perSession.toFixed(0)} per short session (create + 1 tool turn)`)
+  console.log(
+    `\nEffect steps (${label}): ${perTurn.toFixed(0)} per warm tool turn, ${perSession.toFixed(0)} per short session (create + 1 tool turn), ` +
+      `${perConcurrent.toFixed(0)} per short session of 500 at once; ` +
+      `fibers started: ${fibersPerTurn.toFixed(1)} per warm tool turn, ${fibersPerSession.toFixed(1)} per short session`
+  )
 }
 
 const main = async () => {

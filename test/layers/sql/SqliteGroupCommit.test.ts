@@ -113,7 +113,7 @@ describe("SqliteSessionStore group commit", () => {
 
 // The group's function only builds an effect: it decides on company (and runs a lone transaction) when that effect runs.
 describe("SqliteGroupCommit.make", () => {
-  const driverLog = () => {
+  const driverLog = (idle = true) => {
     const calls: Array<string> = []
     const driver: SqliteGroupCommit.Driver = {
       inOneTransaction: (batch) => {
@@ -122,11 +122,12 @@ describe("SqliteGroupCommit.make", () => {
       },
       inSavepoint: (run) => run(),
       inTransaction: () => true,
-      atomic: (now) => Effect.suspend(now),
+      atomic: (now) => Effect.suspend(() => (calls.push("atomic"), now())),
       atomicNow: (now) => {
         calls.push("atomicNow")
         return now()
-      }
+      },
+      idle: () => idle
     }
     return { calls, driver }
   }
@@ -149,5 +150,23 @@ describe("SqliteGroupCommit.make", () => {
       assert.strictEqual(yield* early, "b")
       assert.deepStrictEqual(ran, ["solo a", "grouped b"])
       assert.deepStrictEqual(calls, ["atomicNow", "batch"])
+    }))
+
+  it.effect("a batch is run when its turn of the event loop ends, under the lock when the connection is held then", () =>
+    Effect.gen(function*() {
+      for (const idle of [true, false]) {
+        const { calls, driver } = driverLog(idle)
+        const transact = SqliteGroupCommit.make(driver, { recentMicros: 60_000_000 })
+        const solo = (key: string) => () => Effect.succeed(key)
+        const grouped = (key: string) => () => key
+        assert.strictEqual(yield* transact<string, never>("a", solo("a"), grouped("a"), settle), "a")
+        // Company: b leads a batch that c joins before the event loop's turn ends.
+        const both = yield* Effect.all([
+          transact<string, never>("b", solo("b"), grouped("b"), settle),
+          transact<string, never>("c", solo("c"), grouped("c"), settle)
+        ], { concurrency: "unbounded" })
+        assert.deepStrictEqual(both, ["b", "c"])
+        assert.deepStrictEqual(calls, idle ? ["atomicNow", "batch"] : ["atomicNow", "atomic", "batch"])
+      }
     }))
 })

@@ -55,6 +55,8 @@ export interface Driver {
   readonly atomic: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
   /** `atomic` for a caller that is already running in its fiber: `now` is called at once when nothing else holds the connection. */
   readonly atomicNow: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
+  /** Whether nothing else holds the connection now (no transaction of several Effect steps is open): `atomicNow` would call at once. */
+  readonly idle: () => boolean
 }
 
 /** How a transaction went: its value, or what it threw. */
@@ -125,20 +127,31 @@ export const make = (driver: Driver, options: Options = {}) => {
 
   const flush = (items: Array<Waiting>) => driver.atomic(() => Effect.sync(() => runBatch(items)))
 
-  /** Waits (uninterruptibly: once queued, the transaction runs) until `item` has its outcome. */
-  const settled = (item: Waiting) =>
-    Effect.async<void>((resume) => {
-      if (item.done) return resume(Effect.void)
-      item.resume.push(() => resume(Effect.void))
-    })
-
-  /** The event loop's current turn has ended: every fiber that could run has had its go. */
-  const turnEnded = Effect.async<void>((resume) => {
-    setImmediate(() => resume(Effect.void))
-  })
-
   const outcomeOf = <A, E>(item: Waiting, settle: (outcome: Outcome) => Effect.Effect<A, E | SqlError>) =>
     Effect.suspend(() => settle(item.outcome!))
+
+  // The waits below are uninterruptible: once queued, the transaction runs, and its caller hears how.
+
+  /** Joins the batch forming: resumed with `item`'s outcome by whoever runs the batch. */
+  const joined = <A, E>(item: Waiting, settle: (outcome: Outcome) => Effect.Effect<A, E | SqlError>) =>
+    Effect.uninterruptible(Effect.async<A, E | SqlError>((resume) => {
+      if (item.done) return resume(settle(item.outcome!))
+      item.resume.push(() => resume(settle(item.outcome!)))
+    }))
+
+  /**
+   * Leads the batch `items` (its first, `item`): once the event loop's current turn has ended (every
+   * fiber that could run has had its go; a `setImmediate`), runs it right there when nothing else
+   * holds the connection, else under the lock (`flush`); resumed with `item`'s outcome.
+   */
+  const led = <A, E>(items: Array<Waiting>, item: Waiting, settle: (outcome: Outcome) => Effect.Effect<A, E | SqlError>) =>
+    Effect.uninterruptible(Effect.async<A, E | SqlError>((resume) => {
+      setImmediate(() => {
+        if (!driver.idle()) return resume(Effect.zipRight(flush(items), outcomeOf(item, settle)))
+        runBatch(items)
+        resume(settle(item.outcome!))
+      })
+    }))
 
   /** Runs one transaction: alone, or in the batch forming (leading one when company is likely). Called as the fiber runs. */
   const decide = <A, E>(
@@ -156,15 +169,13 @@ export const make = (driver: Driver, options: Options = {}) => {
     if (forming !== undefined) {
       const batch = forming
       batch.push(item)
-      const wait = batch.length >= maxBatch ? flush(batch) : settled(item)
-      return Effect.zipRight(Effect.uninterruptible(wait), outcomeOf(item, settle))
+      return batch.length >= maxBatch
+        ? Effect.zipRight(Effect.uninterruptible(flush(batch)), outcomeOf(item, settle))
+        : joined(item, settle)
     }
     const batch = [item]
     forming = batch
-    return Effect.zipRight(
-      Effect.uninterruptible(Effect.zipRight(turnEnded, flush(batch))),
-      outcomeOf(item, settle)
-    )
+    return led(batch, item, settle)
   }
 
   return <A, E>(

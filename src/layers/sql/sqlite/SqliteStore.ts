@@ -89,6 +89,7 @@ const syncTransact = (
   handle: Handle,
   atomic: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>,
   atomicNow: <A, E>(now: () => Effect.Effect<A, E>) => Effect.Effect<A, E>,
+  idle: () => boolean,
   group: SqliteGroupCommit.Options | boolean | undefined
 ) => {
   const body = <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, clock: Clock.Clock): A => {
@@ -127,7 +128,8 @@ const syncTransact = (
     inSavepoint: (run) => inSavepoint(run),
     inTransaction: () => handle.db.inTransaction,
     atomic,
-    atomicNow
+    atomicNow,
+    idle
   }, group === true || group === undefined ? {} : group)
   // The group's effect reads the clock and decides on company as it runs: the transaction runs in that one step.
   return <A, E>(steps: (clock: SqlSessionStore.Clock) => SqlSessionStore.Steps<A, E>, key: string | undefined) =>
@@ -217,7 +219,7 @@ const dialectWith = (handle: Handle | undefined, group?: SqliteGroupCommit.Optio
               )
             ).pipe(Effect.ensuring(Effect.sync(() => open--)))
           )))
-    const transact = handle === undefined ? undefined : syncTransact(handle, atomic, atomicNow, group)
+    const transact = handle === undefined ? undefined : syncTransact(handle, atomic, atomicNow, () => open === 0, group)
     if (handle !== undefined) yield* checkpoints(handle, atomic)
     return {
       placeholders: "?",
