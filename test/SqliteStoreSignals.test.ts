@@ -9,7 +9,7 @@
  * file (decision 0047).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, Option, Queue } from "effect"
+import { Context, type Duration, Effect, Layer, Option, Queue } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -35,15 +35,23 @@ const nextInbox = (queue: Queue.Dequeue<Signal>, sessionId: SessionId, millis: n
     }
   }).pipe(Effect.timeoutOption(millis))
 
+/**
+ * A store with signals on its own connection (`here`, checked every `interval`) and a second store
+ * on the same file (`other`), as another process would have.
+ */
+const twoConnections = (interval: Duration.DurationInput) =>
+  Effect.gen(function*() {
+    const filename = yield* fileIn
+    const here = yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename, interval }))
+    const other = Context.get(yield* Layer.build(SqliteSessionStore.layer({ filename })), SessionStore)
+    return { store: Context.get(here, SessionStore), signals: Context.get(here, StoreSignals), other }
+  })
+
 describe("SqliteStoreSignals", () => {
   it.scopedLive("on the store's own connection, only other connections' commits are signalled", () =>
     Effect.gen(function*() {
-      const filename = yield* fileIn
-      const here = yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename, interval: "2 millis" }))
-      const store = Context.get(here, SessionStore)
-      const signals = Context.get(here, StoreSignals)
+      const { other, signals, store } = yield* twoConnections("2 millis")
       assert.isTrue(signals.shared)
-      const other = Context.get(yield* Layer.build(SqliteSessionStore.layer({ filename })), SessionStore)
       const session = yield* store.create({ principal: principal(), agent: agent() })
       const watched = yield* signals.watch(session.id)
       // The same signals through a function instead of a queue (what an actor uses).
@@ -78,11 +86,8 @@ describe("SqliteStoreSignals", () => {
 
   it.scopedLive("a commit between the watch and the next check is signalled against the heads read at the watch", () =>
     Effect.gen(function*() {
-      const filename = yield* fileIn
       // A check a second apart: the push lands well before the first one after the watch.
-      const here = yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename, interval: "1 second" }))
-      const signals = Context.get(here, StoreSignals)
-      const other = Context.get(yield* Layer.build(SqliteSessionStore.layer({ filename })), SessionStore)
+      const { other, signals } = yield* twoConnections("1 second")
       const session = yield* other.create({ principal: principal(), agent: agent() })
       const called: Array<Signal["_tag"]> = []
       yield* signals.onSignal(session.id, (signal) => void called.push(signal._tag))
@@ -93,10 +98,7 @@ describe("SqliteStoreSignals", () => {
 
   it.scopedLive("a session watched before it exists is signalled once, when a check first sees it", () =>
     Effect.gen(function*() {
-      const filename = yield* fileIn
-      const here = yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename, interval: "2 millis" }))
-      const signals = Context.get(here, StoreSignals)
-      const other = Context.get(yield* Layer.build(SqliteSessionStore.layer({ filename })), SessionStore)
+      const { other, signals } = yield* twoConnections("2 millis")
       const id = yield* makeSessionId
       const called: Array<Signal["_tag"]> = []
       yield* signals.onSignal(id, (signal) => void called.push(signal._tag))
@@ -109,10 +111,7 @@ describe("SqliteStoreSignals", () => {
 
   it.scopedLive("the pool's hint follows another connection's commit, but not before that process could start what it pushed", () =>
     Effect.gen(function*() {
-      const filename = yield* fileIn
-      const here = yield* Layer.build(SqliteSessionStore.layerWithSignals({ filename, interval: "2 millis" }))
-      const signals = Context.get(here, StoreSignals)
-      const other = Context.get(yield* Layer.build(SqliteSessionStore.layer({ filename })), SessionStore)
+      const { other, signals } = yield* twoConnections("2 millis")
       const hints = yield* signals.watchClaimable
       const session = yield* other.create({ principal: principal(), agent: agent() })
       const pushedAt = Date.now()
