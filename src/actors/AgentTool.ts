@@ -111,12 +111,15 @@ const run = (env: Env, spec: ToolSpec, agent: Agent, call: Model.ToolCall, opera
     }).pipe(Effect.onInterrupt(() => cascade(env, waited, operationId)))
   }).pipe(Effect.catchAll((outcome) => Effect.succeed(outcome)))
 
-/** The agent tools of one turn, over the subagent tools' environment. */
-export const make = (env: Env) => ({
+/**
+ * The agent tools of one turn, over the subagent tools' environment: made by `env` when an agent
+ * tool is first called (most turns call none).
+ */
+export const make = (env: () => Env) => ({
   /** The runnable of `spec` when it is an agent tool. */
   get: (spec: ToolSpec, call: Model.ToolCall, operationId: OperationId): Runnable | undefined => {
     const agent = spec.agent
-    return agent === undefined ? undefined : { spec, run: () => run(env, spec, agent, call, operationId) }
+    return agent === undefined ? undefined : { spec, run: () => run(env(), spec, agent, call, operationId) }
   }
 })
 

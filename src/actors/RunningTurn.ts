@@ -213,8 +213,10 @@ const launch = (
     layers: plan.layers,
     childRun: undefined
   }
-  const env = subagentEnv(running)
-  const ctx = turnContext(running, resumed, state, callbacks, meter, plan, planFor, env, builtins.length === 0 ? undefined : SubagentTools.make(env))
+  // The subagent tools' environment, made when first needed: a turn without them or an agent tool never does.
+  let env: SubagentTools.Env | undefined
+  const envOf = () => (env ??= subagentEnv(running))
+  const ctx = turnContext(running, resumed, state, callbacks, meter, plan, planFor, envOf, builtins.length === 0 ? undefined : SubagentTools.make(envOf()))
   // `succeed` in a flatMap rather than a `map`: one Effect step less (a map's function runs in a step of its own).
   return Effect.flatMap(Effect.forkIn(turnBody(running, resumed, ctx), host.scope), (fiber) =>
     Effect.succeed({
@@ -267,7 +269,7 @@ const turnContext = (
   meter: TurnMeter.TurnMeter,
   plan: TurnPlan.TurnPlan,
   planFor: (agent: Agent) => TurnPlan.TurnPlan,
-  env: SubagentTools.Env,
+  env: () => SubagentTools.Env,
   subagents: SubagentTools.SubagentTools | undefined
 ): TurnContext.TurnContext => {
   const { host, started } = running
