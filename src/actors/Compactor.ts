@@ -97,151 +97,152 @@ const chargeOf = (ctx: TurnContext, deps: Deps): () => Charge => {
   }
 }
 
-/** The compaction of the turn `ctx`. */
-export const make = (ctx: TurnContext, deps: Deps) =>
-  Effect.gen(function*() {
-    const services = yield* Effect.context<SessionStore | Telemetry.Telemetry | CostMeter>()
-    const store = Context.get(services, SessionStore)
-    const telemetry = Context.get(services, Telemetry.Telemetry)
-    const costs = Context.get(services, CostMeter)
-    const { meter, model, pending, spanIds } = deps
-    const { sessionId, turnId } = ctx
-    const charge = chargeOf(ctx, deps)
-    const countUsage = (output: SummaryOutput) => {
-      meter.addModelCall(output.inputTokens, output.outputTokens, costs.cost(charge().agent.model.name, output.inputTokens, output.outputTokens))
-    }
-    // A summary that failed or did not shrink the request is not tried again in this turn.
-    let summaryRefused = false
-    // A resumed turn's summary calls were paid for: they count in its usage again, as its model calls do.
-    for (const receipt of ctx.receipts) {
-      if (receipt.kind !== "compaction" || receipt.status !== "completed") continue
-      const summary = receipt.isError ? Option.none() : decodeSummary(receipt.output)
-      if (receipt.isError || (Option.isSome(summary) && summary.value.rejected === true)) summaryRefused = true
-      if (Option.isSome(summary)) countUsage(summary.value)
-    }
+/** The services compaction reads: the turn runner holds them already. */
+export type Services = SessionStore | Telemetry.Telemetry | CostMeter
 
-    const requestTokens = (messages: ReadonlyArray<Model.Message>, waiting: ReadonlyArray<Model.Message>) =>
-      ContextEstimate.estimateAll(messages, charge().fixed) + ContextEstimate.estimateAll(waiting, 0)
+/** The compaction of the turn `ctx`, over the turn's `services`: built once per turn, in no Effect step. */
+export const make = (ctx: TurnContext, deps: Deps, services: Context.Context<Services>): Compactor => {
+  const store = Context.get(services, SessionStore)
+  const telemetry = Context.get(services, Telemetry.Telemetry)
+  const costs = Context.get(services, CostMeter)
+  const { meter, model, pending, spanIds } = deps
+  const { sessionId, turnId } = ctx
+  const charge = chargeOf(ctx, deps)
+  const countUsage = (output: SummaryOutput) => {
+    meter.addModelCall(output.inputTokens, output.outputTokens, costs.cost(charge().agent.model.name, output.inputTokens, output.outputTokens))
+  }
+  // A summary that failed or did not shrink the request is not tried again in this turn.
+  let summaryRefused = false
+  // A resumed turn's summary calls were paid for: they count in its usage again, as its model calls do.
+  for (const receipt of ctx.receipts) {
+    if (receipt.kind !== "compaction" || receipt.status !== "completed") continue
+    const summary = receipt.isError ? Option.none() : decodeSummary(receipt.output)
+    if (receipt.isError || (Option.isSome(summary) && summary.value.rejected === true)) summaryRefused = true
+    if (Option.isSome(summary)) countUsage(summary.value)
+  }
 
-    const summarize = (current: ReadonlyArray<Model.Message>, waiting: ReadonlyArray<Model.Message>, cut: number, tokens: number) =>
-      Effect.gen(function*() {
-        const { agent, plan, settings } = charge()
-        yield* telemetry.emit(ProductEvent.compactionStarted("summary", tokens))
-        const operationId = yield* makeOperationId
-        const request: Model.Request = {
-          model: agent.model.name,
-          instructions: Compaction.SUMMARY_INSTRUCTIONS,
-          // Half the threshold at most, so that the summary call fits where the request did not.
-          messages: [{ role: "user", content: Compaction.summaryInput(current.slice(0, cut), settings.threshold * 2) }],
-          tools: [],
-          settings: plan.settings,
-          sessionId,
-          turnId,
-          agentName: agent.name,
-          purpose: "summary"
-        }
-        const started = new OperationStarted({
-          operationId,
-          turnId,
-          kind: "compaction",
-          name: agent.model.name,
-          input: { messages: cut, tools: 0 }
-        }, true)
-        const reply = yield* ctx.beforeOperation(summaryCall(model, request)).pipe(
-          Telemetry.withOperationSpan("model", { ...spanIds, operationId }, { "troupe.model": request.model, "troupe.purpose": "summary" })
+  const requestTokens = (messages: ReadonlyArray<Model.Message>, waiting: ReadonlyArray<Model.Message>) =>
+    ContextEstimate.estimateAll(messages, charge().fixed) + ContextEstimate.estimateAll(waiting, 0)
+
+  const summarize = (current: ReadonlyArray<Model.Message>, waiting: ReadonlyArray<Model.Message>, cut: number, tokens: number) =>
+    Effect.gen(function*() {
+      const { agent, plan, settings } = charge()
+      yield* telemetry.emit(ProductEvent.compactionStarted("summary", tokens))
+      const operationId = yield* makeOperationId
+      const request: Model.Request = {
+        model: agent.model.name,
+        instructions: Compaction.SUMMARY_INSTRUCTIONS,
+        // Half the threshold at most, so that the summary call fits where the request did not.
+        messages: [{ role: "user", content: Compaction.summaryInput(current.slice(0, cut), settings.threshold * 2) }],
+        tools: [],
+        settings: plan.settings,
+        sessionId,
+        turnId,
+        agentName: agent.name,
+        purpose: "summary"
+      }
+      const started = new OperationStarted({
+        operationId,
+        turnId,
+        kind: "compaction",
+        name: agent.model.name,
+        input: { messages: cut, tools: 0 }
+      }, true)
+      const reply = yield* ctx.beforeOperation(summaryCall(model, request)).pipe(
+        Telemetry.withOperationSpan("model", { ...spanIds, operationId }, { "troupe.model": request.model, "troupe.purpose": "summary" })
+      )
+      const unchanged = { tokensBefore: tokens, tokensAfter: tokens, archived: 0 }
+      if (Either.isLeft(reply)) {
+        summaryRefused = true
+        pending.add(started, new OperationCompleted({ operationId, turnId, output: { error: reply.left.reason }, isError: true }, true))
+        return yield* telemetry.emit(ProductEvent.compactionCompleted("summary", "failed", unchanged))
+      }
+      const result = reply.right
+      const output: SummaryOutput = { summary: result.text, inputTokens: result.inputTokens, outputTokens: result.outputTokens }
+      countUsage(output)
+      const summary = Compaction.summaryMessage(result.text)
+      const after = requestTokens([{ role: "user", content: summary }, ...current.slice(cut)], waiting)
+      if (result.text.trim().length === 0 || after >= tokens) {
+        summaryRefused = true
+        pending.add(started, new OperationCompleted({ operationId, turnId, output: { ...output, rejected: true }, isError: false }, true))
+        return yield* telemetry.emit(
+          ProductEvent.compactionCompleted("summary", "rejected", { tokensBefore: tokens, tokensAfter: after, archived: 0 })
         )
-        const unchanged = { tokensBefore: tokens, tokensAfter: tokens, archived: 0 }
-        if (Either.isLeft(reply)) {
-          summaryRefused = true
-          pending.add(started, new OperationCompleted({ operationId, turnId, output: { error: reply.left.reason }, isError: true }, true))
-          return yield* telemetry.emit(ProductEvent.compactionCompleted("summary", "failed", unchanged))
-        }
-        const result = reply.right
-        const output: SummaryOutput = { summary: result.text, inputTokens: result.inputTokens, outputTokens: result.outputTokens }
-        countUsage(output)
-        const summary = Compaction.summaryMessage(result.text)
-        const after = requestTokens([{ role: "user", content: summary }, ...current.slice(cut)], waiting)
-        if (result.text.trim().length === 0 || after >= tokens) {
-          summaryRefused = true
-          pending.add(started, new OperationCompleted({ operationId, turnId, output: { ...output, rejected: true }, isError: false }, true))
-          return yield* telemetry.emit(
-            ProductEvent.compactionCompleted("summary", "rejected", { tokensBefore: tokens, tokensAfter: after, archived: 0 })
-          )
-        }
-        const record = new ContextCompacted({
-          turnId,
-          mode: "summary",
-          messagesBefore: current.length,
-          tokensBefore: tokens,
-          tokensAfter: after,
-          replaced: cut,
-          summary,
-          operationId
-        }, true)
-        // Durable at once, with its receipt: a crash from here on never pays for this summary again.
-        yield* ctx.commit([
-          ...pending.take(),
-          started,
-          new OperationCompleted({ operationId, turnId, output, isError: false }, true),
-          record
-        ])
-        yield* telemetry.emit(
-          ProductEvent.compactionCompleted("summary", "compacted", { tokensBefore: tokens, tokensAfter: after, archived: 0 })
-        )
-      })
-
-    const compact = (view: SessionState.SessionState, waiting: ReadonlyArray<Model.Message>, before: number) =>
-      Effect.gen(function*() {
-        const { plan, settings } = charge()
-        const messages = Transcript.toArray(view.transcript)
-        let current: ReadonlyArray<Model.Message> = messages
-        let tokens = before
-        const archived = Compaction.planMicro(
-          messages,
-          settings,
-          (toolName) => plan.tool(toolName)?.preserveResult === true,
-          SessionState.originOf
-        )
-        if (archived.length > 0) {
-          yield* telemetry.emit(ProductEvent.compactionStarted("micro", before))
-          current = Compaction.withArchived(messages, archived)
-          tokens = requestTokens(current, waiting)
-          pending.add(
-            new ContextCompacted({
-              turnId,
-              mode: "micro",
-              messagesBefore: messages.length,
-              tokensBefore: before,
-              tokensAfter: tokens,
-              archived
-            }, true)
-          )
-          yield* telemetry.emit(
-            ProductEvent.compactionCompleted("micro", "compacted", { tokensBefore: before, tokensAfter: tokens, archived: archived.length })
-          )
-        }
-        if (tokens <= settings.threshold || summaryRefused) return
-        const cut = Compaction.planCut(current, settings.keepRecentMessages)
-        if (cut !== undefined) yield* summarize(current, waiting, cut, tokens)
-      })
-
-    const beforeModelCall = Effect.suspend(() => {
-      const { fixed, settings } = charge()
-      if (!settings.enabled) return Effect.void
-      const view = ctx.view(pending.peek())
-      const waiting = SessionState.waitingMessages(view)
-      const before = ContextEstimate.estimate(view.transcript, waiting, view.reported, fixed)
-      return before <= settings.threshold ? Effect.void : compact(view, waiting, before)
+      }
+      const record = new ContextCompacted({
+        turnId,
+        mode: "summary",
+        messagesBefore: current.length,
+        tokensBefore: tokens,
+        tokensAfter: after,
+        replaced: cut,
+        summary,
+        operationId
+      }, true)
+      // Durable at once, with its receipt: a crash from here on never pays for this summary again.
+      yield* ctx.commit([
+        ...pending.take(),
+        started,
+        new OperationCompleted({ operationId, turnId, output, isError: false }, true),
+        record
+      ])
+      yield* telemetry.emit(
+        ProductEvent.compactionCompleted("summary", "compacted", { tokensBefore: tokens, tokensAfter: after, archived: 0 })
+      )
     })
 
-    const artifacts = () => ctx.view(pending.peek()).artifacts
-    return {
-      beforeModelCall,
-      toolkit: (inner) => {
-        if (!charge().settings.enabled) return inner
-        // The host's own read_artifact (workspace artifacts) answers the ids compaction did not archive.
-        const runnable = ArtifactTool.make(store, sessionId, artifacts, inner.get(Compaction.READ_ARTIFACT))
-        return Toolkit.of({ ...inner, get: (name) => (name === Compaction.READ_ARTIFACT ? runnable : inner.get(name)) })
+  const compact = (view: SessionState.SessionState, waiting: ReadonlyArray<Model.Message>, before: number) =>
+    Effect.gen(function*() {
+      const { plan, settings } = charge()
+      const messages = Transcript.toArray(view.transcript)
+      let current: ReadonlyArray<Model.Message> = messages
+      let tokens = before
+      const archived = Compaction.planMicro(
+        messages,
+        settings,
+        (toolName) => plan.tool(toolName)?.preserveResult === true,
+        SessionState.originOf
+      )
+      if (archived.length > 0) {
+        yield* telemetry.emit(ProductEvent.compactionStarted("micro", before))
+        current = Compaction.withArchived(messages, archived)
+        tokens = requestTokens(current, waiting)
+        pending.add(
+          new ContextCompacted({
+            turnId,
+            mode: "micro",
+            messagesBefore: messages.length,
+            tokensBefore: before,
+            tokensAfter: tokens,
+            archived
+          }, true)
+        )
+        yield* telemetry.emit(
+          ProductEvent.compactionCompleted("micro", "compacted", { tokensBefore: before, tokensAfter: tokens, archived: archived.length })
+        )
       }
-    } satisfies Compactor
+      if (tokens <= settings.threshold || summaryRefused) return
+      const cut = Compaction.planCut(current, settings.keepRecentMessages)
+      if (cut !== undefined) yield* summarize(current, waiting, cut, tokens)
+    })
+
+  const beforeModelCall = Effect.suspend(() => {
+    const { fixed, settings } = charge()
+    if (!settings.enabled) return Effect.void
+    const view = ctx.view(pending.peek())
+    const waiting = SessionState.waitingMessages(view)
+    const before = ContextEstimate.estimate(view.transcript, waiting, view.reported, fixed)
+    return before <= settings.threshold ? Effect.void : compact(view, waiting, before)
   })
+
+  const artifacts = () => ctx.view(pending.peek()).artifacts
+  return {
+    beforeModelCall,
+    toolkit: (inner) => {
+      if (!charge().settings.enabled) return inner
+      // The host's own read_artifact (workspace artifacts) answers the ids compaction did not archive.
+      const runnable = ArtifactTool.make(store, sessionId, artifacts, inner.get(Compaction.READ_ARTIFACT))
+      return Toolkit.of({ ...inner, get: (name) => (name === Compaction.READ_ARTIFACT ? runnable : inner.get(name)) })
+    }
+  } satisfies Compactor
+}

@@ -239,8 +239,8 @@ type Services = Model.Model | Toolkit | CostMeter | Guardrails
 /** Runs one turn to its end, resuming from the receipts and callbacks it is given. */
 export const run = (ctx: TurnContext) =>
   // The services read from the context in place: one Effect step rather than one (and its continuation) per tag.
-  Effect.withFiberRuntime<void, never, Services | Effect.Effect.Context<ReturnType<typeof Compactor.make>>>((fiber) => {
-    const services = fiber.currentContext as Context.Context<Services>
+  Effect.withFiberRuntime<void, never, Services | Compactor.Services>((fiber) => {
+    const services = fiber.currentContext as Context.Context<Services | Compactor.Services>
     const model = Context.get(services, Model.Model)
     const clock = ctx.clock
     const now = () => clock.unsafeCurrentTimeMillis()
@@ -248,34 +248,33 @@ export const run = (ctx: TurnContext) =>
     const charge: InCharge = { agent: ctx.agent, plan: ctx.plan }
     const spanIds = { sessionId: ctx.sessionId, turnId, epoch: ctx.epoch }
     const pending = makePending()
-    return Effect.flatMap(Compactor.make(ctx, { model, pending, meter, spanIds, inCharge: () => charge }), (compactor) => {
-      const toolkit = Context.get(services, Toolkit)
-      const parked = parkedOn(meter)
-      // The toolkit wrapped again for each agent in charge: its compaction settings say whether `read_artifact` is offered.
-      const toolsOf = (plan: TurnPlan) =>
-        ToolCalls.make(plan === ctx.plan ? ctx : { ...ctx, plan }, { toolkit: compactor.toolkit(toolkit), pending, parked, spanIds })
-      const t: Turn = {
-        ctx,
-        model,
-        costs: Context.get(services, CostMeter),
-        now,
-        pending,
-        parked,
-        spanIds,
-        reusable: ctx.receipts.filter((r) => r.kind === "model" && r.status === "completed"),
-        handoffs: Handoffs.make({ turnId, maxHandoffs: ctx.agent.maxHandoffs, receipts: ctx.receipts }),
-        compactor,
-        endings: endings(ctx, pending, Context.get(services, Guardrails), now),
-        charge,
-        toolsOf,
-        tools: toolsOf(ctx.plan),
-        rejected: 0
-      }
-      // A turn that made a model call passed its input guardrails (their records went out with that call's).
-      if (t.reusable.length > 0 || charge.agent.inputGuardrails.length === 0) return cycles(t)
-      return Effect.flatMap(t.endings.guard(charge.agent, "input", ctx.message), (block) =>
-        block !== undefined ? t.endings.blocked(block) : cycles(t))
-    })
+    const compactor = Compactor.make(ctx, { model, pending, meter, spanIds, inCharge: () => charge }, services)
+    const toolkit = Context.get(services, Toolkit)
+    const parked = parkedOn(meter)
+    // The toolkit wrapped again for each agent in charge: its compaction settings say whether `read_artifact` is offered.
+    const toolsOf = (plan: TurnPlan) =>
+      ToolCalls.make(plan === ctx.plan ? ctx : { ...ctx, plan }, { toolkit: compactor.toolkit(toolkit), pending, parked, spanIds })
+    const t: Turn = {
+      ctx,
+      model,
+      costs: Context.get(services, CostMeter),
+      now,
+      pending,
+      parked,
+      spanIds,
+      reusable: ctx.receipts.filter((r) => r.kind === "model" && r.status === "completed"),
+      handoffs: Handoffs.make({ turnId, maxHandoffs: ctx.agent.maxHandoffs, receipts: ctx.receipts }),
+      compactor,
+      endings: endings(ctx, pending, Context.get(services, Guardrails), now),
+      charge,
+      toolsOf,
+      tools: toolsOf(ctx.plan),
+      rejected: 0
+    }
+    // A turn that made a model call passed its input guardrails (their records went out with that call's).
+    if (t.reusable.length > 0 || charge.agent.inputGuardrails.length === 0) return cycles(t)
+    return Effect.flatMap(t.endings.guard(charge.agent, "input", ctx.message), (block) =>
+      block !== undefined ? t.endings.blocked(block) : cycles(t))
   })
 
 /**
