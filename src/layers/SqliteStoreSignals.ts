@@ -78,6 +78,18 @@ interface HeadsRow {
 /** Ids per heads query (SQLite's default limit on parameters is far above it). */
 const chunk = 500
 
+/**
+ * `text` prepared once per connection (`pluck`: its rows' first column only): a connection opened
+ * again after a failure prepares it again.
+ */
+const preparedOnce = (text: string, pluck = false) => {
+  let prepared: { readonly db: Database.Database; readonly statement: Database.Statement } | undefined
+  return (db: Database.Database): Database.Statement => {
+    if (prepared?.db !== db) prepared = { db, statement: db.prepare(text).pluck(pluck) }
+    return prepared.statement
+  }
+}
+
 /** Signals over the file, on a connection of their own; a private `:memory:` database has no other process: no signals. */
 export const layer = (options: Options): Layer.Layer<StoreSignals> =>
   options.filename === ":memory:" ? layerNoop : Layer.scoped(StoreSignals, make(options))
@@ -156,11 +168,8 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
     }
 
     // `PRAGMA data_version` prepared once per connection (`db.pragma` prepares it at every call, 200 times a second).
-    let versionOf: { readonly db: Database.Database; readonly statement: Database.Statement } | undefined
-    const dataVersion = (db: Database.Database): number => {
-      if (versionOf?.db !== db) versionOf = { db, statement: db.prepare("PRAGMA data_version").pluck() }
-      return versionOf.statement.get() as number
-    }
+    const versionOn = preparedOnce("PRAGMA data_version", true)
+    const dataVersion = (db: Database.Database): number => versionOn(db).get() as number
 
     /** One check: did anyone else commit, and if so which watched sessions grew. */
     const check = () => {
@@ -175,8 +184,7 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
       readHeads(db, ids)
     }
 
-    // The heads of one session, prepared once per connection, as `dataVersion`.
-    let headsOf: { readonly db: Database.Database; readonly statement: Database.Statement } | undefined
+    const headsOn = preparedOnce("SELECT id, head_seq, inbox_head FROM troupe_sessions WHERE id = ?")
     /**
      * A session's heads read as it is first watched: later growth is signalled against them, and
      * its watcher reads the store after subscribing. False where they cannot be read now (the file
@@ -187,8 +195,7 @@ const makeWith = (every: Duration.DurationInput | undefined, reader: Reader) =>
       try {
         const db = reader.db()
         if (db.inTransaction) return false
-        if (headsOf?.db !== db) headsOf = { db, statement: db.prepare("SELECT id, head_seq, inbox_head FROM troupe_sessions WHERE id = ?") }
-        const row = headsOf.statement.get(sessionId) as HeadsRow | undefined
+        const row = headsOn(db).get(sessionId) as HeadsRow | undefined
         if (row === undefined) return false
         known.set(sessionId, { head: row.head_seq, inbox: row.inbox_head })
         return true

@@ -21,7 +21,7 @@ import {
 } from "../../internal/SessionDraft.js"
 import { type AdmitChildTurn, type SpawnChild, type Spawned } from "../../services/SessionStore.js"
 import * as SqlStatements from "./SqlStatements.js"
-import type { AppendError, Clock } from "./Dialect.js"
+import { type AppendError, boundClock, type Clock } from "./Dialect.js"
 import type { Step, Steps } from "./Steps.js"
 import { encodeMessage, sessionColumns, sessionOf, type SessionRow } from "./Rows.js"
 import { createdStep, insertSession } from "./CreateSteps.js"
@@ -142,12 +142,12 @@ export function* spawnSteps(
     path: `${row.path}${childId}/`,
     idempotencyKey: null,
     fingerprint: printOf(create),
-    at: { text: "?", params: [at] },
+    at: boundClock(at),
     spawnCommit: commit.commitId,
     inbox: 1
   })
   if (inserted.length === 0) return Either.left(new Conflict({ entity: "session", key: childId, reason: "session id already taken" }))
-  yield createdStep(child, { text: "?", params: [at] })
+  yield createdStep(child, boundClock(at))
   yield {
     text: `INSERT INTO troupe_inbox (session_id, position, input_id, command, received_at) VALUES (?, 1, ?, ?, ?)`,
     params: [childId, input.message.inputId, print, at]
