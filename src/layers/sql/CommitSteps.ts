@@ -235,26 +235,30 @@ const logStep = (commit: Commit, headSeq: number, at: number): Step => {
   return { text: logText(records.length), params }
 }
 
-// Indexed loops: a `for…of` compiles to the iterator protocol inside a try/finally.
-const operationsStep = (commit: Commit, projection: Projection): Step => {
-  const changes = projection.operations
+/** The parameters of a multi-row insert: each item's row, its `columns` in order. */
+const rowParams = <T, K extends string>(
+  items: ReadonlyArray<T>,
+  rowOf: (item: T) => Readonly<Record<K, unknown>>,
+  columns: ReadonlyArray<K>
+): Array<unknown> => {
+  // Indexed loops: a `for…of` compiles to the iterator protocol inside a try/finally.
   const params: Array<unknown> = []
-  for (let i = 0; i < changes.length; i++) {
-    const row = operationRow(commit.sessionId, changes[i]!)
-    for (let c = 0; c < operationColumns.length; c++) params.push(row[operationColumns[c]!])
+  for (let i = 0; i < items.length; i++) {
+    const row = rowOf(items[i]!)
+    for (let c = 0; c < columns.length; c++) params.push(row[columns[c]!])
   }
-  return { text: operationsText(changes.length), params }
+  return params
 }
 
-const callbacksOpenedStep = (projection: Projection): Step => {
-  const opened = projection.callbacksOpened
-  const params: Array<unknown> = []
-  for (let i = 0; i < opened.length; i++) {
-    const row = callbackRow(opened[i]!)
-    for (let c = 0; c < callbackColumns.length; c++) params.push(row[callbackColumns[c]!])
-  }
-  return { text: callbacksOpenedText(opened.length), params }
-}
+const operationsStep = (commit: Commit, projection: Projection): Step => ({
+  text: operationsText(projection.operations.length),
+  params: rowParams(projection.operations, (change) => operationRow(commit.sessionId, change), operationColumns)
+})
+
+const callbacksOpenedStep = (projection: Projection): Step => ({
+  text: callbacksOpenedText(projection.callbacksOpened.length),
+  params: rowParams(projection.callbacksOpened, callbackRow, callbackColumns)
+})
 
 const callbacksClosedStep = (commit: Commit, projection: Projection): Step => ({
   text: callbacksClosedText(projection.callbacksClosed.length),
