@@ -20,8 +20,12 @@
  *   `--turns` messages each, all written at once; the turns/s between the
  *   first and the last model call, and how the turns spread over the workers.
  *
+ * - **Spread**: three workers claiming every 300 ms; `--spreads` bursts of six
+ *   one-step sessions, each written at a random phase of the claim ticks: how
+ *   many of a burst the busiest worker drove (decision 0056).
+ *
  *   npx tsx bench/failover.ts [--kills 20] [--bursts 1,5,15] [--drains 10] [--ttl 2000] [--sessions 48] [--turns 5] [--workers 1,2,4]
- *     [--pause MS] [--keep] [--only failover|handover|throughput]
+ *     [--spreads 25] [--pause MS] [--keep] [--only failover|handover|spread|throughput]
  */
 import { Effect, ManagedRuntime } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
@@ -42,6 +46,7 @@ const sessionCount = Number(arg("sessions", "48"))
 const turnsEach = Number(arg("turns", "5"))
 const poolSizes = arg("workers", "1,2,4").split(",").map(Number)
 const bursts = arg("bursts", "1,5,15").split(",").map(Number)
+const spreads = Number(arg("spreads", "25"))
 const only = arg("only", "")
 const keep = process.argv.includes("--keep")
 // Throughput: after a tenth of the steps, SIGSTOP every worker for this long (ms; longer than the TTL makes every lease lapse mid-turn), then SIGCONT.
@@ -243,10 +248,44 @@ const throughput = (url: string, workers: number) =>
     }
   })
 
+/**
+ * Spread: three workers claiming every 300 ms; `--spreads` bursts of six one-step sessions, each
+ * written at a random phase of their ticks once the last has ended; how many of each burst the
+ * busiest worker drove (at its first model call), as a histogram of that largest share.
+ */
+const spread = (url: string) =>
+  Effect.promise(async () => {
+    const p = await pool(url, "s")
+    const env = { POOL_TTL_MS: "3000", POOL_CLAIM_MS: "300", POOL_MODEL_MS: "300" }
+    try {
+      await Promise.all(Array.from({ length: 3 }, () => p.start(env)))
+      const largest: Array<number> = []
+      for (let b = 0; b < spreads; b++) {
+        await sleep(Math.random() * 300)
+        const ids = await Promise.all(Array.from({ length: 6 }, () => p.submit(1)))
+        // The second model call ends the turn: by then the first one's owner is known.
+        const owners = await until("every turn's last model call", () => {
+          const lines = p.side()
+          const found = ids.map((id) => lines.find((line) => line.sessionId === id && line.kind === "model" && line.n === 1)?.owner)
+          const done = ids.every((id) => lines.some((line) => line.sessionId === id && line.kind === "model" && line.n === 2))
+          return done && found.every((owner) => owner !== undefined) ? found : undefined
+        })
+        const counts = new Map<string, number>()
+        for (const owner of owners) counts.set(owner!, (counts.get(owner!) ?? 0) + 1)
+        largest.push(Math.max(...counts.values()))
+      }
+      console.log(`\nspread: ${spreads} bursts of 6 sessions over 3 workers (claim interval 300 ms)`)
+      console.log(`  bursts whose busiest worker drove 1…6 of them: ${[1, 2, 3, 4, 5, 6].map((k) => largest.filter((n) => n === k).length).join(" / ")}`)
+    } finally {
+      await p.close()
+    }
+  })
+
 console.log(`load average at start: ${loadAverage()}`)
 await withPgSchema("troupe_bench_pool", async (url) => {
   if (only === "" || only === "failover") await Effect.runPromise(failover(url))
   if (only === "" || only === "handover") await Effect.runPromise(handover(url))
+  if (only === "" || only === "spread") await Effect.runPromise(spread(url))
   if (only === "" || only === "throughput") {
     for (const size of poolSizes) await Effect.runPromise(throughput(url, size))
   }

@@ -19,7 +19,7 @@
  *   turns: SIGCONT'd, it finishes them all, each step once.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Context, Duration, Effect, Exit, Fiber, Layer, ManagedRuntime, Option, Schedule, Schema, Scope } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, ManagedRuntime, Option, Queue, Schedule, Schema, Scope, TestClock } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -80,6 +80,7 @@ describe("WorkerPool.claimOnce", () => {
       spread: true,
       paused: () => false,
       claimable: Effect.never,
+      forgetHints: Effect.void,
       announce: Effect.sync(() => void announced++)
     }
     return { m, started, announced: () => announced }
@@ -98,6 +99,40 @@ describe("WorkerPool.claimOnce", () => {
       assert.isFalse(second.left)
       assert.strictEqual(announced(), 1)
     }))
+
+  it.effect("a worker's own hint does not cut its follow-up short: the others get their time to take a share", () =>
+    Effect.gen(function*() {
+      const burst = ids("a", "b", "c", "d", "e", "f")
+      const { m, started } = member(burst, 64)
+      let looks = 0
+      // Every process hears the pool's hint, the sender's too: the announce lands in its own queue.
+      const hints = yield* Queue.sliding<void>(1)
+      const echoing: WorkerPool.Member = {
+        ...m,
+        store: { runnable: () => Effect.sync(() => (looks++, burst.filter((id) => !started.includes(id)))) } as unknown as SessionStore["Type"],
+        announce: Queue.offer(hints, undefined),
+        claimable: Queue.take(hints),
+        forgetHints: Effect.asVoid(Queue.takeAll(hints))
+      }
+      yield* Effect.fork(WorkerPool.claimLoop(echoing, Duration.seconds(1)))
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(looks, 1)
+      assert.strictEqual(started.length, 3, "half of the burst at the first look")
+      yield* TestClock.adjust("200 millis")
+      assert.strictEqual(looks, 1, "no look before the follow-up, its own hint notwithstanding")
+      yield* TestClock.adjust("50 millis")
+      assert.strictEqual(looks, 2)
+      assert.strictEqual(started.length, 6, "the rest at the follow-up")
+      // The hint it heard meanwhile was forgotten: the next look is at the tick (750 ms or more away), not now.
+      yield* TestClock.adjust("700 millis")
+      assert.strictEqual(looks, 2)
+    }))
+
+  it("the follow-up after leaving part of a burst: 250 ms, a quarter of a shorter interval, never under 200 ms unless the interval is", () => {
+    assert.strictEqual(WorkerPool.followUpMillis(1000), 250)
+    assert.strictEqual(WorkerPool.followUpMillis(300), 200)
+    assert.strictEqual(WorkerPool.followUpMillis(120), 120)
+  })
 
   it.effect("a full worker leaves the rest without a follow-up of its own", () =>
     Effect.gen(function*() {

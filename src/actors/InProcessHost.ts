@@ -148,10 +148,12 @@ const timers = (
 const claimRunnable = (
   signals: StoreSignals["Type"],
   interval: Duration.Duration,
-  member: Omit<WorkerPool.Member, "claimable">
+  member: Omit<WorkerPool.Member, "claimable" | "forgetHints">
 ) =>
   Effect.flatMap(signals.watchClaimable, (claimable) =>
-    Effect.forkScoped(WorkerPool.claimLoop({ ...member, claimable: Queue.take(claimable) }, interval)))
+    Effect.forkScoped(
+      WorkerPool.claimLoop({ ...member, claimable: Queue.take(claimable), forgetHints: Effect.asVoid(Queue.takeAll(claimable)) }, interval)
+    ))
 
 /** Who waits for a decision on an input, by session, then by input. */
 const decisionWaiters = () => {

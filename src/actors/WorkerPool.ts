@@ -104,6 +104,8 @@ export interface Member {
    * claim loop then looks at once instead of at its next tick.
    */
   readonly claimable: Effect.Effect<void>
+  /** Drops the hints heard so far: the look about to run reads whatever they told. */
+  readonly forgetHints: Effect.Effect<void>
 }
 
 /** Fisher–Yates on a copy, so that the pool's members try different sessions first. */
@@ -155,11 +157,14 @@ export const claimOnce = (member: Member, seen: Seen): Effect.Effect<Tick> =>
 const hintJitterMillis = 50
 
 /**
- * How soon a worker that left part of a burst to the pool looks again (a quarter of its interval
- * when shorter): time enough for the others, told at once, to take their share; then it takes
- * what is still there. A burst is claimed within one look and this, not in waves of ticks.
+ * How soon a worker that left part of a burst to the pool looks again, given its claim interval:
+ * 250 ms, or a quarter of the interval when shorter, but never under four hint jitters (the others
+ * hear the hint, wait their jitter, look, and ask for their leases first) unless the interval
+ * itself is shorter. Then it takes what is still there: a burst is claimed within one look and
+ * this, not in waves of ticks.
  */
-const followUpMillis = 250
+export const followUpMillis = (intervalMillis: number): number =>
+  Math.min(250, intervalMillis, Math.max(intervalMillis / 4, 4 * hintJitterMillis))
 
 /**
  * Claims forever, every `interval` (±25 % with `spread`, so the pool's
@@ -180,10 +185,18 @@ export const claimLoop = (member: Member, interval: Duration.Duration): Effect.E
       const pause = tick.full
         ? Math.min(50, millis)
         : tick.left
-        ? Math.min(followUpMillis, millis / 4)
+        ? followUpMillis(millis)
         : member.spread
         ? millis * (0.75 + 0.5 * (yield* Random.next))
         : millis
+      if (tick.left) {
+        // The follow-up comes whatever is hinted meanwhile: its own hint (every process hears it,
+        // the sender's too) must not cut short the others' time to take their share, and what a
+        // hint meanwhile told, the follow-up reads anyway.
+        yield* Effect.sleep(Duration.millis(pause))
+        yield* member.forgetHints
+        continue
+      }
       const hinted = yield* Effect.raceFirst(
         Effect.as(Effect.sleep(Duration.millis(pause)), false),
         Effect.as(member.claimable, true)
