@@ -172,8 +172,9 @@ export const followUpMillis = (intervalMillis: number): number =>
  * claimable (with `spread`, after up to 50 ms more); while slots are the
  * limit, every 50 ms, so a slot given back is used soon (a full worker's tick
  * reads nothing from the store); after leaving part of a burst to the pool,
- * within 250 ms, to take what the others did not. The tick stays the
- * backstop for a lost hint.
+ * at its follow-up (`followUpMillis`, hints notwithstanding: decision 0056),
+ * to take what the others did not. The tick stays the backstop for a lost
+ * hint.
  */
 export const claimLoop = (member: Member, interval: Duration.Duration): Effect.Effect<never> =>
   Effect.gen(function*() {
