@@ -183,21 +183,19 @@ export const claimLoop = (member: Member, interval: Duration.Duration): Effect.E
     for (;;) {
       const tick = yield* claimOnce(member, seen)
       seen = tick.seen
-      const pause = tick.full
-        ? Math.min(50, millis)
-        : tick.left
-        ? followUpMillis(millis)
-        : member.spread
-        ? millis * (0.75 + 0.5 * (yield* Random.next))
-        : millis
       if (tick.left) {
         // The follow-up comes whatever is hinted meanwhile: its own hint (every process hears it,
         // the sender's too) must not cut short the others' time to take their share, and what a
         // hint meanwhile told, the follow-up reads anyway.
-        yield* Effect.sleep(Duration.millis(pause))
+        yield* Effect.sleep(Duration.millis(followUpMillis(millis)))
         yield* member.forgetHints
         continue
       }
+      const pause = tick.full
+        ? Math.min(50, millis)
+        : member.spread
+        ? millis * (0.75 + 0.5 * (yield* Random.next))
+        : millis
       const hinted = yield* Effect.raceFirst(
         Effect.as(Effect.sleep(Duration.millis(pause)), false),
         Effect.as(member.claimable, true)
