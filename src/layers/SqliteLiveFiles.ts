@@ -186,9 +186,10 @@ export const writer = (paths: Paths, origin: string, options: { readonly rotateA
     const last = looked.get(sessionId)
     if (last !== undefined && last.until > now) return last.followed
     // No directory and nothing written here: nobody follows it, and there is nothing to remember.
-    if (!hasDirectory(sessionId, now) && !written.has(sessionId)) return false
+    const directory = hasDirectory(sessionId, now)
+    if (!directory && !written.has(sessionId)) return false
     if (looked.size >= rememberAtMost) looked.clear()
-    const fresh = hasDirectory(sessionId, now) && followedElsewhere(paths, sessionId, origin, now)
+    const fresh = directory && followedElsewhere(paths, sessionId, origin, now)
     looked.set(sessionId, { until: now + lookEvery, followed: fresh })
     if (!fresh && written.has(sessionId)) {
       // Nobody follows any more: what this process wrote is nobody's to read.
